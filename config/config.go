@@ -1,0 +1,255 @@
+// Package config holds the adapter's configuration: one Config struct, filled
+// from defaults, then an optional YAML file, then command-line flags (a flag
+// given on the command line wins over the file).
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"gopkg.in/yaml.v3"
+)
+
+// Config is everything the adapter can be told. YAML keys mirror the flag
+// names: flag --a.b-c is key b_c under section a.
+type Config struct {
+	Web       Web       `yaml:"web"`
+	Storage   Storage   `yaml:"storage"`
+	Cassandra Cassandra `yaml:"cassandra"`
+	KairosDB  KairosDB  `yaml:"kairosdb"`
+	Query     Query     `yaml:"query"`
+	Log       Log       `yaml:"log"`
+}
+
+// Web configures the HTTP side.
+type Web struct {
+	ListenAddress       string         `yaml:"listen_address"`
+	ReadTimeout         model.Duration `yaml:"read_timeout"`
+	MaxRequestBytes     int64          `yaml:"max_request_bytes"`
+	MaxConcurrentWrites int            `yaml:"max_concurrent_writes"`
+	MaxConcurrentReads  int            `yaml:"max_concurrent_reads"`
+}
+
+// Storage picks the engine under the KairosDB layout.
+type Storage struct {
+	Type string `yaml:"type"` // embedded or cassandra
+	Path string `yaml:"path"` // embedded store directory
+}
+
+// Cassandra configures the connection to a Cassandra cluster.
+type Cassandra struct {
+	Hosts            []string       `yaml:"hosts"`
+	Keyspace         string         `yaml:"keyspace"`
+	Replication      string         `yaml:"replication"`
+	WriteConsistency string         `yaml:"write_consistency"`
+	ReadConsistency  string         `yaml:"read_consistency"`
+	LocalDC          string         `yaml:"local_dc"`
+	Username         string         `yaml:"username"`
+	PasswordFile     string         `yaml:"password_file"`
+	TLS              TLS            `yaml:"tls"`
+	Timeout          model.Duration `yaml:"timeout"`
+	ConnectTimeout   model.Duration `yaml:"connect_timeout"`
+}
+
+// TLS names the files for TLS to Cassandra; all empty means no TLS.
+type TLS struct {
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// KairosDB configures the layout: what KairosDB itself reads from its own
+// configuration file.
+type KairosDB struct {
+	DatapointTTL      model.Duration `yaml:"datapoint_ttl"`
+	TagIndexedMetrics []string       `yaml:"tag_indexed_metrics"`
+	RowWidth          model.Duration `yaml:"row_width"`
+	RowTimeUnit       string         `yaml:"row_time_unit"`
+	MetricPrefix      string         `yaml:"metric_prefix"`
+	IndexCacheSize    int            `yaml:"index_cache_size"`
+}
+
+// Query bounds what one remote-read query may cost.
+type Query struct {
+	MaxMetrics int `yaml:"max_metrics"`
+	MaxSeries  int `yaml:"max_series"`
+	MaxSamples int `yaml:"max_samples"`
+}
+
+// Log configures log/slog output.
+type Log struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+// Consistency levels accepted for --cassandra.*-consistency.
+var consistencyLevels = []string{"ANY", "ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE"}
+
+// LoadFile decodes a YAML file over cfg. Unknown keys are errors, so a typo
+// cannot silently leave a default in place.
+func LoadFile(cfg *Config, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	// An empty file decodes to io.EOF: it means "no settings", not an error.
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	return nil
+}
+
+// Validate checks values that the types alone cannot. Messages name the key
+// as both its flag and its YAML form.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(flag, yamlKey, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("invalid --%s (%s): %s", flag, yamlKey, fmt.Sprintf(format, args...)))
+	}
+	if c.Web.ListenAddress == "" {
+		bad("web.listen-address", "web.listen_address", "must not be empty")
+	}
+	if c.Web.MaxRequestBytes <= 0 {
+		bad("web.max-request-bytes", "web.max_request_bytes", "must be positive, got %d", c.Web.MaxRequestBytes)
+	}
+	if c.Web.MaxConcurrentWrites <= 0 {
+		bad("web.max-concurrent-writes", "web.max_concurrent_writes", "must be positive, got %d", c.Web.MaxConcurrentWrites)
+	}
+	if c.Web.MaxConcurrentReads <= 0 {
+		bad("web.max-concurrent-reads", "web.max_concurrent_reads", "must be positive, got %d", c.Web.MaxConcurrentReads)
+	}
+	switch c.Storage.Type {
+	case "embedded":
+		if c.Storage.Path == "" {
+			bad("storage.path", "storage.path", "must not be empty with --storage=embedded")
+		}
+	case "cassandra":
+	default:
+		bad("storage", "storage.type", "must be embedded or cassandra, got %q", c.Storage.Type)
+	}
+	if len(c.Cassandra.Hosts) == 0 {
+		bad("cassandra.hosts", "cassandra.hosts", "must name at least one host")
+	}
+	for _, h := range c.Cassandra.Hosts {
+		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, " /") {
+			bad("cassandra.hosts", "cassandra.hosts", "%q is not host[:port]", h)
+		}
+	}
+	if !validKeyspace(c.Cassandra.Keyspace) {
+		bad("cassandra.keyspace", "cassandra.keyspace", "%q must be 1-48 letters, digits or underscores", c.Cassandra.Keyspace)
+	}
+	if r := strings.TrimSpace(c.Cassandra.Replication); !strings.HasPrefix(r, "{") || !strings.HasSuffix(r, "}") {
+		bad("cassandra.replication", "cassandra.replication", "%q is not a CQL map literal such as {'class': 'SimpleStrategy', 'replication_factor': 1}", c.Cassandra.Replication)
+	}
+	for _, cl := range []struct{ flag, key, v string }{
+		{"cassandra.write-consistency", "cassandra.write_consistency", c.Cassandra.WriteConsistency},
+		{"cassandra.read-consistency", "cassandra.read_consistency", c.Cassandra.ReadConsistency},
+	} {
+		if !contains(consistencyLevels, strings.ToUpper(cl.v)) {
+			bad(cl.flag, cl.key, "%q is not one of %s", cl.v, strings.Join(consistencyLevels, ", "))
+		}
+	}
+	tlsSet := 0
+	for _, f := range []string{c.Cassandra.TLS.CertFile, c.Cassandra.TLS.KeyFile} {
+		if f != "" {
+			tlsSet++
+		}
+	}
+	if tlsSet == 1 {
+		bad("cassandra.tls.cert-file", "cassandra.tls.cert_file", "a client certificate needs both --cassandra.tls.cert-file and --cassandra.tls.key-file")
+	}
+	if c.Cassandra.Timeout <= 0 {
+		bad("cassandra.timeout", "cassandra.timeout", "must be positive")
+	}
+	if c.Cassandra.ConnectTimeout <= 0 {
+		bad("cassandra.connect-timeout", "cassandra.connect_timeout", "must be positive")
+	}
+	if c.Cassandra.PasswordFile != "" && c.Cassandra.Username == "" {
+		bad("cassandra.password-file", "cassandra.password_file", "needs --cassandra.username")
+	}
+	ttl := time.Duration(c.KairosDB.DatapointTTL)
+	if ttl < 0 || ttl%time.Second != 0 || ttl > 630720000*time.Second {
+		bad("kairosdb.datapoint-ttl", "kairosdb.datapoint_ttl", "%s must be whole seconds between 0 and 20y (Cassandra's TTL limit)", c.KairosDB.DatapointTTL)
+	}
+	switch strings.ToUpper(c.KairosDB.RowTimeUnit) {
+	case "MILLISECONDS":
+		w := time.Duration(c.KairosDB.RowWidth)
+		// Columns are signed 32-bit millisecond offsets (layout §3.2).
+		if w <= 0 || w%time.Millisecond != 0 || w >= (1<<31)*time.Millisecond {
+			bad("kairosdb.row-width", "kairosdb.row_width", "%s must be whole milliseconds, positive and below 24d20h31m23s", c.KairosDB.RowWidth)
+		}
+	case "SECONDS":
+		w := time.Duration(c.KairosDB.RowWidth)
+		if w <= 0 || w%time.Second != 0 {
+			bad("kairosdb.row-width", "kairosdb.row_width", "%s must be whole seconds with row time unit SECONDS", c.KairosDB.RowWidth)
+		}
+	default:
+		bad("kairosdb.row-time-unit", "kairosdb.row_time_unit", "%q must be MILLISECONDS or SECONDS", c.KairosDB.RowTimeUnit)
+	}
+	for _, m := range c.KairosDB.TagIndexedMetrics {
+		if m == "" {
+			bad("kairosdb.tag-indexed-metrics", "kairosdb.tag_indexed_metrics", "empty metric name")
+		}
+	}
+	if c.KairosDB.IndexCacheSize < 0 {
+		bad("kairosdb.index-cache-size", "kairosdb.index_cache_size", "must not be negative")
+	}
+	for _, q := range []struct {
+		flag, key string
+		v         int
+	}{{"query.max-metrics", "query.max_metrics", c.Query.MaxMetrics}, {"query.max-series", "query.max_series", c.Query.MaxSeries}, {"query.max-samples", "query.max_samples", c.Query.MaxSamples}} {
+		if q.v < 0 {
+			bad(q.flag, q.key, "must not be negative (0 means no limit)")
+		}
+	}
+	if !contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		bad("log.level", "log.level", "%q must be debug, info, warn or error", c.Log.Level)
+	}
+	if !contains([]string{"logfmt", "json"}, c.Log.Format) {
+		bad("log.format", "log.format", "%q must be logfmt or json", c.Log.Format)
+	}
+	return errors.Join(errs...)
+}
+
+// CassandraPassword reads the password file, trimming one trailing newline.
+// The password only ever comes from a file so it never shows in a process
+// listing or a config dump.
+func (c *Config) CassandraPassword() (string, error) {
+	if c.Cassandra.PasswordFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(c.Cassandra.PasswordFile)
+	if err != nil {
+		return "", fmt.Errorf("--cassandra.password-file: %w", err)
+	}
+	return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
+}
+
+func validKeyspace(s string) bool {
+	if len(s) == 0 || len(s) > 48 {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,117 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/stretchr/testify/require"
+)
+
+func parse(t *testing.T, args ...string) (*Config, error) {
+	t.Helper()
+	app := kingpin.New("test", "")
+	app.Terminate(nil)
+	return Parse(app, args)
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "c.yml")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := parse(t)
+	require.NoError(t, err)
+	require.Equal(t, ":9201", c.Web.ListenAddress)
+	require.Equal(t, "embedded", c.Storage.Type)
+	require.Equal(t, "./data", c.Storage.Path)
+	require.Equal(t, []string{"127.0.0.1:9042"}, c.Cassandra.Hosts)
+	require.Equal(t, "kairosdb", c.Cassandra.Keyspace)
+	require.Equal(t, "{'class': 'SimpleStrategy', 'replication_factor': 1}", c.Cassandra.Replication)
+	require.Equal(t, "QUORUM", c.Cassandra.WriteConsistency)
+	require.Equal(t, "ONE", c.Cassandra.ReadConsistency)
+	require.Equal(t, 1814400000*time.Millisecond, time.Duration(c.KairosDB.RowWidth))
+	require.Equal(t, "MILLISECONDS", c.KairosDB.RowTimeUnit)
+	require.Zero(t, c.KairosDB.DatapointTTL)
+	require.Equal(t, int64(32<<20), c.Web.MaxRequestBytes)
+}
+
+func TestFileThenFlags(t *testing.T) {
+	p := writeFile(t, `
+web:
+  listen_address: ":1234"
+storage:
+  type: cassandra
+cassandra:
+  hosts: [a:9042, b]
+  keyspace: metrics
+  read_consistency: LOCAL_ONE
+kairosdb:
+  datapoint_ttl: 30d
+  tag_indexed_metrics: [cpu, mem]
+`)
+	c, err := parse(t, "--config.file", p, "--cassandra.keyspace=other", "--kairosdb.tag-indexed-metrics=x, y")
+	require.NoError(t, err)
+	require.Equal(t, ":1234", c.Web.ListenAddress)
+	require.Equal(t, "cassandra", c.Storage.Type)
+	require.Equal(t, []string{"a:9042", "b"}, c.Cassandra.Hosts)
+	require.Equal(t, "other", c.Cassandra.Keyspace, "a flag given on the command line wins over the file")
+	require.Equal(t, "LOCAL_ONE", c.Cassandra.ReadConsistency)
+	require.Equal(t, 30*24*time.Hour, time.Duration(c.KairosDB.DatapointTTL))
+	require.Equal(t, []string{"x", "y"}, c.KairosDB.TagIndexedMetrics)
+	require.Equal(t, "QUORUM", c.Cassandra.WriteConsistency, "keys absent from the file keep their defaults")
+}
+
+func TestErrorsNameTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		file string
+		args []string
+		want string
+	}{
+		{name: "unknown yaml key", file: "web:\n  listen_adress: x\n", want: "field listen_adress not found"},
+		{name: "unknown section", file: "cassandar: {}\n", want: "field cassandar not found"},
+		{name: "bad yaml type", file: "web:\n  max_request_bytes: lots\n", want: "cannot unmarshal"},
+		{name: "bad storage", args: []string{"--storage=mysql"}, want: `invalid --storage (storage.type): must be embedded or cassandra, got "mysql"`},
+		{name: "bad consistency", args: []string{"--cassandra.write-consistency=SOME"}, want: "invalid --cassandra.write-consistency (cassandra.write_consistency)"},
+		{name: "bad consistency in file", file: "cassandra:\n  read_consistency: MANY\n", want: "invalid --cassandra.read-consistency (cassandra.read_consistency)"},
+		{name: "bad duration", args: []string{"--kairosdb.datapoint-ttl=soon"}, want: "invalid --kairosdb.datapoint-ttl"},
+		{name: "ttl beyond cassandra", args: []string{"--kairosdb.datapoint-ttl=21y"}, want: "Cassandra's TTL limit"},
+		{name: "row width too large", args: []string{"--kairosdb.row-width=25d"}, want: "invalid --kairosdb.row-width"},
+		{name: "bad unit", args: []string{"--kairosdb.row-time-unit=HOURS"}, want: "must be MILLISECONDS or SECONDS"},
+		{name: "bad keyspace", args: []string{"--cassandra.keyspace=a-b"}, want: "invalid --cassandra.keyspace"},
+		{name: "bad log level", args: []string{"--log.level=loud"}, want: "invalid --log.level"},
+		{name: "bad int", args: []string{"--web.max-concurrent-writes=many"}, want: "invalid --web.max-concurrent-writes"},
+		{name: "unknown flag", args: []string{"--web.listen"}, want: "unknown long flag '--web.listen'"},
+		{name: "password without user", args: []string{"--cassandra.password-file=/x"}, want: "needs --cassandra.username"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.file != "" {
+				args = append([]string{"--config.file", writeFile(t, tc.file)}, args...)
+			}
+			_, err := parse(t, args...)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestEmptyFileIsNoSettings(t *testing.T) {
+	c, err := parse(t, "--config.file", writeFile(t, ""))
+	require.NoError(t, err)
+	require.Equal(t, Default(), c)
+}
+
+func TestPasswordFromFile(t *testing.T) {
+	p := writeFile(t, "s3cret\n")
+	c, err := parse(t, "--cassandra.username=u", "--cassandra.password-file", p)
+	require.NoError(t, err)
+	pw, err := c.CassandraPassword()
+	require.NoError(t, err)
+	require.Equal(t, "s3cret", pw)
+}

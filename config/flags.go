@@ -1,0 +1,135 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/model"
+)
+
+// flag is one command-line flag. Its default is a string parsed by set, so
+// the same text is both what --help shows and what Default() applies.
+type flag struct {
+	name, help, def string
+	set             func(c *Config, s string) error
+}
+
+// flags is the command-line contract; operators and the project's checks use
+// these names, so they only ever gain entries.
+var flags = []flag{
+	{"config.file", "Path to a YAML configuration file; flags given on the command line override it.", "", nil},
+	{"web.listen-address", "Address to listen on for remote write, remote read, /metrics and health checks.", ":9201", str(func(c *Config) *string { return &c.Web.ListenAddress })},
+	{"web.read-timeout", "Maximum time to read a whole request, body included.", "1m", dur(func(c *Config) *model.Duration { return &c.Web.ReadTimeout })},
+	{"web.max-request-bytes", "Maximum size of a request body, compressed and decompressed; larger requests get 413.", "33554432", i64(func(c *Config) *int64 { return &c.Web.MaxRequestBytes })},
+	{"web.max-concurrent-writes", "Remote-write requests served at once; more get 503 and Prometheus retries.", "32", integer(func(c *Config) *int { return &c.Web.MaxConcurrentWrites })},
+	{"web.max-concurrent-reads", "Remote-read requests served at once; more get 503.", "8", integer(func(c *Config) *int { return &c.Web.MaxConcurrentReads })},
+	{"storage", "Storage engine: embedded (Pebble in --storage.path, no database needed) or cassandra.", "embedded", str(func(c *Config) *string { return &c.Storage.Type })},
+	{"storage.path", "Directory of the embedded store.", "./data", str(func(c *Config) *string { return &c.Storage.Path })},
+	{"cassandra.hosts", "Comma-separated Cassandra contact points, host[:port].", "127.0.0.1:9042", list(func(c *Config) *[]string { return &c.Cassandra.Hosts })},
+	{"cassandra.keyspace", "Keyspace holding the KairosDB tables.", "kairosdb", str(func(c *Config) *string { return &c.Cassandra.Keyspace })},
+	{"cassandra.replication", "Replication map used when the keyspace is created.", "{'class': 'SimpleStrategy', 'replication_factor': 1}", str(func(c *Config) *string { return &c.Cassandra.Replication })},
+	{"cassandra.write-consistency", "Consistency level of writes.", "QUORUM", str(func(c *Config) *string { return &c.Cassandra.WriteConsistency })},
+	{"cassandra.read-consistency", "Consistency level of reads (and of deletes, as in KairosDB).", "ONE", str(func(c *Config) *string { return &c.Cassandra.ReadConsistency })},
+	{"cassandra.local-dc", "Local datacenter for DC-aware routing; empty means round robin over all hosts.", "", str(func(c *Config) *string { return &c.Cassandra.LocalDC })},
+	{"cassandra.username", "Username for PasswordAuthenticator; empty means no authentication.", "", str(func(c *Config) *string { return &c.Cassandra.Username })},
+	{"cassandra.password-file", "File holding the Cassandra password (never passed on the command line).", "", str(func(c *Config) *string { return &c.Cassandra.PasswordFile })},
+	{"cassandra.tls.ca-file", "CA certificate to verify Cassandra nodes; setting any TLS file enables TLS.", "", str(func(c *Config) *string { return &c.Cassandra.TLS.CAFile })},
+	{"cassandra.tls.cert-file", "Client certificate for TLS to Cassandra.", "", str(func(c *Config) *string { return &c.Cassandra.TLS.CertFile })},
+	{"cassandra.tls.key-file", "Client key for TLS to Cassandra.", "", str(func(c *Config) *string { return &c.Cassandra.TLS.KeyFile })},
+	{"cassandra.timeout", "Timeout of one Cassandra request.", "10s", dur(func(c *Config) *model.Duration { return &c.Cassandra.Timeout })},
+	{"cassandra.connect-timeout", "Timeout of establishing a connection to a Cassandra node.", "5s", dur(func(c *Config) *model.Duration { return &c.Cassandra.ConnectTimeout })},
+	{"kairosdb.datapoint-ttl", "Time to live of stored samples (KairosDB datapoint_ttl); 0 keeps them forever.", "0s", dur(func(c *Config) *model.Duration { return &c.KairosDB.DatapointTTL })},
+	{"kairosdb.tag-indexed-metrics", "Comma-separated metrics whose rows also go to tag_indexed_row_keys, as KairosDB's tag_indexed_row_key_lookup_metrics; * for all.", "", list(func(c *Config) *[]string { return &c.KairosDB.TagIndexedMetrics })},
+	{"kairosdb.row-width", "Row width of a new keyspace; an existing keyspace's spec table wins.", "3w", dur(func(c *Config) *model.Duration { return &c.KairosDB.RowWidth })},
+	{"kairosdb.row-time-unit", "Column time unit of a new keyspace, MILLISECONDS or SECONDS; an existing keyspace's spec table wins.", "MILLISECONDS", str(func(c *Config) *string { return &c.KairosDB.RowTimeUnit })},
+	{"kairosdb.metric-prefix", "Prefix added to every KairosDB metric name written, and required of every name read.", "", str(func(c *Config) *string { return &c.KairosDB.MetricPrefix })},
+	{"kairosdb.index-cache-size", "Series-row and metric-row entries remembered so their index rows are written once per process.", "50000", integer(func(c *Config) *int { return &c.KairosDB.IndexCacheSize })},
+	{"query.max-metrics", "Most metric names one remote-read query may touch; 0 means no limit.", "1000", integer(func(c *Config) *int { return &c.Query.MaxMetrics })},
+	{"query.max-series", "Most series one remote-read query may return; 0 means no limit.", "0", integer(func(c *Config) *int { return &c.Query.MaxSeries })},
+	{"query.max-samples", "Most samples one remote-read query may return; 0 means no limit.", "50000000", integer(func(c *Config) *int { return &c.Query.MaxSamples })},
+	{"log.level", "Only log messages at this level or above: debug, info, warn, error.", "info", str(func(c *Config) *string { return &c.Log.Level })},
+	{"log.format", "Log format: logfmt or json.", "logfmt", str(func(c *Config) *string { return &c.Log.Format })},
+}
+
+// Default returns the configuration with every flag at its default.
+func Default() *Config {
+	c := &Config{}
+	for _, f := range flags {
+		if f.set != nil {
+			if err := f.set(c, f.def); err != nil {
+				panic(fmt.Sprintf("BUG: default of --%s: %v", f.name, err))
+			}
+		}
+	}
+	return c
+}
+
+// Parse builds the configuration from command-line arguments: defaults, then
+// the --config.file YAML, then the flags the user gave. The caller prints
+// the error and exits with status 2.
+func Parse(app *kingpin.Application, args []string) (*Config, error) {
+	values := make([]*string, len(flags))
+	given := make([]bool, len(flags))
+	for i, f := range flags {
+		values[i] = app.Flag(f.name, f.help).Default(f.def).IsSetByUser(&given[i]).String()
+	}
+	if _, err := app.Parse(args); err != nil {
+		return nil, err
+	}
+	c := Default()
+	if *values[0] != "" {
+		if err := LoadFile(c, *values[0]); err != nil {
+			return nil, err
+		}
+	}
+	for i, f := range flags {
+		if given[i] && f.set != nil {
+			if err := f.set(c, *values[i]); err != nil {
+				return nil, fmt.Errorf("invalid --%s %q: %w", f.name, *values[i], err)
+			}
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func str(field func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, s string) error { *field(c) = s; return nil }
+}
+
+func list(field func(*Config) *[]string) func(*Config, string) error {
+	return func(c *Config, s string) error {
+		var out []string
+		for _, v := range strings.Split(s, ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				out = append(out, v)
+			}
+		}
+		*field(c) = out
+		return nil
+	}
+}
+
+func dur(field func(*Config) *model.Duration) func(*Config, string) error {
+	return func(c *Config, s string) error { return field(c).Set(s) }
+}
+
+func integer(field func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, s string) error {
+		v, err := strconv.Atoi(s)
+		*field(c) = v
+		return err
+	}
+}
+
+func i64(field func(*Config) *int64) func(*Config, string) error {
+	return func(c *Config, s string) error {
+		v, err := strconv.ParseInt(s, 10, 64)
+		*field(c) = v
+		return err
+	}
+}

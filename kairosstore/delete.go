@@ -1,0 +1,92 @@
+package kairosstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// Delete removes the samples of the series selected by ms in [start, end]
+// (inclusive, ms), following KairosDB's rules (§8): a row wholly inside the
+// range loses its data_points partition and its index entries, a row only
+// partly inside loses a column range and keeps its index entries.
+// row_key_time_index entries go only when no tag matcher narrows the delete,
+// and the metric name leaves string_index only when the whole time range of an
+// unfiltered metric is deleted. It returns the number of rows touched.
+func (s *Store) Delete(ctx context.Context, start, end int64, ms ...*labels.Matcher) (int, error) {
+	plan, err := s.mapper.Plan(ms)
+	if err != nil {
+		return 0, badRequest("%w", err)
+	}
+	if plan.Empty() || start > end {
+		return 0, nil
+	}
+	metrics := plan.Metrics
+	if metrics == nil {
+		err := s.eng.MetricNames(ctx, func(name string) error {
+			if plan.MatchName(name) {
+				metrics = append(metrics, name)
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("list metric names: %w", err)
+		}
+	}
+	refs, err := s.findSeries(ctx, metrics, plan, start, end)
+	if err != nil {
+		return 0, err
+	}
+	tagged := false
+	for _, m := range ms {
+		tagged = tagged || m.Name != labels.MetricName
+	}
+	whole := s.spec.WidthMillis()
+	d := &Deletes{WriteTime: s.opts.Now().UnixMilli()}
+	rowTimes := map[string]bool{}
+	n := 0
+	for _, ref := range refs {
+		for _, r := range ref.rows {
+			k, err := ParseRowKey(r.key)
+			if err != nil {
+				return 0, fmt.Errorf("BUG: unparsable row key %x: %w", r.key, err)
+			}
+			n++
+			last := r.rowTime + whole - 1
+			if start > r.rowTime || end < last {
+				lo, hi := max(start, r.rowTime), min(end, last)
+				d.CellRanges = append(d.CellRanges, CellRange{Key: r.key, Lo: s.spec.Column(r.rowTime, lo), Hi: s.spec.Column(r.rowTime, hi)})
+				continue
+			}
+			d.Rows = append(d.Rows, r.key)
+			d.LegacyRowKeys = append(d.LegacyRowKeys, LegacyRowKey{Metric: k.Metric, RowKey: r.key})
+			irk := IndexedRowKey{Metric: k.Metric, RowTime: r.rowTime, DataType: r.dataType, Tags: k.Tags}
+			if r.legacy {
+				continue // only row_key_index knows a type-less key
+			}
+			d.RowKeys = append(d.RowKeys, irk)
+			d.TagIndexed = s.appendTagIndexed(d.TagIndexed, irk)
+			if id := metricRowKey(k.Metric, r.rowTime); !tagged && !rowTimes[id] {
+				rowTimes[id] = true
+				d.RowTimes = append(d.RowTimes, RowTimeIndex{Metric: k.Metric, RowTime: r.rowTime})
+			}
+		}
+	}
+	if !tagged && start == math.MinInt64 && end == math.MaxInt64 {
+		d.LegacyMetrics = append(d.LegacyMetrics, metrics...)
+		d.MetricNames = append(d.MetricNames, metrics...)
+	}
+	if err := s.eng.Delete(ctx, d); err != nil {
+		return 0, fmt.Errorf("delete: %w", err)
+	}
+	// Index rows are gone, so this process must write them again on the
+	// next sample of those rows (§8 step 4, for both caches: KairosDB
+	// clears the metric cache only on delete-all and can lose index rows).
+	if len(d.Rows) > 0 || len(d.MetricNames) > 0 {
+		s.rowKeys.clear()
+		s.metrics.clear()
+	}
+	return n, nil
+}

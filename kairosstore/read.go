@@ -1,0 +1,465 @@
+package kairosstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/kairos-remote/kairos-adapter/translate"
+)
+
+// Querier returns a querier over [mint, maxt] (inclusive, ms).
+func (s *Store) Querier(mint, maxt int64) (storage.Querier, error) {
+	return &querier{s: s, mint: mint, maxt: maxt}, nil
+}
+
+type querier struct {
+	s          *Store
+	mint, maxt int64
+}
+
+func (q *querier) LabelValues(context.Context, string, *storage.LabelHints, ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	return nil, nil, nil
+}
+
+func (q *querier) LabelNames(context.Context, *storage.LabelHints, ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	return nil, nil, nil
+}
+
+func (q *querier) Close() error { return nil }
+
+// Select runs KairosDB's three-phase read (§7): row times from
+// row_key_time_index (and legacy keys from row_key_index), row keys per row
+// time filtered in memory by the matchers, then data_points slices. Series
+// come sorted by labels whatever sortSeries says; their samples are read
+// lazily, a bounded number of series ahead of the consumer, so memory does
+// not grow with the size of the result.
+func (q *querier) Select(ctx context.Context, _ bool, _ *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	s := q.s
+	plan, err := s.mapper.Plan(ms)
+	if err != nil {
+		return storage.ErrSeriesSet(badRequest("%w", err))
+	}
+	if plan.Empty() || q.mint > q.maxt {
+		return storage.EmptySeriesSet()
+	}
+	metrics := plan.Metrics
+	if metrics == nil {
+		start := time.Now()
+		err := s.eng.MetricNames(ctx, func(name string) error {
+			if plan.MatchName(name) {
+				metrics = append(metrics, name)
+				if s.opts.MaxMetrics > 0 && len(metrics) > s.opts.MaxMetrics {
+					return badRequest("the selector matches more than %d metric names (--query.max-metrics); add a __name__ matcher", s.opts.MaxMetrics)
+				}
+			}
+			return nil
+		})
+		s.observe("metric_names", start)
+		if err != nil {
+			return storage.ErrSeriesSet(err)
+		}
+	}
+	series, err := s.findSeries(ctx, metrics, plan, q.mint, q.maxt)
+	if err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	if s.opts.MaxSeries > 0 && len(series) > s.opts.MaxSeries {
+		return storage.ErrSeriesSet(badRequest("the query selects %d series, more than the limit of %d (--query.max-series)", len(series), s.opts.MaxSeries))
+	}
+	return newSeriesSet(ctx, s, series, q.mint, q.maxt)
+}
+
+// seriesRef is one Prometheus series: every stored row of it in the range.
+// A series spans several rows: one per row window and data type.
+type seriesRef struct {
+	lset labels.Labels
+	rows []rowRef
+}
+
+type rowRef struct {
+	key      []byte
+	rowTime  int64
+	dataType string
+	legacy   bool // a type-less key from row_key_index: values typed by the column's low bit (§4.8)
+}
+
+// finder collects the row keys of phases 0-2, grouped by series.
+type finder struct {
+	mu     sync.Mutex
+	byID   map[string]*seriesRef
+	seen   map[string]bool
+	mapper translate.Mapper
+	b      labels.ScratchBuilder
+}
+
+func (f *finder) add(metric string, tags []translate.Tag, r rowRef) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.seen[string(r.key)] {
+		return
+	}
+	f.seen[string(r.key)] = true
+	id := string(AppendRowKey(nil, RowKey{Metric: metric, DataType: TypeLegacy, Tags: tags}))
+	ref := f.byID[id]
+	if ref == nil {
+		lset, ok := f.mapper.Join(metric, tags, &f.b)
+		if !ok {
+			return
+		}
+		ref = &seriesRef{lset: lset}
+		f.byID[id] = ref
+	}
+	ref.rows = append(ref.rows, r)
+}
+
+func (s *Store) findSeries(ctx context.Context, metrics []string, plan translate.Plan, start, end int64) ([]*seriesRef, error) {
+	f := &finder{byID: map[string]*seriesRef{}, seen: map[string]bool{}, mapper: s.mapper}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, s.opts.ReadConcurrency)
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+		cancel()
+	}
+	for _, metric := range metrics {
+		if err := s.legacyRowKeys(ctx, f, metric, plan, start, end); err != nil {
+			return nil, err
+		}
+		var rowTimes []int64
+		t0 := time.Now()
+		err := s.eng.RowTimes(ctx, metric, s.lowestRowTime(start), end, func(rt int64) error {
+			rowTimes = append(rowTimes, rt)
+			return nil
+		})
+		s.observe("row_times", t0)
+		if err != nil {
+			return nil, fmt.Errorf("read row_key_time_index of %q: %w", metric, err)
+		}
+		for _, rt := range rowTimes {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				wg.Wait()
+				return nil, errors.Join(append(errs, ctx.Err())...)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				if err := s.rowKeysOf(ctx, f, metric, rt, plan); err != nil {
+					fail(err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, errs[0]
+	}
+	out := make([]*seriesRef, 0, len(f.byID))
+	for _, ref := range f.byID {
+		out = append(out, ref)
+	}
+	sort.Slice(out, func(i, j int) bool { return labels.Compare(out[i].lset, out[j].lset) < 0 })
+	return out, nil
+}
+
+// lowestRowTime is the lowest row time that can hold a sample at or after
+// start. For negative times KairosDB's row time is not a floor (§3.1), so a
+// sample at start or later can sit in a row up to one width below
+// RowTime(start); KairosDB itself misses those (§7.3), this reader does not.
+func (s *Store) lowestRowTime(start int64) int64 {
+	lo := s.spec.RowTime(start)
+	if start < 0 && start-(s.spec.Width-1) < lo {
+		lo = start - (s.spec.Width - 1)
+	}
+	return lo
+}
+
+// rowKeysOf runs phase 2 for one row time (§7.4, §6.3).
+func (s *Store) rowKeysOf(ctx context.Context, f *finder, metric string, rt int64, plan translate.Plan) error {
+	t0 := time.Now()
+	defer s.observe("row_keys", t0)
+	add := func(dataType string, tags []translate.Tag) error {
+		tags = slices.Clone(tags)
+		if !plan.MatchTags(tags) {
+			return nil
+		}
+		SortTags(tags)
+		key := AppendRowKey(nil, RowKey{Metric: metric, RowTime: rt, DataType: dataType, Tags: tags})
+		f.add(metric, tags, rowRef{key: key, rowTime: rt, dataType: dataType})
+		return nil
+	}
+	if name, values, ok := s.indexedLookup(metric, plan); ok {
+		// KairosDB reads only tag_indexed_row_keys for such a query; its
+		// rows are a subset of row_keys, one query per value of the chosen
+		// tag (§6.3).
+		for _, v := range values {
+			if err := s.eng.TagIndexedRowKeys(ctx, metric, rt, SingleTagPair(translate.Tag{Name: name, Value: v}), add); err != nil {
+				return fmt.Errorf("read tag_indexed_row_keys of %q: %w", metric, err)
+			}
+		}
+		return nil
+	}
+	if err := s.eng.RowKeys(ctx, metric, rt, add); err != nil {
+		return fmt.Errorf("read row_keys of %q: %w", metric, err)
+	}
+	return nil
+}
+
+// indexedLookup picks the tag whose literal values narrow the lookup through
+// tag_indexed_row_keys, for metrics configured as tag-indexed: the pinned
+// tag with the fewest values.
+func (s *Store) indexedLookup(metric string, plan translate.Plan) (string, []string, bool) {
+	names, ok := s.opts.TagIndexed[metric]
+	if !ok {
+		if names, ok = s.opts.TagIndexed["*"]; !ok {
+			return "", nil, false
+		}
+	}
+	all := len(names) == 0 || len(names) == 1 && names[0] == "*"
+	best, bestValues := "", []string(nil)
+	for name, values := range plan.TagValues {
+		if len(values) == 0 || !all && !containsString(names, name) {
+			continue
+		}
+		if bestValues == nil || len(values) < len(bestValues) || len(values) == len(bestValues) && name < best {
+			best, bestValues = name, values
+		}
+	}
+	return best, bestValues, bestValues != nil
+}
+
+// legacyRowKeys runs phase 0 (§7.2): KairosDB still consults the legacy
+// row_key_index, whose cells are whole row keys.
+func (s *Store) legacyRowKeys(ctx context.Context, f *finder, metric string, plan translate.Plan, start, end int64) error {
+	ranges := [][2]int64{{start, end}}
+	if start < 0 && end >= 0 {
+		// Negative row times sort after positive ones as unsigned bytes.
+		ranges = [][2]int64{{start, -1}, {0, end}}
+	}
+	for _, r := range ranges {
+		lo := AppendLegacyIndexBound(nil, metric, s.lowestRowTime(r[0]), false)
+		hi := AppendLegacyIndexBound(nil, metric, s.spec.RowTime(r[1]), true)
+		err := s.eng.LegacyRowKeys(ctx, metric, lo, hi, func(raw []byte) error {
+			k, err := ParseRowKey(raw)
+			if err != nil || k.Metric != metric {
+				s.m.skipped.WithLabelValues("unparsable_row_key").Inc()
+				return nil
+			}
+			SortTags(k.Tags)
+			if !plan.MatchTags(k.Tags) {
+				return nil
+			}
+			f.add(metric, k.Tags, rowRef{key: slices.Clone(raw), rowTime: k.RowTime, dataType: k.DataType, legacy: k.DataType == TypeLegacy})
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read row_key_index of %q: %w", metric, err)
+		}
+	}
+	return nil
+}
+
+// seriesSet streams series in order while a bounded number of them ahead of
+// the consumer are read concurrently.
+type seriesSet struct {
+	ctx        context.Context
+	s          *Store
+	refs       []*seriesRef
+	start, end int64
+	pending    []chan fetched // pending[i] delivers series i
+	launched   int
+	cur        storage.Series
+	err        error
+}
+
+type fetched struct {
+	series *listSeries
+	err    error
+}
+
+func newSeriesSet(ctx context.Context, s *Store, refs []*seriesRef, start, end int64) *seriesSet {
+	ss := &seriesSet{ctx: ctx, s: s, refs: refs, start: start, end: end, pending: make([]chan fetched, len(refs))}
+	for ss.launched < len(refs) && ss.launched < s.opts.ReadConcurrency {
+		ss.launch()
+	}
+	return ss
+}
+
+func (ss *seriesSet) launch() {
+	i := ss.launched
+	ss.launched++
+	ch := make(chan fetched, 1)
+	ss.pending[i] = ch
+	go func() {
+		series, err := ss.s.readSeries(ss.ctx, ss.refs[i], ss.start, ss.end)
+		ch <- fetched{series, err}
+	}()
+}
+
+func (ss *seriesSet) Next() bool {
+	for ss.err == nil && len(ss.pending) > 0 {
+		ch := ss.pending[0]
+		ss.pending = ss.pending[1:]
+		ss.refs[0] = nil // let the consumed series be collected
+		ss.refs = ss.refs[1:]
+		ss.launched--
+		if ss.launched < len(ss.refs) {
+			ss.launch()
+		}
+		var r fetched
+		select {
+		case r = <-ch:
+		case <-ss.ctx.Done():
+			ss.err = ss.ctx.Err()
+			return false
+		}
+		if r.err != nil {
+			ss.err = r.err
+			return false
+		}
+		if len(r.series.ts) == 0 {
+			continue // every sample of the series is outside the range
+		}
+		ss.cur = r.series
+		return true
+	}
+	return false
+}
+
+func (ss *seriesSet) At() storage.Series                { return ss.cur }
+func (ss *seriesSet) Err() error                        { return ss.err }
+func (ss *seriesSet) Warnings() annotations.Annotations { return nil }
+
+// readSeries runs phase 3 (§7.5) for one series: a slice of every row, merged
+// in time order. Samples at the same timestamp in rows of different types
+// (possible only for data KairosDB wrote) are kept once.
+func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64) (*listSeries, error) {
+	out := &listSeries{lset: ref.lset}
+	sorted := true
+	t0 := time.Now()
+	defer s.observe("data_points", t0)
+	for _, r := range ref.rows {
+		lo, hi := s.spec.SliceBounds(r.rowTime, start, end)
+		err := s.eng.Cells(ctx, r.key, lo, hi, func(col uint32, value []byte) error {
+			t := s.spec.Timestamp(r.rowTime, col)
+			if t < start || t > end {
+				return nil
+			}
+			v, ok, err := DecodeValue(r.dataType, r.legacy, col, value)
+			if err != nil {
+				s.m.skipped.WithLabelValues("undecodable").Inc()
+				return nil
+			}
+			if !ok {
+				s.m.skipped.WithLabelValues(r.dataType).Inc()
+				return nil
+			}
+			if n := len(out.ts); n > 0 && t <= out.ts[n-1] {
+				sorted = false
+			}
+			out.ts = append(out.ts, t)
+			out.vs = append(out.vs, v)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read data_points of %s: %w", ref.lset, err)
+		}
+	}
+	if !sorted {
+		out.sortDedupe()
+	}
+	return out, nil
+}
+
+// listSeries is a series read into memory.
+type listSeries struct {
+	lset labels.Labels
+	ts   []int64
+	vs   []float64
+}
+
+func (l *listSeries) sortDedupe() {
+	idx := make([]int, len(l.ts))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return l.ts[idx[a]] < l.ts[idx[b]] })
+	ts, vs := make([]int64, 0, len(idx)), make([]float64, 0, len(idx))
+	for _, i := range idx {
+		if n := len(ts); n > 0 && ts[n-1] == l.ts[i] {
+			continue
+		}
+		ts, vs = append(ts, l.ts[i]), append(vs, l.vs[i])
+	}
+	l.ts, l.vs = ts, vs
+}
+
+func (l *listSeries) Labels() labels.Labels { return l.lset }
+
+func (l *listSeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
+	if li, ok := it.(*listIterator); ok {
+		*li = listIterator{s: l, i: -1}
+		return li
+	}
+	return &listIterator{s: l, i: -1}
+}
+
+type listIterator struct {
+	s *listSeries
+	i int
+}
+
+func (it *listIterator) Next() chunkenc.ValueType {
+	if it.i+1 >= len(it.s.ts) {
+		it.i = len(it.s.ts)
+		return chunkenc.ValNone
+	}
+	it.i++
+	return chunkenc.ValFloat
+}
+
+func (it *listIterator) Seek(t int64) chunkenc.ValueType {
+	if it.i < 0 {
+		it.i = 0
+	}
+	for ; it.i < len(it.s.ts); it.i++ {
+		if it.s.ts[it.i] >= t {
+			return chunkenc.ValFloat
+		}
+	}
+	return chunkenc.ValNone
+}
+
+func (it *listIterator) At() (int64, float64) { return it.s.ts[it.i], it.s.vs[it.i] }
+
+func (it *listIterator) AtHistogram(*histogram.Histogram) (int64, *histogram.Histogram) {
+	panic("BUG: float series has no histograms")
+}
+
+func (it *listIterator) AtFloatHistogram(*histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+	panic("BUG: float series has no histograms")
+}
+
+func (it *listIterator) AtT() int64  { return it.s.ts[it.i] }
+func (it *listIterator) AtST() int64 { return 0 }
+func (it *listIterator) Err() error  { return nil }

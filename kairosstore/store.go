@@ -1,0 +1,206 @@
+// Package kairosstore keeps Prometheus samples in KairosDB's Cassandra layout:
+// row keys, column names and values byte for byte as KairosDB writes them
+// (../shared/kairosdb-layout.md, cited as §n), the index tables, and the
+// three-phase tag-filtered read. Where rows are kept is an Engine's business.
+package kairosstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/kairos-remote/kairos-adapter/translate"
+)
+
+// Options configures a Store.
+type Options struct {
+	// Spec is the row spec a fresh keyspace is created with. An existing
+	// keyspace's spec table wins; a contradiction is an error (§3.3).
+	Spec RowSpec
+	// TTL is the time to live of samples in seconds; 0 keeps them forever.
+	TTL int32
+	// TagIndexed lists metrics whose row keys also go to tag_indexed_row_keys
+	// (§6.1): metric name -> indexed tag names (empty = all tags). The key "*"
+	// stands for every metric.
+	TagIndexed map[string][]string
+	// IndexCacheSize bounds the entries of each index cache.
+	IndexCacheSize int
+	// MetricPrefix is added to every metric name written and required of
+	// every name read.
+	MetricPrefix string
+	// MaxMetrics, MaxSeries bound one query; 0 means no limit.
+	MaxMetrics, MaxSeries int
+	// ReadConcurrency bounds the data_points slices read at once per query.
+	ReadConcurrency int
+	// Now is the clock for write timestamps; nil means time.Now.
+	Now func() time.Time
+}
+
+// Store is the KairosDB layout over an Engine.
+type Store struct {
+	eng     Engine
+	opts    Options
+	spec    RowSpec
+	mapper  translate.Mapper
+	log     *slog.Logger
+	rowKeys *cache // series rows whose row_keys entries are stored
+	metrics *cache // (metric, row time) whose row_key_time_index and string_index entries are stored
+	meta    *cache // metadata already stored, keyed by family and value
+	m       storeMetrics
+}
+
+type storeMetrics struct {
+	cacheHits, cacheMisses *prometheus.CounterVec
+	skipped                *prometheus.CounterVec
+	opDuration             *prometheus.HistogramVec
+}
+
+// Open reads or initialises the keyspace's spec and returns a Store. The
+// engine must already be set up (Engine.Setup).
+func Open(ctx context.Context, eng Engine, opts Options, logger *slog.Logger, reg prometheus.Registerer) (*Store, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.ReadConcurrency <= 0 {
+		opts.ReadConcurrency = 16
+	}
+	if opts.IndexCacheSize <= 0 {
+		opts.IndexCacheSize = 50000
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	f := promauto.With(reg)
+	s := &Store{
+		eng:     eng,
+		opts:    opts,
+		mapper:  translate.Mapper{Prefix: opts.MetricPrefix},
+		log:     logger,
+		rowKeys: newCache(opts.IndexCacheSize),
+		metrics: newCache(opts.IndexCacheSize),
+		meta:    newCache(4096),
+		m: storeMetrics{
+			cacheHits: f.NewCounterVec(prometheus.CounterOpts{
+				Namespace: "kairos_adapter", Name: "index_cache_hits_total",
+				Help: "Index rows not written again because this process already stored them.",
+			}, []string{"cache"}),
+			cacheMisses: f.NewCounterVec(prometheus.CounterOpts{
+				Namespace: "kairos_adapter", Name: "index_cache_misses_total",
+				Help: "Index rows written because this process had not stored them yet.",
+			}, []string{"cache"}),
+			skipped: f.NewCounterVec(prometheus.CounterOpts{
+				Namespace: "kairos_adapter", Name: "read_skipped_values_total",
+				Help: "Stored values a read skipped because they are not numbers (kairos_string, unknown types, empty null values).",
+			}, []string{"data_type"}),
+			opDuration: f.NewHistogramVec(prometheus.HistogramOpts{
+				Namespace: "kairos_adapter", Name: "store_operation_duration_seconds",
+				Help:    "Duration of store operations against the engine.",
+				Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+			}, []string{"operation"}),
+		},
+	}
+	spec, err := s.initSpec(ctx, opts.Spec)
+	if err != nil {
+		return nil, err
+	}
+	s.spec = spec
+	return s, nil
+}
+
+// Spec is the keyspace's row spec in force.
+func (s *Store) Spec() RowSpec { return s.spec }
+
+// Ready reports whether the engine answers.
+func (s *Store) Ready(ctx context.Context) error { return s.eng.Ready(ctx) }
+
+// initSpec follows KairosDB's start-up (§3.3): the spec table wins; on a
+// keyspace without spec rows the configured spec is written before any data,
+// except that a keyspace which already lists metric names is LEGACY.
+func (s *Store) initSpec(ctx context.Context, want RowSpec) (RowSpec, error) {
+	now := s.opts.Now().UnixMilli()
+	unitText, haveUnit, err := s.eng.Spec(ctx, "row_time_unit")
+	if err != nil {
+		return RowSpec{}, fmt.Errorf("read spec row_time_unit: %w", err)
+	}
+	widthText, haveWidth, err := s.eng.Spec(ctx, "row_width")
+	if err != nil {
+		return RowSpec{}, fmt.Errorf("read spec row_width: %w", err)
+	}
+	got := want
+	if haveUnit {
+		got.Unit = ParseTimeUnit(unitText)
+	} else {
+		hasNames := false
+		err := s.eng.MetricNames(ctx, func(string) error { hasNames = true; return errStop })
+		if err != nil && !errors.Is(err, errStop) {
+			return RowSpec{}, fmt.Errorf("check for legacy data: %w", err)
+		}
+		if hasNames {
+			got.Unit = Legacy
+			s.log.Warn("Keyspace has metric names but no spec; treating it as KairosDB LEGACY layout, as KairosDB does")
+		}
+	}
+	if haveWidth {
+		w, err := strconv.ParseInt(widthText, 10, 64)
+		if err != nil || w <= 0 {
+			return RowSpec{}, fmt.Errorf("spec table has row_width %q, which is not a positive integer", widthText)
+		}
+		got.Width = w
+	}
+	if haveUnit || haveWidth {
+		if (want.Unit == Seconds) != (got.Unit == Seconds) || want.WidthMillis() != got.WidthMillis() {
+			return RowSpec{}, fmt.Errorf("keyspace was created with row time unit %s and row width %s, but the configuration asks for %s and %s: "+
+				"set --kairosdb.row-time-unit=%s and --kairosdb.row-width=%s, or use another keyspace",
+				got.Unit, time.Duration(got.WidthMillis())*time.Millisecond, want.Unit, time.Duration(want.WidthMillis())*time.Millisecond,
+				unitFlag(got.Unit), time.Duration(got.WidthMillis())*time.Millisecond)
+		}
+	}
+	// Unit first: a KairosDB that starts between the two writes must not
+	// see a width without a unit and guess LEGACY.
+	if !haveUnit {
+		if err := s.eng.SetSpec(ctx, "row_time_unit", got.Unit.String(), now); err != nil {
+			return RowSpec{}, fmt.Errorf("write spec row_time_unit: %w", err)
+		}
+	}
+	if !haveWidth {
+		if err := s.eng.SetSpec(ctx, "row_width", strconv.FormatInt(got.Width, 10), now); err != nil {
+			return RowSpec{}, fmt.Errorf("write spec row_width: %w", err)
+		}
+	}
+	return got, nil
+}
+
+func unitFlag(u TimeUnit) string {
+	if u == Seconds {
+		return "SECONDS"
+	}
+	return "MILLISECONDS"
+}
+
+var errStop = errors.New("stop")
+
+// statusError is an error that tells the HTTP layer which status to answer.
+type statusError struct {
+	code int
+	err  error
+}
+
+func (e *statusError) Error() string   { return e.err.Error() }
+func (e *statusError) Unwrap() error   { return e.err }
+func (e *statusError) HTTPStatus() int { return e.code }
+
+func badRequest(format string, args ...any) error {
+	return &statusError{code: http.StatusBadRequest, err: fmt.Errorf(format, args...)}
+}
+
+// observe records how long an engine operation took.
+func (s *Store) observe(op string, start time.Time) {
+	s.m.opDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}

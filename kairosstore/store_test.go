@@ -1,0 +1,490 @@
+package kairosstore_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
+	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
+	"github.com/kairos-remote/kairos-adapter/translate"
+)
+
+// hour is the row width of most tests: small, so a few hours of samples span
+// several row windows.
+const hour = int64(time.Hour / time.Millisecond)
+
+// forEachEngine runs fn once per engine: the embedded one always, Cassandra
+// when the test node is there (and always under CI=true, see cassandratest).
+func forEachEngine(t *testing.T, fn func(t *testing.T, eng ks.Engine)) {
+	t.Run("pebble", func(t *testing.T) {
+		t.Parallel()
+		fn(t, openPebble(t))
+	})
+	t.Run("cassandra", func(t *testing.T) {
+		t.Parallel()
+		fn(t, openCassandra(t))
+	})
+}
+
+func openPebble(t *testing.T) ks.Engine {
+	eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, eng.Close()) })
+	require.NoError(t, eng.Setup(context.Background()))
+	return eng
+}
+
+func openCassandra(t *testing.T) ks.Engine {
+	addr, keyspace := cassandratest.Keyspace(t)
+	eng, err := cql.Open(context.Background(), cql.Config{
+		Hosts: []string{addr}, Keyspace: keyspace,
+		Replication:      "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+		WriteConsistency: "ONE", ReadConsistency: "ONE",
+		Timeout: 30 * time.Second, ConnectTimeout: 15 * time.Second,
+	}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, eng.Close()) })
+	require.NoError(t, eng.Setup(context.Background()))
+	return eng
+}
+
+func openStore(t *testing.T, eng ks.Engine, opts ks.Options) *ks.Store {
+	t.Helper()
+	if opts.Spec == (ks.RowSpec{}) {
+		opts.Spec = ks.RowSpec{Unit: ks.Milliseconds, Width: hour}
+	}
+	s, err := ks.Open(context.Background(), eng, opts, nil, nil)
+	require.NoError(t, err)
+	return s
+}
+
+type sample struct {
+	T int64
+	V uint64 // bits, so NaN payloads compare exactly
+}
+
+type series struct {
+	Labels  string
+	Samples []sample
+}
+
+func write(t *testing.T, s *ks.Store, data map[string][]sample) {
+	t.Helper()
+	app := s.NewAppender()
+	for ls, samples := range data {
+		lset := parseLabels(t, ls)
+		for _, smp := range samples {
+			require.NoError(t, app.Append(lset, smp.T, math.Float64frombits(smp.V)))
+		}
+	}
+	require.NoError(t, app.Commit(context.Background()))
+}
+
+func parseLabels(t *testing.T, s string) labels.Labels {
+	t.Helper()
+	// The test data uses a tiny "name\x01value\x02name\x01value" form so
+	// label values may hold any character of the cases.
+	var b labels.ScratchBuilder
+	for _, pair := range splitOn(s, '\x02') {
+		nv := splitOn(pair, '\x01')
+		require.Len(t, nv, 2, pair)
+		b.Add(nv[0], nv[1])
+	}
+	b.Sort()
+	return b.Labels()
+}
+
+func splitOn(s string, sep byte) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == sep {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, s[start:])
+}
+
+func lbl(pairs ...string) string {
+	out := ""
+	for i := 0; i < len(pairs); i += 2 {
+		if i > 0 {
+			out += "\x02"
+		}
+		out += pairs[i] + "\x01" + pairs[i+1]
+	}
+	return out
+}
+
+func read(t *testing.T, s *ks.Store, start, end int64, ms ...*labels.Matcher) []series {
+	t.Helper()
+	q, err := s.Querier(start, end)
+	require.NoError(t, err)
+	set := q.Select(context.Background(), true, nil, ms...)
+	var out []series
+	var it chunkenc.Iterator
+	var prev labels.Labels
+	for set.Next() {
+		sr := set.At()
+		require.True(t, prev.IsEmpty() || labels.Compare(prev, sr.Labels()) < 0, "series sorted by labels")
+		prev = sr.Labels()
+		it = sr.Iterator(it)
+		var smps []sample
+		for it.Next() == chunkenc.ValFloat {
+			ts, v := it.At()
+			smps = append(smps, sample{ts, math.Float64bits(v)})
+		}
+		require.NoError(t, it.Err())
+		var enc []string
+		sr.Labels().Range(func(l labels.Label) { enc = append(enc, l.Name, l.Value) })
+		out = append(out, series{Labels: lbl(enc...), Samples: smps})
+	}
+	require.NoError(t, set.Err())
+	return out
+}
+
+func eq(name, value string) *labels.Matcher {
+	return labels.MustNewMatcher(labels.MatchEqual, name, value)
+}
+
+func expect(data map[string][]sample, start, end int64, keep func(string) bool) []series {
+	var out []series
+	for ls, smps := range data {
+		if keep != nil && !keep(ls) {
+			continue
+		}
+		var in []sample
+		for _, s := range smps {
+			if s.T >= start && s.T <= end {
+				in = append(in, s)
+			}
+		}
+		sort.Slice(in, func(i, j int) bool { return in[i].T < in[j].T })
+		if len(in) > 0 {
+			out = append(out, series{Labels: ls, Samples: in})
+		}
+	}
+	return out
+}
+
+func sortByLabels(t *testing.T, ss []series) []series {
+	sort.Slice(ss, func(i, j int) bool {
+		return labels.Compare(parseLabels(t, ss[i].Labels), parseLabels(t, ss[j].Labels)) < 0
+	})
+	return ss
+}
+
+func bits(v float64) uint64 { return math.Float64bits(v) }
+
+// TestWriteReadManySeries writes series with unusual label characters over
+// four row windows and reads them back with every value bit intact.
+func TestWriteReadManySeries(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+		s := openStore(t, eng, ks.Options{})
+		base := int64(1_700_000_000_000) - 1_700_000_000_000%hour
+		data := map[string][]sample{}
+		values := []string{"plain", "a:b", "c=d", "with space", "été 😀", "x==:y::", "line\nbreak", "long-" + strings.Repeat("v", 3000)}
+		for i, v := range values {
+			ls := lbl("__name__", "metric_one", "job", "j"+string(rune('a'+i)), "odd:tag=name", v)
+			for k := int64(0); k < 40; k++ {
+				data[ls] = append(data[ls], sample{base + k*6*60*1000 + int64(i), bits(float64(k) * 1.5)})
+			}
+		}
+		tagless := lbl("__name__", "tagless_metric")
+		data[tagless] = []sample{{base + 5, bits(1)}, {base + 2*hour + 5, bits(2)}, {base + 3*hour + 5, bits(3)}}
+		special := lbl("__name__", "metric_two", "kind", "special")
+		data[special] = []sample{
+			{base + 1, bits(math.NaN())},
+			{base + 2, value.StaleNaN},
+			{base + 3, bits(math.Inf(1))},
+			{base + 4, bits(math.Inf(-1))},
+			{base + 5, bits(math.Copysign(0, -1))},
+			{base + 6, value.NormalNaN},
+			{base + 7, bits(math.MaxFloat64)},
+			{base + 8, bits(math.SmallestNonzeroFloat64)},
+		}
+		write(t, s, data)
+
+		got := read(t, s, base, base+4*hour, labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+"))
+		require.Equal(t, sortByLabels(t, expect(data, base, base+4*hour, nil)), got)
+
+		// A window in the middle cuts series at exact bounds.
+		start, end := base+hour+30*60*1000, base+2*hour+12*60*1000
+		got = read(t, s, start, end, eq(labels.MetricName, "metric_one"))
+		require.Equal(t, sortByLabels(t, expect(data, start, end, func(ls string) bool { return ls != tagless && ls != special })), got)
+
+		got = read(t, s, base, base+4*hour, eq(labels.MetricName, "tagless_metric"))
+		require.Equal(t, []series{{tagless, data[tagless]}}, got)
+
+		require.Empty(t, read(t, s, base, base+4*hour, eq(labels.MetricName, "no_such_metric")))
+		require.Empty(t, read(t, s, base+5*hour, base+6*hour, eq(labels.MetricName, "metric_one")))
+	})
+}
+
+// TestMatchers compares the adapter's selection with Prometheus's matchers.
+func TestMatchers(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+		s := openStore(t, eng, ks.Options{})
+		const ts = 1_000_000
+		sets := []string{
+			lbl("__name__", "up", "job", "api", "instance", "a:1"),
+			lbl("__name__", "up", "job", "api", "instance", "b:1", "env", "prod"),
+			lbl("__name__", "up", "job", "db", "instance", "c:1", "env", "dev"),
+			lbl("__name__", "up", "job", "foobar"),
+			lbl("__name__", "down", "job", "api"),
+			lbl("__name__", "down"),
+		}
+		data := map[string][]sample{}
+		for i, ls := range sets {
+			data[ls] = []sample{{ts, bits(float64(i))}}
+		}
+		write(t, s, data)
+		for _, tc := range []struct {
+			name string
+			ms   []*labels.Matcher
+		}{
+			{"eq", []*labels.Matcher{eq("__name__", "up"), eq("job", "api")}},
+			{"anchored regex", []*labels.Matcher{eq("__name__", "up"), labels.MustNewMatcher(labels.MatchRegexp, "job", "foo")}},
+			{"regex alternation", []*labels.Matcher{eq("__name__", "up"), labels.MustNewMatcher(labels.MatchRegexp, "job", "api|db")}},
+			{"neq selects absent", []*labels.Matcher{eq("__name__", "up"), labels.MustNewMatcher(labels.MatchNotEqual, "env", "prod")}},
+			{"empty eq selects absent", []*labels.Matcher{eq("__name__", "up"), eq("env", "")}},
+			{"nre", []*labels.Matcher{eq("__name__", "up"), labels.MustNewMatcher(labels.MatchNotRegexp, "job", "a.*")}},
+			{"nre empty", []*labels.Matcher{eq("__name__", "down"), labels.MustNewMatcher(labels.MatchNotRegexp, "job", ".+")}},
+			{"no name", []*labels.Matcher{eq("job", "api")}},
+			{"name regex", []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, "__name__", "u.|do.*"), eq("job", "api")}},
+			{"name neq", []*labels.Matcher{labels.MustNewMatcher(labels.MatchNotEqual, "__name__", "up")}},
+			{"nothing", []*labels.Matcher{eq("__name__", "up"), eq("job", "nope")}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				got := read(t, s, ts, ts, tc.ms...)
+				want := expect(data, ts, ts, func(ls string) bool {
+					lset := parseLabels(t, ls)
+					for _, m := range tc.ms {
+						if !m.Matches(lset.Get(m.Name)) {
+							return false
+						}
+					}
+					return true
+				})
+				require.Equal(t, sortByLabels(t, want), got)
+			})
+		}
+	})
+}
+
+// TestNegativeTimestamps covers row times of negative timestamps (§3.1),
+// including samples that KairosDB itself would miss at the start of a range.
+func TestNegativeTimestamps(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+		s := openStore(t, eng, ks.Options{})
+		ls := lbl("__name__", "neg", "h", "a")
+		data := map[string][]sample{ls: {
+			{-hour - 1, bits(1)}, {-hour, bits(2)}, {-hour + 1, bits(3)}, {-hour / 2, bits(4)}, {-1, bits(5)}, {0, bits(6)}, {1, bits(7)}, {hour + 1, bits(8)},
+		}}
+		write(t, s, data)
+		for _, r := range [][2]int64{{-2 * hour, 2 * hour}, {-hour, 0}, {-hour + 1, -1}, {-hour / 2, hour}} {
+			require.Equal(t, expect(data, r[0], r[1], nil), read(t, s, r[0], r[1], eq("__name__", "neg")), "range %v", r)
+		}
+	})
+}
+
+// TestTTLExpires checks that samples and their index rows carry the TTL.
+func TestTTLExpires(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+		s := openStore(t, eng, ks.Options{TTL: 1})
+		data := map[string][]sample{lbl("__name__", "ttl", "a", "b"): {{1000, bits(1)}}}
+		write(t, s, data)
+		require.Len(t, read(t, s, 0, 2000, eq("__name__", "ttl")), 1)
+		time.Sleep(2500 * time.Millisecond)
+		require.Empty(t, read(t, s, 0, 2000, eq("__name__", "ttl")))
+	})
+}
+
+// countingEngine counts index rows written and can fail writes.
+type countingEngine struct {
+	ks.Engine
+	rowKeys  atomic.Int64
+	rowTimes atomic.Int64
+	fail     atomic.Bool
+}
+
+func (c *countingEngine) Write(ctx context.Context, b *ks.Batch) error {
+	if c.fail.Load() {
+		return errors.New("injected failure")
+	}
+	c.rowKeys.Add(int64(len(b.RowKeys)))
+	c.rowTimes.Add(int64(len(b.RowTimes)))
+	return c.Engine.Write(ctx, b)
+}
+
+// TestIndexCache checks that index rows are written once per series row,
+// and that a failed write never leaves them out.
+func TestIndexCache(t *testing.T) {
+	ce := &countingEngine{Engine: openPebble(t)}
+	s := openStore(t, ce, ks.Options{})
+	ls := lbl("__name__", "cached", "a", "1")
+	ce.fail.Store(true)
+	app := s.NewAppender()
+	require.NoError(t, app.Append(parseLabels(t, ls), 10, 1))
+	require.Error(t, app.Commit(context.Background()))
+	ce.fail.Store(false)
+
+	write(t, s, map[string][]sample{ls: {{10, bits(1)}}})
+	require.EqualValues(t, 1, ce.rowKeys.Load(), "the failed write must not suppress the index row")
+	require.EqualValues(t, 1, ce.rowTimes.Load())
+	write(t, s, map[string][]sample{ls: {{20, bits(2)}}})
+	require.EqualValues(t, 1, ce.rowKeys.Load(), "same row window: index row already stored")
+	write(t, s, map[string][]sample{ls: {{hour + 20, bits(3)}}})
+	require.EqualValues(t, 2, ce.rowKeys.Load(), "a new row window needs its index row")
+	require.EqualValues(t, 2, ce.rowTimes.Load())
+	require.Equal(t, []series{{ls, []sample{{10, bits(1)}, {20, bits(2)}, {hour + 20, bits(3)}}}}, read(t, s, 0, 2*hour, eq("__name__", "cached")))
+}
+
+// TestSpec follows KairosDB's start-up rules for the spec table (§3.3).
+func TestSpec(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+		ctx := context.Background()
+		s := openStore(t, eng, ks.Options{Spec: ks.DefaultRowSpec()})
+		require.Equal(t, ks.DefaultRowSpec(), s.Spec())
+		unit, ok, err := eng.Spec(ctx, "row_time_unit")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, "MILLISECONDS", unit)
+		width, ok, err := eng.Spec(ctx, "row_width")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, "1814400000", width)
+
+		_, err = ks.Open(ctx, eng, ks.Options{Spec: ks.RowSpec{Unit: ks.Milliseconds, Width: hour}}, nil, nil)
+		require.ErrorContains(t, err, "set --kairosdb.row-time-unit=MILLISECONDS and --kairosdb.row-width=504h0m0s")
+		_, err = ks.Open(ctx, eng, ks.Options{Spec: ks.RowSpec{Unit: ks.Seconds, Width: 1814400}}, nil, nil)
+		require.ErrorContains(t, err, "row time unit")
+	})
+}
+
+// TestLegacyDetection: a keyspace with metric names but no spec is LEGACY.
+func TestLegacyDetection(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+		ctx := context.Background()
+		require.NoError(t, eng.Write(ctx, &ks.Batch{WriteTime: 1, MetricNames: []string{"old.metric"}}))
+		s := openStore(t, eng, ks.Options{Spec: ks.DefaultRowSpec()})
+		require.Equal(t, ks.Legacy, s.Spec().Unit)
+		unit, _, err := eng.Spec(ctx, "row_time_unit")
+		require.NoError(t, err)
+		require.Equal(t, "LEGACY", unit)
+	})
+}
+
+// TestReadsKairosDBRows seeds rows exactly as KairosDB writes them (the
+// worked example EX1 of §2.4 and §5.3, a long and a string series) and reads
+// them back.
+func TestReadsKairosDBRows(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+		ctx := context.Background()
+		s := openStore(t, eng, ks.Options{Spec: ks.DefaultRowSpec()})
+		const ts = int64(1359788400000)
+		spec := ks.DefaultRowSpec()
+		rt := spec.RowTime(ts)
+		tags := []translate.Tag{{Name: "host", Value: "server1"}}
+		long := ks.AppendRowKey(nil, ks.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: ks.TypeLong, Tags: tags})
+		str := ks.AppendRowKey(nil, ks.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: ks.TypeString, Tags: []translate.Tag{{Name: "host", Value: "server2"}}})
+		sv, err := ks.AppendString(nil, "text")
+		require.NoError(t, err)
+		require.NoError(t, eng.Write(ctx, &ks.Batch{
+			WriteTime: 1,
+			Cells: []ks.Cell{
+				{Key: long, Column: spec.Column(rt, ts), Value: ks.AppendLong(nil, 123)},
+				{Key: long, Column: spec.Column(rt, ts+1000), Value: ks.AppendLong(nil, -5)},
+				{Key: str, Column: spec.Column(rt, ts), Value: sv},
+			},
+			RowKeys: []ks.IndexedRowKey{
+				{Metric: "sys.cpu", RowTime: rt, DataType: ks.TypeLong, Tags: tags},
+				{Metric: "sys.cpu", RowTime: rt, DataType: ks.TypeString, Tags: []translate.Tag{{Name: "host", Value: "server2"}}},
+			},
+			RowTimes:    []ks.RowTimeIndex{{Metric: "sys.cpu", RowTime: rt}},
+			MetricNames: []string{"sys.cpu"},
+		}))
+		got := read(t, s, ts-1000, ts+1000, eq("__name__", "sys.cpu"))
+		require.Equal(t, []series{{lbl("__name__", "sys.cpu", "host", "server1"), []sample{{ts, bits(123)}, {ts + 1000, bits(-5)}}}}, got,
+			"kairos_long reads as float64; kairos_string is skipped, not an error")
+	})
+}
+
+// TestDelete covers whole-row and partial-row deletes (§8).
+func TestDelete(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+		ctx := context.Background()
+		s := openStore(t, eng, ks.Options{})
+		a := lbl("__name__", "del", "k", "a")
+		b := lbl("__name__", "del", "k", "b")
+		data := map[string][]sample{
+			a: {{10, bits(1)}, {hour + 10, bits(2)}, {hour + 20, bits(3)}},
+			b: {{10, bits(4)}, {hour + 10, bits(5)}},
+		}
+		write(t, s, data)
+		// Row 0 wholly, row 1 up to hour+15.
+		n, err := s.Delete(ctx, 0, hour+15, eq("__name__", "del"), eq("k", "a"))
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+		require.Equal(t, []series{
+			{a, []sample{{hour + 20, bits(3)}}},
+			{b, []sample{{10, bits(4)}, {hour + 10, bits(5)}}},
+		}, read(t, s, 0, 2*hour, eq("__name__", "del")))
+		// Writing again after a delete re-creates index rows.
+		write(t, s, map[string][]sample{a: {{30, bits(9)}}})
+		require.Equal(t, []series{{a, []sample{{30, bits(9)}, {hour + 20, bits(3)}}}}, read(t, s, 0, 2*hour, eq("__name__", "del"), eq("k", "a")))
+		// Delete everything of the metric.
+		_, err = s.Delete(ctx, math.MinInt64, math.MaxInt64, eq("__name__", "del"))
+		require.NoError(t, err)
+		require.Empty(t, read(t, s, math.MinInt64, math.MaxInt64, eq("__name__", "del")))
+		var names []string
+		require.NoError(t, eng.MetricNames(ctx, func(n string) error { names = append(names, n); return nil }))
+		require.NotContains(t, names, "del")
+	})
+}
+
+// TestMetadata stores and reads back metric metadata in service_index.
+func TestMetadata(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+		ctx := context.Background()
+		s := openStore(t, eng, ks.Options{})
+		app := s.NewAppender()
+		require.NoError(t, app.SetMetadata("http_requests_total", metadata.Metadata{Type: "counter", Help: "Requests.", Unit: ""}))
+		require.NoError(t, app.SetMetadata("temp", metadata.Metadata{Type: "gauge", Help: "Temp: \"quoted\".", Unit: "celsius"}))
+		require.NoError(t, app.Commit(ctx))
+		all, err := s.Metadata(ctx, "", 0)
+		require.NoError(t, err)
+		require.Equal(t, map[string][]metadata.Metadata{
+			"http_requests_total": {{Type: "counter", Help: "Requests."}},
+			"temp":                {{Type: "gauge", Help: "Temp: \"quoted\".", Unit: "celsius"}},
+		}, all)
+		one, err := s.Metadata(ctx, "temp", 0)
+		require.NoError(t, err)
+		require.Len(t, one, 1)
+	})
+}
+
+// TestInvalidSeries: a series the layout cannot hold is rejected at Append.
+func TestInvalidSeries(t *testing.T) {
+	s := openStore(t, openPebble(t), ks.Options{})
+	app := s.NewAppender()
+	require.Error(t, app.Append(labels.FromStrings("job", "x"), 1, 1), "no __name__")
+	require.Error(t, app.Append(labels.FromStrings("__name__", "a\x00b"), 1, 1), "NUL in the metric name")
+	require.NoError(t, app.Commit(context.Background()))
+	require.Empty(t, read(t, s, 0, 10, labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".*")))
+}

@@ -1,0 +1,258 @@
+package kairosstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// maxUTFLen is the most bytes Java's writeUTF can length-prefix (§4.3).
+const maxUTFLen = 65535
+
+var (
+	errTruncated = errors.New("kairosstore: value truncated")
+	errTrailing  = errors.New("kairosstore: trailing bytes after value")
+)
+
+// IsFinite reports whether v is neither NaN nor ±Inf. Non-finite samples go
+// to a null-typed row (project decision; see DecodeValue).
+func IsFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// AppendDouble appends v as 8 big-endian bytes (§4.2). Unlike Java it keeps
+// NaN payloads, so Prometheus stale markers survive bit for bit.
+func AppendDouble(dst []byte, v float64) []byte {
+	return binary.BigEndian.AppendUint64(dst, math.Float64bits(v))
+}
+
+// DecodeDouble decodes a kairos_double value: exactly 8 bytes (§4.2).
+func DecodeDouble(b []byte) (float64, error) {
+	if len(b) != 8 {
+		return 0, fmt.Errorf("kairosstore: double value is %d bytes, want 8", len(b))
+	}
+	return math.Float64frombits(binary.BigEndian.Uint64(b)), nil
+}
+
+// AppendLong appends v as a zigzag varint, the kairos_long value (§4.1).
+func AppendLong(dst []byte, v int64) []byte {
+	return binary.AppendVarint(dst, v)
+}
+
+// DecodeLong decodes a kairos_long value (§4.1). It accepts only what
+// AppendLong writes: one minimal varint of at most 10 bytes filling b.
+// (Java is laxer: it ignores trailing bytes and accepts padded groups; no
+// KairosDB writer produces either.)
+func DecodeLong(b []byte) (int64, error) {
+	v, n := binary.Varint(b)
+	switch {
+	case n == 0:
+		return 0, errTruncated
+	case n < 0:
+		return 0, errors.New("kairosstore: varint overflows 64 bits")
+	case n != len(b):
+		return 0, errTrailing
+	case n > 1 && b[n-1] == 0:
+		return 0, errors.New("kairosstore: varint is not minimal")
+	}
+	return v, nil
+}
+
+// DecodeKairosLegacy decodes a kairos_legacy value as current KairosDB writes
+// it (§4.5): type byte 0x00 then a zigzag varint long, any other type byte
+// then an 8-byte double.
+func DecodeKairosLegacy(b []byte) (float64, error) {
+	if len(b) == 0 {
+		return 0, errTruncated
+	}
+	if b[0] == 0x00 {
+		v, err := DecodeLong(b[1:])
+		return float64(v), err
+	}
+	return DecodeDouble(b[1:])
+}
+
+// DecodeLegacyCell decodes a value of a row whose key has no type block
+// (§4.8). The column's low bit picks the type: 0 is a long stored as
+// big-endian bytes with leading zeros stripped (empty is 0, no sign
+// extension), 1 is a flag byte then a float32 (flag 0x01) or a float64.
+func DecodeLegacyCell(col uint32, b []byte) (float64, error) {
+	if col&1 == 0 {
+		if len(b) > 8 {
+			return 0, fmt.Errorf("kairosstore: legacy long is %d bytes, more than 8", len(b))
+		}
+		var u uint64
+		for _, c := range b {
+			u = u<<8 | uint64(c)
+		}
+		return float64(int64(u)), nil
+	}
+	if len(b) == 0 {
+		return 0, errTruncated
+	}
+	if b[0] == 0x01 {
+		if len(b) != 5 {
+			return 0, fmt.Errorf("kairosstore: legacy float is %d bytes, want 5", len(b))
+		}
+		return float64(math.Float32frombits(binary.BigEndian.Uint32(b[1:]))), nil
+	}
+	return DecodeDouble(b[1:])
+}
+
+// AppendString appends s in Java's writeUTF form (§4.3): a uint16 byte
+// count, then modified UTF-8 (U+0000 as C0 80, supplementary characters as
+// two 3-byte surrogates). It fails, leaving dst as it was, if s is not valid
+// UTF-8 or needs more than 65535 bytes, where Java throws.
+func AppendString(dst []byte, s string) ([]byte, error) {
+	if !utf8.ValidString(s) {
+		return dst, errors.New("kairosstore: string is not valid UTF-8")
+	}
+	n := 0
+	for _, r := range s {
+		switch {
+		case r == 0:
+			n += 2
+		case r >= 0x10000:
+			n += 6
+		default:
+			n += utf8.RuneLen(r)
+		}
+	}
+	if n > maxUTFLen {
+		return dst, fmt.Errorf("kairosstore: string needs %d bytes, more than %d", n, maxUTFLen)
+	}
+	dst = binary.BigEndian.AppendUint16(dst, uint16(n))
+	for _, r := range s {
+		switch {
+		case r == 0:
+			dst = append(dst, 0xC0, 0x80)
+		case r >= 0x10000:
+			hi, lo := utf16.EncodeRune(r)
+			dst = appendUTF8Unit(dst, hi)
+			dst = appendUTF8Unit(dst, lo)
+		default:
+			dst = utf8.AppendRune(dst, r)
+		}
+	}
+	return dst, nil
+}
+
+// appendUTF8Unit writes one surrogate code unit as 3 bytes, which
+// utf8.AppendRune refuses to do.
+func appendUTF8Unit(dst []byte, u rune) []byte {
+	return append(dst, 0xE0|byte(u>>12), 0x80|byte(u>>6)&0x3F, 0x80|byte(u)&0x3F)
+}
+
+// DecodeString decodes a kairos_string value written by writeUTF (§4.3).
+// Like Java's readUTF it accepts 1-, 2- and 3-byte forms including overlong
+// ones (C0 80 is U+0000) and joins surrogate pairs. It rejects what Java
+// rejects, a length that does not match, and unpaired surrogates, which have
+// no UTF-8 form.
+func DecodeString(b []byte) (string, error) {
+	if len(b) < 2 {
+		return "", errTruncated
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	switch {
+	case len(b) < n:
+		return "", errTruncated
+	case len(b) > n:
+		return "", errTrailing
+	}
+	out := make([]byte, 0, n)
+	var pending rune = -1 // a high surrogate waiting for its low half
+	for i := 0; i < len(b); {
+		u, size, err := decodeUnit(b[i:])
+		if err != nil {
+			return "", fmt.Errorf("kairosstore: modified UTF-8 at byte %d: %w", i, err)
+		}
+		i += size
+		switch {
+		case pending >= 0:
+			if !utf16.IsSurrogate(u) || u < 0xDC00 {
+				return "", errors.New("kairosstore: unpaired high surrogate")
+			}
+			out = utf8.AppendRune(out, utf16.DecodeRune(pending, u))
+			pending = -1
+		case u >= 0xD800 && u < 0xDC00:
+			pending = u
+		case u >= 0xDC00 && u < 0xE000:
+			return "", errors.New("kairosstore: unpaired low surrogate")
+		default:
+			out = utf8.AppendRune(out, u)
+		}
+	}
+	if pending >= 0 {
+		return "", errors.New("kairosstore: unpaired high surrogate at end")
+	}
+	return string(out), nil
+}
+
+// decodeUnit decodes one UTF-16 code unit from modified UTF-8 the way
+// DataInputStream.readUTF does: only the 10xxxxxx continuation pattern is
+// checked, so overlong forms are accepted.
+func decodeUnit(b []byte) (rune, int, error) {
+	c := b[0]
+	switch {
+	case c < 0x80:
+		return rune(c), 1, nil
+	case c>>5 == 0b110:
+		if len(b) < 2 {
+			return 0, 0, errTruncated
+		}
+		if b[1]>>6 != 0b10 {
+			return 0, 0, errors.New("bad continuation byte")
+		}
+		return rune(c&0x1F)<<6 | rune(b[1]&0x3F), 2, nil
+	case c>>4 == 0b1110:
+		if len(b) < 3 {
+			return 0, 0, errTruncated
+		}
+		if b[1]>>6 != 0b10 || b[2]>>6 != 0b10 {
+			return 0, 0, errors.New("bad continuation byte")
+		}
+		return rune(c&0x0F)<<12 | rune(b[1]&0x3F)<<6 | rune(b[2]&0x3F), 3, nil
+	}
+	return 0, 0, fmt.Errorf("bad lead byte %#x", c)
+}
+
+// DecodeValue decodes one data_points value to a number (§4.9). legacyKey
+// says the row key had no type block (parsed as TypeLegacy from
+// row_key_index): its values use the column-bit decoding of §4.8 whatever
+// dataType says. Otherwise it dispatches on dataType:
+//
+//   - kairos_long, kairos_double, kairos_legacy (§4.5): the number.
+//   - null: this project stores non-finite samples there as 8 raw bytes,
+//     which come back bit for bit; the empty value KairosDB's gaps
+//     aggregator writes (§4.6) gives ok=false.
+//   - kairos_string and unknown types: ok=false with no error; the caller
+//     skips them (KairosDB would fail the whole query on an unknown type).
+func DecodeValue(dataType string, legacyKey bool, col uint32, b []byte) (v float64, ok bool, err error) {
+	if legacyKey {
+		v, err = DecodeLegacyCell(col, b)
+		return v, err == nil, err
+	}
+	switch dataType {
+	case TypeLong:
+		var n int64
+		n, err = DecodeLong(b)
+		v = float64(n)
+	case TypeDouble:
+		v, err = DecodeDouble(b)
+	case TypeLegacy:
+		v, err = DecodeKairosLegacy(b)
+	case TypeNull:
+		if len(b) == 0 {
+			return 0, false, nil
+		}
+		v, err = DecodeDouble(b)
+	default:
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return v, true, nil
+}

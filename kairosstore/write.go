@@ -1,0 +1,259 @@
+package kairosstore
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/prometheus/prometheus/model/exemplar"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
+
+	"github.com/kairos-remote/kairos-adapter/translate"
+)
+
+// Metadata lives in service_index (§9.2) under this service and service key,
+// one key per metric family, so KairosDB's own metadata API can list it.
+const (
+	metadataService    = "prometheus"
+	metadataServiceKey = "metric_metadata"
+)
+
+// ErrUnsupported marks input this version cannot store yet; it is answered
+// with 400 so that nothing is acknowledged that was not stored.
+var ErrUnsupported = errors.New("not supported by this adapter version")
+
+// Appender collects the samples of one write request and stores them in one
+// engine batch on Commit. It is not safe for concurrent use.
+type Appender struct {
+	s *Store
+
+	// The series of the previous Append: remote-write requests carry all
+	// samples of a series together, so most calls skip the translation.
+	last     labels.Labels
+	lastOK   bool
+	metric   string
+	tags     []translate.Tag
+	keyBuf   []byte
+	rowIndex map[string]int // row key -> index in rows
+	rows     []pendingRow
+	values   []byte // backing store of all cell values
+	batch    Batch
+	meta     map[string]string // metric family -> JSON
+}
+
+type pendingRow struct {
+	key      []byte
+	metric   string
+	rowTime  int64
+	dataType string
+	tags     []translate.Tag
+}
+
+// NewAppender starts collecting one request.
+func (s *Store) NewAppender() *Appender {
+	return &Appender{s: s, rowIndex: map[string]int{}}
+}
+
+// Append adds one float sample of the series ls. Finite values are stored as
+// kairos_double. Non-finite ones (NaN of any payload, ±Inf, and Prometheus
+// stale markers) go to a row of KairosDB's "null" type with the 8 raw bytes as
+// value: KairosDB ignores null-typed values when it reads, so its JSON
+// queries of the metric keep working, while this adapter reads them back
+// bit-exact.
+func (a *Appender) Append(ls labels.Labels, t int64, v float64) error {
+	if err := a.series(ls); err != nil {
+		return err
+	}
+	dataType := TypeDouble
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		dataType = TypeNull
+	}
+	rowTime := a.s.spec.RowTime(t)
+	row := a.row(rowTime, dataType)
+	off := len(a.values)
+	a.values = binary.BigEndian.AppendUint64(a.values, math.Float64bits(v))
+	a.batch.Cells = append(a.batch.Cells, Cell{
+		Key:    a.rows[row].key,
+		Column: a.s.spec.Column(rowTime, t),
+		Value:  a.values[off:len(a.values):len(a.values)],
+		TTL:    a.s.opts.TTL,
+	})
+	return nil
+}
+
+// AppendHistogram is not supported yet.
+func (a *Appender) AppendHistogram(ls labels.Labels, _ int64, _ *histogram.Histogram, _ *histogram.FloatHistogram) error {
+	return badRequest("native histograms are %w (series %s)", ErrUnsupported, ls.String())
+}
+
+// AppendExemplar is not supported yet.
+func (a *Appender) AppendExemplar(ls labels.Labels, _ exemplar.Exemplar) error {
+	return badRequest("exemplars are %w (series %s)", ErrUnsupported, ls.String())
+}
+
+// SetMetadata records the metadata of a metric family.
+func (a *Appender) SetMetadata(family string, m metadata.Metadata) error {
+	if family == "" {
+		return badRequest("metadata without a metric family name")
+	}
+	b, err := json.Marshal(storedMetadata{Type: string(m.Type), Help: m.Help, Unit: m.Unit})
+	if err != nil {
+		return err
+	}
+	if a.meta == nil {
+		a.meta = map[string]string{}
+	}
+	a.meta[family] = string(b)
+	return nil
+}
+
+type storedMetadata struct {
+	Type string `json:"type"`
+	Help string `json:"help"`
+	Unit string `json:"unit"`
+}
+
+// series translates ls unless it is the series of the previous call.
+func (a *Appender) series(ls labels.Labels) error {
+	if a.lastOK && labels.Equal(ls, a.last) {
+		return nil
+	}
+	a.lastOK = false
+	metric, tags, err := a.s.mapper.Split(ls, a.tags[:0])
+	if err != nil {
+		return badRequest("%w", err)
+	}
+	SortTags(tags)
+	a.metric, a.tags, a.last, a.lastOK = metric, tags, ls, true
+	return nil
+}
+
+// row returns the index of the current series' row for rowTime and type,
+// adding it on first use.
+func (a *Appender) row(rowTime int64, dataType string) int {
+	a.keyBuf = AppendRowKey(a.keyBuf[:0], RowKey{Metric: a.metric, RowTime: rowTime, DataType: dataType, Tags: a.tags})
+	if i, ok := a.rowIndex[string(a.keyBuf)]; ok {
+		return i
+	}
+	key := append([]byte(nil), a.keyBuf...)
+	a.rows = append(a.rows, pendingRow{
+		key: key, metric: a.metric, rowTime: rowTime, dataType: dataType,
+		tags: append([]translate.Tag(nil), a.tags...),
+	})
+	a.rowIndex[string(key)] = len(a.rows) - 1
+	return len(a.rows) - 1
+}
+
+// Commit stores everything appended in one engine batch: the cells, and the
+// index rows this process has not stored before (§5.2). It returns nil only
+// when the engine confirmed every row.
+func (a *Appender) Commit(ctx context.Context) error {
+	s := a.s
+	b := &a.batch
+	b.WriteTime = s.opts.Now().UnixMilli()
+	indexTTL := s.indexTTL()
+	var newRows, newMetricRows []string
+	seenMetricRows, seenNames := map[string]bool{}, map[string]bool{}
+	for _, r := range a.rows {
+		if s.rowKeys.has(r.key) {
+			s.m.cacheHits.WithLabelValues("row_keys").Inc()
+			continue
+		}
+		s.m.cacheMisses.WithLabelValues("row_keys").Inc()
+		newRows = append(newRows, string(r.key))
+		irk := IndexedRowKey{Metric: r.metric, RowTime: r.rowTime, DataType: r.dataType, Tags: r.tags, TTL: indexTTL}
+		b.RowKeys = append(b.RowKeys, irk)
+		b.TagIndexed = s.appendTagIndexed(b.TagIndexed, irk)
+
+		mk := metricRowKey(r.metric, r.rowTime)
+		if seenMetricRows[mk] || s.metrics.has([]byte(mk)) {
+			s.m.cacheHits.WithLabelValues("row_key_time_index").Inc()
+			continue
+		}
+		s.m.cacheMisses.WithLabelValues("row_key_time_index").Inc()
+		seenMetricRows[mk] = true
+		newMetricRows = append(newMetricRows, mk)
+		b.RowTimes = append(b.RowTimes, RowTimeIndex{Metric: r.metric, RowTime: r.rowTime, TTL: indexTTL})
+		if !seenNames[r.metric] {
+			seenNames[r.metric] = true
+			b.MetricNames = append(b.MetricNames, r.metric)
+		}
+	}
+	if len(b.Cells) > 0 || len(b.RowKeys) > 0 {
+		start := time.Now()
+		err := s.eng.Write(ctx, b)
+		s.observe("write", start)
+		if err != nil {
+			return fmt.Errorf("store %d samples: %w", len(b.Cells), err)
+		}
+	}
+	s.rowKeys.add(newRows...)
+	s.metrics.add(newMetricRows...)
+	for family, v := range a.meta {
+		key := family + "\x00" + v
+		if s.meta.has([]byte(key)) {
+			continue
+		}
+		if err := s.eng.SetServiceValue(ctx, metadataService, metadataServiceKey, family, v, b.WriteTime); err != nil {
+			return fmt.Errorf("store metadata of %s: %w", family, err)
+		}
+		s.meta.add(key)
+	}
+	return nil
+}
+
+// indexTTL is KairosDB's TTL of index rows: the data TTL plus one row width,
+// so an index entry outlives every cell of its row (§5.2 step 4).
+func (s *Store) indexTTL() int32 {
+	if s.opts.TTL == 0 {
+		return 0
+	}
+	return s.opts.TTL + int32(s.spec.WidthMillis()/1000)
+}
+
+// appendTagIndexed adds the tag_indexed_row_keys rows of a row key of a
+// tag-indexed metric (§6.2).
+func (s *Store) appendTagIndexed(dst []TagIndexedRowKey, r IndexedRowKey) []TagIndexedRowKey {
+	names, ok := s.opts.TagIndexed[r.Metric]
+	if !ok {
+		if names, ok = s.opts.TagIndexed["*"]; !ok {
+			return dst
+		}
+	}
+	indexed := r.Tags
+	if len(names) > 0 && !(len(names) == 1 && names[0] == "*") {
+		indexed = nil
+		for _, t := range r.Tags {
+			if containsString(names, t.Name) {
+				indexed = append(indexed, t)
+			}
+		}
+	}
+	if len(indexed) == 0 {
+		return dst
+	}
+	hash := TagCollectionHash(indexed)
+	for _, t := range indexed {
+		dst = append(dst, TagIndexedRowKey{IndexedRowKey: r, Pair: SingleTagPair(t), Hash: hash})
+	}
+	return dst
+}
+
+func metricRowKey(metric string, rowTime int64) string {
+	return string(binary.BigEndian.AppendUint64([]byte(metric+"\x00"), uint64(rowTime)))
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
