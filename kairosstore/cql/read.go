@@ -1,0 +1,248 @@
+package cql
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+
+	"github.com/kairos-remote/kairos-adapter/translate"
+)
+
+// RowTimes lists row_key_time_index row times (§7.3), ascending (the
+// clustering order).
+func (e *Engine) RowTimes(ctx context.Context, metric string, lo, hi int64, fn func(rowTime int64) error) error {
+	return e.scan(ctx, "row_key_time_index", func(sc gocql.Scanner) error {
+		// row_time is a timestamp; the driver scans it into int64 as ms (gotcha 12).
+		var t int64
+		if err := sc.Scan(&t); err != nil {
+			return scanErr(err)
+		}
+		return fn(t)
+	}, selectRowTimes, metric, dataPointsTable, lo, hi)
+}
+
+// RowKeys lists the row_keys entries of (metric, rowTime) (§7.4).
+func (e *Engine) RowKeys(ctx context.Context, metric string, rowTime int64, fn func(dataType string, tags []translate.Tag) error) error {
+	return e.scanRowKeys(ctx, "row_keys", fn, selectRowKeys, metric, dataPointsTable, rowTime)
+}
+
+// TagIndexedRowKeys lists the tag_indexed_row_keys entries of one pair (§6.3).
+func (e *Engine) TagIndexedRowKeys(ctx context.Context, metric string, rowTime int64, pair string, fn func(dataType string, tags []translate.Tag) error) error {
+	return e.scanRowKeys(ctx, "tag_indexed_row_keys", fn, selectTagIndexed, metric, dataPointsTable, rowTime, pair)
+}
+
+func (e *Engine) scanRowKeys(ctx context.Context, table string, fn func(string, []translate.Tag) error, stmt string, args ...any) error {
+	var tags []translate.Tag // reused: callbacks may not keep it
+	return e.scan(ctx, table, func(sc gocql.Scanner) error {
+		var (
+			dataType *string
+			m        map[string]string
+		)
+		if err := sc.Scan(&dataType, &m); err != nil {
+			return scanErr(err)
+		}
+		// A partition holding only the static mtime comes back as one row
+		// with null clustering columns (§7.4).
+		if dataType == nil {
+			return nil
+		}
+		tags = tags[:0]
+		for k, v := range m {
+			tags = append(tags, translate.Tag{Name: k, Value: v})
+		}
+		return fn(*dataType, tags)
+	}, stmt, args...)
+}
+
+// LegacyRowKeys lists row_key_index column1 values with lo <= column1 < hi
+// (§7.2).
+func (e *Engine) LegacyRowKeys(ctx context.Context, metric string, lo, hi []byte, fn func(rowKey []byte) error) error {
+	if bytes.Compare(lo, hi) >= 0 {
+		return nil
+	}
+	return e.scan(ctx, "row_key_index", func(sc gocql.Scanner) error {
+		var key []byte
+		if err := sc.Scan(&key); err != nil {
+			return scanErr(err)
+		}
+		return fn(key)
+	}, selectLegacyKeys, []byte(metric), lo, hi)
+}
+
+// Cells lists the data_points cells of rowKey with lo <= column1 < hi (§7.5).
+// The caller always passes a real bound: column 0xffffffff cannot be
+// reached, which no row width below 2^31 ms needs (§3.2).
+func (e *Engine) Cells(ctx context.Context, rowKey []byte, lo, hi uint32, fn func(column uint32, value []byte) error) error {
+	if lo >= hi {
+		return nil
+	}
+	return e.scan(ctx, "data_points", func(sc gocql.Scanner) error {
+		var col, value []byte
+		if err := sc.Scan(&col, &value); err != nil {
+			return scanErr(err)
+		}
+		if len(col) != 4 {
+			return fmt.Errorf("cassandra: data_points column1 of %d bytes, want 4 (§3.2)", len(col))
+		}
+		return fn(binary.BigEndian.Uint32(col), value)
+	}, selectCells, rowKey, column(lo), column(hi))
+}
+
+// MetricNames lists string_index['metric_names'] (§9.1) in UTF-8 byte
+// order, Cassandra's order for text clustering columns.
+func (e *Engine) MetricNames(ctx context.Context, fn func(name string) error) error {
+	return e.scan(ctx, "string_index", func(sc gocql.Scanner) error {
+		var name string
+		if err := sc.Scan(&name); err != nil {
+			return scanErr(err)
+		}
+		return fn(name)
+	}, selectNames, []byte(metricNames))
+}
+
+// Spec reads spec(spec_type='cluster_config', name) at the read consistency,
+// the session default KairosDB uses (§3.3).
+func (e *Engine) Spec(ctx context.Context, name string) (string, bool, error) {
+	return e.scanOne(ctx, "spec", selectSpec, specType, name)
+}
+
+// SetSpec writes spec(spec_type='cluster_config', name) = value at the read
+// consistency, with a millisecond timestamp (§3.3).
+func (e *Engine) SetSpec(ctx context.Context, name, value string, writeTime int64) error {
+	s, err := e.session()
+	if err != nil {
+		return err
+	}
+	err = s.Query(insertSpec, specType, name, value).
+		Consistency(e.set.read).WithTimestamp(writeTime).Idempotent(true).ExecContext(ctx)
+	if err != nil {
+		return fmt.Errorf("cassandra: write spec %q: %w", name, err)
+	}
+	return nil
+}
+
+// SetServiceValue writes one service_index row and refreshes the static mtime
+// (§9.2) at the write consistency.
+func (e *Engine) SetServiceValue(ctx context.Context, service, serviceKey, key, value string, writeTime int64) error {
+	s, err := e.session()
+	if err != nil {
+		return err
+	}
+	err = s.Query(insertService, service, serviceKey, key, value).
+		Consistency(e.set.write).WithTimestamp(writeTime).Idempotent(true).ExecContext(ctx)
+	if err != nil {
+		return fmt.Errorf("cassandra: write service_index: %w", err)
+	}
+	return nil
+}
+
+// ServiceValue reads one service_index value (§9.2).
+func (e *Engine) ServiceValue(ctx context.Context, service, serviceKey, key string) (string, bool, error) {
+	return e.scanOne(ctx, "service_index", selectService, service, serviceKey, key)
+}
+
+// ServiceKeys lists the keys of (service, serviceKey) starting with prefix,
+// ascending. The prefix range is KairosDB's: key < prefix + U+FFFF (§9.2),
+// which misses keys continuing with a supplementary-plane character.
+func (e *Engine) ServiceKeys(ctx context.Context, service, serviceKey, prefix string, fn func(key string) error) error {
+	stmt, args := selectServiceKeys, []any{service, serviceKey}
+	if prefix != "" {
+		stmt, args = selectServiceRange, append(args, prefix, prefix+"\uffff")
+	}
+	return e.scan(ctx, "service_index", func(sc gocql.Scanner) error {
+		var key *string
+		if err := sc.Scan(&key); err != nil {
+			return scanErr(err)
+		}
+		if key == nil { // static-only partition (§9.2)
+			return nil
+		}
+		return fn(*key)
+	}, stmt, args...)
+}
+
+// scan pages through a read at the read consistency, calling row for each
+// row. It always closes the iterator and returns the first error: row's as
+// it is, the iterator's wrapped.
+func (e *Engine) scan(ctx context.Context, table string, row func(gocql.Scanner) error, stmt string, args ...any) error {
+	s, err := e.session()
+	if err != nil {
+		return err
+	}
+	sc := e.read(s, stmt, args...).IterContext(ctx).Scanner()
+	for sc.Next() {
+		if err := row(sc); err != nil {
+			_ = sc.Err() // close; the row's error wins
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("cassandra: read %s: %w", table, err)
+	}
+	return nil
+}
+
+// scanOne reads a single text value; a missing row or a null value is !ok.
+func (e *Engine) scanOne(ctx context.Context, table, stmt string, args ...any) (string, bool, error) {
+	s, err := e.session()
+	if err != nil {
+		return "", false, err
+	}
+	var v *string
+	err = e.read(s, stmt, args...).ScanContext(ctx, &v)
+	switch {
+	case errors.Is(err, gocql.ErrNotFound):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("cassandra: read %s: %w", table, err)
+	case v == nil:
+		return "", false, nil
+	}
+	return *v, true, nil
+}
+
+func (e *Engine) read(s *gocql.Session, stmt string, args ...any) *gocql.Query {
+	return s.Query(stmt, args...).Consistency(e.set.read).PageSize(e.set.pageSize).Idempotent(true)
+}
+
+// scanErr wraps an error of the driver's Scan; callbacks' errors are
+// returned as they are.
+func scanErr(err error) error { return fmt.Errorf("cassandra: scan row: %w", err) }
+
+// column is the 4-byte big-endian column1 of §3.2.
+func column(c uint32) []byte {
+	return binary.BigEndian.AppendUint32(make([]byte, 0, 4), c)
+}
+
+// blob keeps an empty value non-null: the driver sends a nil []byte as null,
+// KairosDB writes the `null` type's empty value as 0 bytes (§4.6).
+func blob(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// tagMap converts tags for the frozen map columns. It is never nil: the
+// driver sends a nil map as null, which Cassandra rejects for the tags
+// clustering column, while an empty map is a valid value for a tagless
+// series.
+func tagMap(tags []translate.Tag) map[string]string {
+	m := make(map[string]string, len(tags))
+	for _, t := range tags {
+		m[t.Name] = t.Value
+	}
+	return m
+}
+
+// rowPart identifies an index partition of (metric, row_time[, pair]) for
+// grouping; prefix names the table.
+func rowPart(prefix, metric string, rowTime int64, pair string) string {
+	var t [8]byte
+	binary.BigEndian.PutUint64(t[:], uint64(rowTime))
+	return prefix + metric + "\x00" + string(t[:]) + pair
+}

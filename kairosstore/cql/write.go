@@ -1,0 +1,270 @@
+package cql
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore"
+)
+
+// grouping is how Write and Delete turn statements into requests.
+type grouping int
+
+const (
+	// groupSingles sends every statement on its own, MaxInFlight at a time
+	// (the driver's advice for multi-partition work, gocql doc.go "Batches").
+	groupSingles grouping = iota
+	// groupPartitions sends one UNLOGGED batch per partition of at most
+	// maxBatch statements. Single-partition batches go to a replica and skip
+	// Cassandra's batch size limits.
+	groupPartitions
+)
+
+// defaultGrouping is the faster strategy in BenchmarkWrite (1,000 series ×
+// 10 samples, one local C* 5.0.8 node on 2 shared, busy cores): batches wrote
+// 15–35k samples/s, singles 4–10k samples/s with 64 in flight and 1.4–2.2k
+// with 256.
+const defaultGrouping = groupPartitions
+
+// maxBatch caps the statements of one batch (about KairosDB's
+// queue_processor.batch_size of 200 data points per CQLBatch, §5.6, halved to
+// keep requests small).
+const maxBatch = 100
+
+// maxJoinedErrors is how many distinct statement errors a failed Write or
+// Delete reports in full; the rest are only counted.
+const maxJoinedErrors = 3
+
+// stmt is one CQL statement with its bound values and the identity of the
+// partition it touches (table and partition key), which groupPartitions uses.
+type stmt struct {
+	cql  string
+	args []any
+	part string
+}
+
+// Write stores the batch: data_points, row_keys, tag_indexed_row_keys,
+// row_key_time_index and string_index rows (§5.3), all with the batch's
+// millisecond write timestamp (§5.4) at the write consistency.
+func (e *Engine) Write(ctx context.Context, b *kairosstore.Batch) error {
+	s, err := e.session()
+	if err != nil {
+		return err
+	}
+	n := len(b.Cells) + len(b.RowKeys) + len(b.TagIndexed) + len(b.RowTimes) + len(b.MetricNames)
+	stmts := make([]stmt, 0, n)
+	// One backing array for all 4-byte column names (§3.2).
+	cols := make([]byte, 4*len(b.Cells))
+	for i, c := range b.Cells {
+		col := cols[4*i : 4*i+4 : 4*i+4]
+		binary.BigEndian.PutUint32(col, c.Column)
+		stmts = append(stmts, stmt{
+			cql:  insertDataPoint,
+			args: []any{c.Key, col, blob(c.Value), c.TTL, b.WriteTime},
+			part: "d" + string(c.Key),
+		})
+	}
+	for _, r := range b.RowKeys {
+		stmts = append(stmts, stmt{
+			cql:  insertRowKey,
+			args: []any{r.Metric, dataPointsTable, r.RowTime, r.DataType, tagMap(r.Tags), r.TTL},
+			part: rowPart("r", r.Metric, r.RowTime, ""),
+		})
+	}
+	for _, r := range b.TagIndexed {
+		stmts = append(stmts, stmt{
+			cql:  insertTagIndexed,
+			args: []any{r.Metric, dataPointsTable, r.RowTime, r.DataType, r.Pair, r.Hash, tagMap(r.Tags), r.TTL},
+			part: rowPart("t", r.Metric, r.RowTime, r.Pair),
+		})
+	}
+	for _, r := range b.RowTimes {
+		stmts = append(stmts, stmt{
+			cql:  insertRowTime,
+			args: []any{r.Metric, dataPointsTable, r.RowTime, r.TTL},
+			part: "i" + r.Metric,
+		})
+	}
+	for _, name := range b.MetricNames {
+		// No TTL: metric names live forever (§5.3, gotcha 7).
+		stmts = append(stmts, stmt{
+			cql:  insertStringIndex,
+			args: []any{[]byte(metricNames), name},
+			part: "s",
+		})
+	}
+	return e.run(ctx, s, stmts, e.set.write, b.WriteTime, "write")
+}
+
+// Delete applies the deletes of §8 synchronously, at the read consistency as
+// KairosDB does (§8 step 5, §11), with the millisecond write timestamp.
+func (e *Engine) Delete(ctx context.Context, d *kairosstore.Deletes) error {
+	s, err := e.session()
+	if err != nil {
+		return err
+	}
+	var stmts []stmt
+	for _, key := range d.Rows {
+		stmts = append(stmts, stmt{cql: deleteRow, args: []any{key}, part: "d" + string(key)})
+	}
+	for _, r := range d.CellRanges {
+		stmts = append(stmts, stmt{
+			cql:  deleteCellRange,
+			args: []any{r.Key, column(r.Lo), column(r.Hi)},
+			part: "d" + string(r.Key),
+		})
+	}
+	for _, r := range d.RowKeys {
+		stmts = append(stmts, stmt{
+			cql:  deleteRowKey,
+			args: []any{r.Metric, dataPointsTable, r.RowTime, r.DataType, tagMap(r.Tags)},
+			part: rowPart("r", r.Metric, r.RowTime, ""),
+		})
+	}
+	for _, r := range d.TagIndexed {
+		stmts = append(stmts, stmt{
+			cql:  deleteTagIndexed,
+			args: []any{r.Metric, dataPointsTable, r.RowTime, r.Pair, r.DataType, r.Hash, tagMap(r.Tags)},
+			part: rowPart("t", r.Metric, r.RowTime, r.Pair),
+		})
+	}
+	for _, r := range d.RowTimes {
+		stmts = append(stmts, stmt{
+			cql:  deleteRowTime,
+			args: []any{r.Metric, dataPointsTable, r.RowTime},
+			part: "i" + r.Metric,
+		})
+	}
+	for _, r := range d.LegacyRowKeys {
+		stmts = append(stmts, stmt{
+			cql:  deleteLegacyKey,
+			args: []any{[]byte(r.Metric), r.RowKey},
+			part: "l" + r.Metric,
+		})
+	}
+	for _, m := range d.LegacyMetrics {
+		stmts = append(stmts, stmt{cql: deleteLegacyIndex, args: []any{[]byte(m)}, part: "l" + m})
+	}
+	for _, name := range d.MetricNames {
+		stmts = append(stmts, stmt{
+			cql:  deleteMetricName,
+			args: []any{[]byte(metricNames), name},
+			part: "s",
+		})
+	}
+	return e.run(ctx, s, stmts, e.set.read, d.WriteTime, "delete")
+}
+
+// run executes stmts grouped by e.grouping, at most MaxInFlight requests at a
+// time, every request with write timestamp ts in milliseconds (§5.4, gotcha 1).
+// It waits for every request it started, so no bound value is used after it
+// returns, and fails if any statement failed.
+func (e *Engine) run(ctx context.Context, s *gocql.Session, stmts []stmt, cons gocql.Consistency, ts int64, op string) error {
+	if len(stmts) == 0 {
+		return nil
+	}
+	var reqs [][]stmt
+	switch e.grouping {
+	case groupPartitions:
+		reqs = byPartition(stmts, maxBatch)
+	default:
+		reqs = make([][]stmt, len(stmts))
+		for i := range stmts {
+			reqs[i] = stmts[i : i+1 : i+1]
+		}
+	}
+
+	var (
+		wg   sync.WaitGroup
+		fail failures
+		sem  = make(chan struct{}, e.set.maxInFlight)
+	)
+loop:
+	for i, req := range reqs {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			// Count what was never sent, so the caller answers 5xx.
+			n := 0
+			for _, rest := range reqs[i:] {
+				n += len(rest)
+			}
+			fail.add(n, len(reqs)-i, ctx.Err())
+			break loop
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := exec(ctx, s, req, cons, ts); err != nil {
+				fail.add(len(req), 1, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return fail.err(op, len(stmts), len(reqs))
+}
+
+// exec sends one request: a single statement, or an UNLOGGED batch.
+func exec(ctx context.Context, s *gocql.Session, req []stmt, cons gocql.Consistency, ts int64) error {
+	if len(req) == 1 {
+		return s.Query(req[0].cql, req[0].args...).
+			Consistency(cons).WithTimestamp(ts).Idempotent(true).ExecContext(ctx)
+	}
+	b := s.Batch(gocql.UnloggedBatch).Consistency(cons).WithTimestamp(ts)
+	b.Entries = make([]gocql.BatchEntry, len(req))
+	for i, st := range req {
+		b.Entries[i] = gocql.BatchEntry{Stmt: st.cql, Args: st.args, Idempotent: true}
+	}
+	return b.ExecContext(ctx)
+}
+
+// byPartition groups statements by partition, in order of first appearance,
+// into requests of at most limit statements.
+func byPartition(stmts []stmt, limit int) [][]stmt {
+	index := make(map[string]int)
+	var groups [][]stmt
+	for _, st := range stmts {
+		i, ok := index[st.part]
+		if !ok || len(groups[i]) == limit {
+			i = len(groups)
+			index[st.part] = i
+			groups = append(groups, make([]stmt, 0, 1))
+		}
+		groups[i] = append(groups[i], st)
+	}
+	return groups
+}
+
+// failures collects the outcome of concurrent requests.
+type failures struct {
+	mu       sync.Mutex
+	stmts    int
+	requests int
+	first    []error
+}
+
+func (f *failures) add(stmts, requests int, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stmts += stmts
+	f.requests += requests
+	if len(f.first) < maxJoinedErrors {
+		f.first = append(f.first, err)
+	}
+}
+
+func (f *failures) err(op string, stmts, requests int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stmts == 0 {
+		return nil
+	}
+	return fmt.Errorf("cassandra: %s: %d of %d statements failed (%d of %d requests): %w",
+		op, f.stmts, stmts, f.requests, requests, errors.Join(f.first...))
+}

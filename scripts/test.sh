@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The project's test command.
+#
+#   scripts/test.sh                        go vet ./... and go test -race -count=1 ./...
+#   scripts/test.sh -run Foo               same, only tests matching Foo
+#   scripts/test.sh -run Foo ./kairosstore/...   only these packages (vet too)
+#
+# It builds the pinned Prometheus server once (scripts/prometheus.sh), starts a
+# private Cassandra test node (scripts/cassandra.sh) and stops it on any exit
+# (success, failure, Ctrl-C), exports KAIROS_TEST_CASSANDRA and
+# KAIROS_TEST_PROMETHEUS for the tests, and exits with go test's status.
+#
+# If KAIROS_TEST_CASSANDRA is already set (a node you started yourself with
+# `export "$(scripts/cassandra.sh start)"`), that node is used instead.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+
+log() { printf 'test.sh: %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+command -v go >/dev/null || die "go is not installed"
+[[ $(go env CGO_ENABLED) == 1 ]] || die "go test -race needs cgo: install a C compiler (Debian: apt-get install gcc) and do not set CGO_ENABLED=0"
+
+# Packages: the non-flag arguments that look like package patterns; ./... if none.
+# Everything after -args belongs to the test binaries.
+pkgs=()
+for a in "$@"; do
+	[[ $a == -args || $a == --args ]] && break
+	case $a in
+	./* | ../* | /* | . | .. | all | std | github.com/kairos-remote/kairos-adapter*) pkgs+=("$a") ;;
+	esac
+done
+extra=()
+((${#pkgs[@]} == 0)) && extra=(./...)
+
+CASSANDRA_RUN_DIR=''
+# shellcheck disable=SC2317 # invoked by the traps
+cleanup() {
+	local st=$?
+	trap - EXIT INT TERM
+	if [[ -n $CASSANDRA_RUN_DIR ]]; then
+		KAIROS_RUN_DIR=$CASSANDRA_RUN_DIR "$REPO/scripts/cassandra.sh" stop || true
+		rm -rf "$CASSANDRA_RUN_DIR"
+	fi
+	exit "$st"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Prometheus first (slow only the first time; cached afterwards), so that no
+# node idles while it builds.
+KAIROS_TEST_PROMETHEUS=$("$REPO/scripts/prometheus.sh")
+[[ -x $KAIROS_TEST_PROMETHEUS ]] || die "scripts/prometheus.sh gave no binary: '$KAIROS_TEST_PROMETHEUS'"
+export KAIROS_TEST_PROMETHEUS
+
+if [[ -n ${KAIROS_TEST_CASSANDRA:-} ]]; then
+	host=${KAIROS_TEST_CASSANDRA%:*} port=${KAIROS_TEST_CASSANDRA##*:}
+	(exec 3<>"/dev/tcp/$host/$port") 2>/dev/null ||
+		die "KAIROS_TEST_CASSANDRA=$KAIROS_TEST_CASSANDRA is set but nothing listens there (unset it to let test.sh start a node)"
+	log "using the Cassandra node at KAIROS_TEST_CASSANDRA=$KAIROS_TEST_CASSANDRA"
+else
+	# A private run dir: parallel test.sh invocations each get their own node.
+	mkdir -p "$REPO/.cache"
+	CASSANDRA_RUN_DIR=$(mktemp -d "$REPO/.cache/test-cassandra.XXXXXX")
+	line=$(KAIROS_RUN_DIR=$CASSANDRA_RUN_DIR "$REPO/scripts/cassandra.sh" start)
+	[[ $line == KAIROS_TEST_CASSANDRA=* ]] || die "unexpected output from cassandra.sh start: $line"
+	export KAIROS_TEST_CASSANDRA=${line#KAIROS_TEST_CASSANDRA=}
+fi
+
+log "KAIROS_TEST_CASSANDRA=$KAIROS_TEST_CASSANDRA KAIROS_TEST_PROMETHEUS=$KAIROS_TEST_PROMETHEUS"
+
+vet=("${pkgs[@]}")
+((${#vet[@]} == 0)) && vet=(./...)
+# -stdmethods=false: Prometheus's chunkenc.Iterator has Seek(int64) ValueType,
+# which vet mistakes for a malformed io.Seeker; every series iterator must
+# have that method.
+log "go vet -stdmethods=false ${vet[*]}"
+go vet -stdmethods=false "${vet[@]}"
+
+log "go test -race -count=1 ${extra[*]} $*"
+st=0
+go test -race -count=1 "${extra[@]}" "$@" || st=$?
+exit "$st"
