@@ -310,8 +310,9 @@ func (ss *seriesSet) launch() {
 	ss.launched++
 	ch := make(chan fetched, 1)
 	ss.pending[i] = ch
+	ref := ss.refs[i]
 	go func() {
-		series, err := ss.s.readSeries(ss.ctx, ss.refs[i], ss.start, ss.end)
+		series, err := ss.s.readSeries(ss.ctx, ref, ss.start, ss.end)
 		ch <- fetched{series, err}
 	}()
 }

@@ -131,6 +131,19 @@ func lbl(pairs ...string) string {
 	return out
 }
 
+// canonical is ls with its pairs in label order, the form read returns.
+func canonical(ls string) string {
+	var b labels.ScratchBuilder
+	for _, pair := range splitOn(ls, '\x02') {
+		nv := splitOn(pair, '\x01')
+		b.Add(nv[0], nv[1])
+	}
+	b.Sort()
+	var enc []string
+	b.Labels().Range(func(l labels.Label) { enc = append(enc, l.Name, l.Value) })
+	return lbl(enc...)
+}
+
 func read(t *testing.T, s *ks.Store, start, end int64, ms ...*labels.Matcher) []series {
 	t.Helper()
 	q, err := s.Querier(start, end)
@@ -176,7 +189,7 @@ func expect(data map[string][]sample, start, end int64, keep func(string) bool) 
 		}
 		sort.Slice(in, func(i, j int) bool { return in[i].T < in[j].T })
 		if len(in) > 0 {
-			out = append(out, series{Labels: ls, Samples: in})
+			out = append(out, series{Labels: canonical(ls), Samples: in})
 		}
 	}
 	return out

@@ -1,0 +1,237 @@
+// Package adapter is the HTTP side of the remote-storage adapter: remote
+// write 1.0 and 2.0, remote read (SAMPLES and STREAMED_XOR_CHUNKS), metadata,
+// health and the adapter's own metrics. It knows nothing of Cassandra: it
+// talks to the Store interface declared in store.go.
+//
+// Choices where the specs leave room (prometheus-remote-protocols.md):
+//   - Write Content-Type: missing, application/x-protobuf or
+//     proto=prometheus.WriteRequest is 1.0; proto=io.prometheus.write.v2.Request
+//     (quoted or spaced, RFC 9110) is 2.0; anything else 415 without the 2.0
+//     headers, as the version is unknown.
+//   - Write Content-Encoding must be snappy (case-insensitive); missing or
+//     anything else is 415 for both versions. Read accepts a missing
+//     Content-Encoding as snappy, as Prometheus's own read handler does.
+//   - Size: body or snappy-declared decoded size over MaxRequestBytes is 413;
+//     a zero-byte body, framed snappy, gzip or other corrupt input is 400; an
+//     empty message (snappy "\x00") is 204 (2.0: with zero counts).
+//   - A body that is not the message the Content-Type announces (2.0 as 1.0
+//     and the reverse, a ReadRequest posted to write) is 400 and nothing is
+//     stored; the message names the message it looks like.
+//   - 2.0 symbol-table violations reject the whole request (refs cannot be
+//     trusted); per-series problems (no labels, duplicate names, both or
+//     neither samples and histograms, invalid histogram, store refusal) are
+//     partial: the rest is committed, then 400 listing up to 10 series.
+//   - A failed Commit (5xx) wins over rejected series and confirms nothing:
+//     the 2.0 headers say 0. 2.0 metadata goes to the series' __name__ as is.
+//   - Concurrency limits answer 503 at once; 0 means unlimited.
+package adapter
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/prometheus/model/metadata"
+)
+
+// Defaults for zero Options fields.
+const (
+	DefaultMaxRequestBytes = 32 << 20 // as Prometheus's receiver (#18642)
+	DefaultMaxBytesInFrame = 1 << 20  // as --storage.remote.read-max-bytes-in-frame
+)
+
+// Options configure the handlers. Zero values select the defaults or, for
+// limits, no limit.
+type Options struct {
+	// MaxRequestBytes caps both the compressed body and its decoded size
+	// (as declared by the snappy header, checked before allocating) of
+	// write and read requests; over it the answer is 413. Default 32 MiB.
+	MaxRequestBytes int64
+	// MaxConcurrentWrites and MaxConcurrentReads bound the requests served
+	// at once; one more is answered 503 at once (Prometheus retries it with
+	// backoff) rather than queued without bound. 0 means unlimited.
+	MaxConcurrentWrites int
+	MaxConcurrentReads  int
+	// MaxSamplesPerQuery and MaxSeriesPerQuery bound one remote-read query.
+	// Over the limit the answer is 400 "exceeded sample limit (N)" when no
+	// byte was sent yet; a stream already started is aborted. 0 means
+	// unlimited.
+	MaxSamplesPerQuery int
+	MaxSeriesPerQuery  int
+	// MaxBytesInFrame is the target size of a streamed-read frame; a frame
+	// overshoots it by at most one chunk. Default 1 MiB.
+	MaxBytesInFrame int
+	// Gatherer is served on /metrics. When nil, the Registerer passed to New
+	// is used if it is also a Gatherer; otherwise /metrics is not served.
+	Gatherer prometheus.Gatherer
+	// ReadTimeout bounds one remote-read request (all of its queries); 0
+	// means only the client's own timeout applies.
+	ReadTimeout time.Duration
+}
+
+// New returns the adapter's HTTP handler.
+//
+// Routing uses the standard library's http.ServeMux: since Go 1.22 its
+// patterns match methods ("POST /api/v1/write") and answer 405 with an Allow
+// header for a known path with a wrong method, and 404 for unknown paths,
+// which is all we need without a router dependency.
+func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Registerer) http.Handler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if opts.MaxBytesInFrame <= 0 {
+		opts.MaxBytesInFrame = DefaultMaxBytesInFrame
+	}
+	if opts.Gatherer == nil {
+		if g, ok := reg.(prometheus.Gatherer); ok {
+			opts.Gatherer = g
+		}
+	}
+	m := newMetrics(reg)
+
+	wh := &writeHandler{
+		store:    store,
+		logger:   logger,
+		m:        m,
+		maxBytes: opts.MaxRequestBytes,
+		limit:    newLimiter(opts.MaxConcurrentWrites),
+	}
+	rh := &readHandler{
+		store:      store,
+		logger:     logger,
+		m:          m,
+		maxBytes:   opts.MaxRequestBytes,
+		limit:      newLimiter(opts.MaxConcurrentReads),
+		maxSamples: opts.MaxSamplesPerQuery,
+		maxSeries:  opts.MaxSeriesPerQuery,
+		maxFrame:   opts.MaxBytesInFrame,
+		timeout:    opts.ReadTimeout,
+	}
+
+	mux := http.NewServeMux()
+	handle := func(pattern, name string, h http.Handler) {
+		mux.Handle(pattern, m.instrument(name, h))
+	}
+	// Prometheus's own paths, and the short ones older adapters used.
+	handle("POST /api/v1/write", "write", wh)
+	handle("POST /write", "write", wh)
+	handle("POST /api/v1/read", "read", rh)
+	handle("POST /read", "read", rh)
+	handle("GET /api/v1/metadata", "metadata", metadataHandler(store, logger))
+	handle("GET /-/healthy", "healthy", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("Healthy.\n"))
+	}))
+	handle("GET /-/ready", "ready", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := store.Ready(r.Context()); err != nil {
+			http.Error(w, "Not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("Ready.\n"))
+	}))
+	if opts.Gatherer != nil {
+		handle("GET /metrics", "metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
+			EnableOpenMetrics: true,
+			ErrorHandling:     promhttp.ContinueOnError,
+			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelError),
+			Registry:          reg,
+		}))
+	}
+	return mux
+}
+
+// limiter bounds concurrent requests without queueing: a full limiter
+// answers 503 at once. A nil limiter admits everything.
+type limiter chan struct{}
+
+func newLimiter(n int) limiter {
+	if n <= 0 {
+		return nil
+	}
+	return make(limiter, n)
+}
+
+func (l limiter) tryAcquire() bool {
+	if l == nil {
+		return true
+	}
+	select {
+	case l <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (l limiter) release() {
+	if l != nil {
+		<-l
+	}
+}
+
+// metadataHandler serves GET /api/v1/metadata?metric=&limit= in the shape of
+// Prometheus's HTTP API, so Grafana and promtool can use it: limit absent or
+// negative means all families, 0 means none (as Prometheus does).
+func metadataHandler(store Store, logger *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		limit := -1
+		if s := r.FormValue("limit"); s != "" {
+			var err error
+			if limit, err = strconv.Atoi(s); err != nil {
+				writeAPIError(w, http.StatusBadRequest, errors.New("limit must be a number"))
+				return
+			}
+		}
+		res := map[string][]metadata.Metadata{}
+		if limit != 0 {
+			got, err := store.Metadata(r.Context(), r.FormValue("metric"), max(limit, 0))
+			if err != nil {
+				status := statusOf(err, http.StatusInternalServerError)
+				logger.Warn("Metadata query failed", "status", status, "err", err)
+				writeAPIError(w, status, err)
+				return
+			}
+			// Enforce the limit even if the store returns more, keeping
+			// the alphabetically first families so answers are stable.
+			names := make([]string, 0, len(got))
+			for name := range got {
+				names = append(names, name)
+			}
+			slices.Sort(names)
+			if limit > 0 && len(names) > limit {
+				names = names[:limit]
+			}
+			for _, name := range names {
+				res[name] = got[name]
+			}
+		}
+		writeAPIJSON(w, http.StatusOK, map[string]any{"status": "success", "data": res})
+	})
+}
+
+func writeAPIError(w http.ResponseWriter, status int, err error) {
+	errorType := "internal"
+	switch {
+	case status >= 400 && status < 500:
+		errorType = "bad_data"
+	case status == http.StatusServiceUnavailable:
+		errorType = "unavailable"
+	}
+	writeAPIJSON(w, status, map[string]any{"status": "error", "errorType": errorType, "error": err.Error()})
+}
+
+func writeAPIJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

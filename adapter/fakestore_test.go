@@ -1,0 +1,357 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/prometheus/prometheus/model/exemplar"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// fakeSample is one stored float or histogram sample.
+type fakeSample struct {
+	t  int64
+	f  float64
+	h  *histogram.Histogram
+	fh *histogram.FloatHistogram
+}
+
+func (s fakeSample) T() int64                      { return s.t }
+func (fakeSample) ST() int64                       { return 0 }
+func (s fakeSample) F() float64                    { return s.f }
+func (s fakeSample) H() *histogram.Histogram       { return s.h }
+func (s fakeSample) FH() *histogram.FloatHistogram { return s.fh }
+func (s fakeSample) Copy() chunks.Sample           { return s }
+
+func (s fakeSample) Type() chunkenc.ValueType {
+	switch {
+	case s.h != nil:
+		return chunkenc.ValHistogram
+	case s.fh != nil:
+		return chunkenc.ValFloatHistogram
+	default:
+		return chunkenc.ValFloat
+	}
+}
+
+type fakeSeries struct {
+	ls        labels.Labels
+	samples   []fakeSample // sorted by t; a later write of the same t wins
+	exemplars []exemplar.Exemplar
+}
+
+// errInvalidSeries is what the fake's Append returns for a series without
+// __name__, as the real store does.
+var errInvalidSeries = errors.New("missing metric name")
+
+// statusErr is an error carrying an HTTP status.
+type statusErr struct {
+	status int
+	msg    string
+}
+
+func (e statusErr) Error() string   { return e.msg }
+func (e statusErr) HTTPStatus() int { return e.status }
+
+// fakeStore is an in-memory Store that records what was committed.
+type fakeStore struct {
+	mu       sync.Mutex
+	series   map[string]*fakeSeries // by labels.String()
+	meta     map[string][]metadata.Metadata
+	commits  int
+	appended int // calls to Append*, committed or not
+
+	// Injected failures.
+	appendErr   func(ls labels.Labels) error
+	commitErr   error
+	readyErr    error
+	querierErr  error
+	selectErr   error
+	metadataErr error
+	// commitGate, when set, blocks Commit until it is closed.
+	commitGate chan struct{}
+	// selectGate, when set, blocks Select until it is closed.
+	selectGate chan struct{}
+	// unsorted makes Select return series in reverse order, a store bug.
+	unsorted bool
+	// selects records the matchers and sortSeries flag of every Select.
+	selects []selectCall
+}
+
+type selectCall struct {
+	sorted   bool
+	matchers []*labels.Matcher
+}
+
+func newFakeStore() *fakeStore {
+	return &fakeStore{series: map[string]*fakeSeries{}, meta: map[string][]metadata.Metadata{}}
+}
+
+func (s *fakeStore) NewAppender() Appender { return &fakeAppender{s: s, invalid: map[string]bool{}} }
+
+func (s *fakeStore) Ready(context.Context) error { return s.readyErr }
+
+func (s *fakeStore) Metadata(_ context.Context, metric string, limit int) (map[string][]metadata.Metadata, error) {
+	if s.metadataErr != nil {
+		return nil, s.metadataErr
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res := map[string][]metadata.Metadata{}
+	for name, ms := range s.meta {
+		if metric == "" || metric == name {
+			res[name] = ms
+		}
+	}
+	return res, nil
+}
+
+func (s *fakeStore) Querier(mint, maxt int64) (storage.Querier, error) {
+	if s.querierErr != nil {
+		return nil, s.querierErr
+	}
+	return &fakeQuerier{s: s, mint: mint, maxt: maxt}, nil
+}
+
+// get returns a stored series by its labels string.
+func (s *fakeStore) get(ls string) *fakeSeries {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.series[ls]
+}
+
+func (s *fakeStore) numSeries() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.series)
+}
+
+// add stores samples directly, for read tests.
+func (s *fakeStore) add(ls labels.Labels, samples ...fakeSample) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fs := s.series[ls.String()]
+	if fs == nil {
+		fs = &fakeSeries{ls: ls}
+		s.series[ls.String()] = fs
+	}
+	fs.samples = append(fs.samples, samples...)
+	slices.SortStableFunc(fs.samples, func(a, b fakeSample) int { return cmpInt64(a.t, b.t) })
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+type fakeOp struct {
+	ls   labels.Labels
+	s    *fakeSample
+	e    *exemplar.Exemplar
+	name string
+	md   *metadata.Metadata
+}
+
+type fakeAppender struct {
+	s       *fakeStore
+	ops     []fakeOp
+	invalid map[string]bool
+}
+
+func (a *fakeAppender) check(ls labels.Labels) error {
+	a.s.mu.Lock()
+	a.s.appended++
+	a.s.mu.Unlock()
+	var err error
+	if ls.Get(labels.MetricName) == "" {
+		err = fmt.Errorf("%w: %s", errInvalidSeries, ls)
+	} else if a.s.appendErr != nil {
+		err = a.s.appendErr(ls)
+	}
+	if err != nil {
+		// Nothing of an invalid series is stored, including what was
+		// appended before the error.
+		a.invalid[ls.String()] = true
+	}
+	return err
+}
+
+func (a *fakeAppender) Append(ls labels.Labels, t int64, v float64) error {
+	if err := a.check(ls); err != nil {
+		return err
+	}
+	a.ops = append(a.ops, fakeOp{ls: ls, s: &fakeSample{t: t, f: v}})
+	return nil
+}
+
+func (a *fakeAppender) AppendHistogram(ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error {
+	if (h == nil) == (fh == nil) {
+		return errors.New("exactly one of h, fh must be set")
+	}
+	if err := a.check(ls); err != nil {
+		return err
+	}
+	a.ops = append(a.ops, fakeOp{ls: ls, s: &fakeSample{t: t, h: h, fh: fh}})
+	return nil
+}
+
+func (a *fakeAppender) AppendExemplar(ls labels.Labels, e exemplar.Exemplar) error {
+	if err := a.check(ls); err != nil {
+		return err
+	}
+	a.ops = append(a.ops, fakeOp{ls: ls, e: &e})
+	return nil
+}
+
+func (a *fakeAppender) SetMetadata(family string, m metadata.Metadata) error {
+	if family == "" {
+		return errors.New("empty metric family name")
+	}
+	a.ops = append(a.ops, fakeOp{name: family, md: &m})
+	return nil
+}
+
+func (a *fakeAppender) Commit(ctx context.Context) error {
+	if g := a.s.commitGate; g != nil {
+		select {
+		case <-g:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if a.s.commitErr != nil {
+		return a.s.commitErr
+	}
+	a.s.mu.Lock()
+	defer a.s.mu.Unlock()
+	a.s.commits++
+	for _, op := range a.ops {
+		if op.md != nil {
+			ms := a.s.meta[op.name]
+			if !slices.Contains(ms, *op.md) {
+				a.s.meta[op.name] = append(ms, *op.md)
+			}
+			continue
+		}
+		key := op.ls.String()
+		if a.invalid[key] {
+			continue
+		}
+		fs := a.s.series[key]
+		if fs == nil {
+			fs = &fakeSeries{ls: op.ls}
+			a.s.series[key] = fs
+		}
+		if op.e != nil {
+			fs.exemplars = append(fs.exemplars, *op.e)
+			continue
+		}
+		// Idempotent like the real store: same series+timestamp → same cell.
+		i, found := slices.BinarySearchFunc(fs.samples, op.s.t, func(s fakeSample, t int64) int { return cmpInt64(s.t, t) })
+		if found {
+			fs.samples[i] = *op.s
+		} else {
+			fs.samples = slices.Insert(fs.samples, i, *op.s)
+		}
+	}
+	return nil
+}
+
+type fakeQuerier struct {
+	s          *fakeStore
+	mint, maxt int64
+}
+
+func (q *fakeQuerier) Select(ctx context.Context, sortSeries bool, _ *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	if g := q.s.selectGate; g != nil {
+		<-g
+	}
+	if err := ctx.Err(); err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	q.s.mu.Lock()
+	defer q.s.mu.Unlock()
+	q.s.selects = append(q.s.selects, selectCall{sorted: sortSeries, matchers: ms})
+	if q.s.selectErr != nil {
+		return storage.ErrSeriesSet(q.s.selectErr)
+	}
+	var out []storage.Series
+	for _, fs := range q.s.series {
+		if !matchesAll(fs.ls, ms) {
+			continue
+		}
+		var samples []chunks.Sample
+		for _, s := range fs.samples {
+			if s.t >= q.mint && s.t <= q.maxt {
+				samples = append(samples, s)
+			}
+		}
+		if len(samples) == 0 {
+			continue
+		}
+		out = append(out, storage.NewListSeries(fs.ls, samples))
+	}
+	if sortSeries {
+		slices.SortFunc(out, func(a, b storage.Series) int { return labels.Compare(a.Labels(), b.Labels()) })
+	}
+	if q.s.unsorted {
+		slices.Reverse(out)
+	}
+	return &listSeriesSet{series: out, i: -1}
+}
+
+// matchesAll applies matchers as Prometheus does: a missing label has value "".
+func matchesAll(ls labels.Labels, ms []*labels.Matcher) bool {
+	for _, m := range ms {
+		if !m.Matches(ls.Get(m.Name)) {
+			return false
+		}
+	}
+	return true
+}
+
+func (*fakeQuerier) LabelValues(context.Context, string, *storage.LabelHints, ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	return nil, nil, nil
+}
+
+func (*fakeQuerier) LabelNames(context.Context, *storage.LabelHints, ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	return nil, nil, nil
+}
+
+func (*fakeQuerier) Close() error { return nil }
+
+// listSeriesSet iterates a slice of series.
+type listSeriesSet struct {
+	series []storage.Series
+	i      int
+}
+
+func (s *listSeriesSet) Next() bool                      { s.i++; return s.i < len(s.series) }
+func (s *listSeriesSet) At() storage.Series              { return s.series[s.i] }
+func (*listSeriesSet) Err() error                        { return nil }
+func (*listSeriesSet) Warnings() annotations.Annotations { return nil }
+
+// floatBits compares floats bit for bit, so NaN payloads (stale markers)
+// count.
+func floatBits(fs []float64) []uint64 {
+	out := make([]uint64, len(fs))
+	for i, f := range fs {
+		out[i] = math.Float64bits(f)
+	}
+	return out
+}

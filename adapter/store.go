@@ -1,0 +1,57 @@
+package adapter
+
+import (
+	"context"
+
+	"github.com/prometheus/prometheus/model/exemplar"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
+	"github.com/prometheus/prometheus/storage"
+)
+
+// Store is what the HTTP layer needs from the storage. It is declared here,
+// where it is consumed, so the handlers are tested with an in-memory fake and
+// the adapter package does not know about Cassandra.
+type Store interface {
+	// NewAppender returns an appender for one write request. It is used by
+	// one goroutine and dropped after Commit, or without Commit when the
+	// request is abandoned (which must discard what was appended).
+	NewAppender() Appender
+	// Querier returns a querier over [mint, maxt] (milliseconds, inclusive).
+	// Its Select streams the matching series, sorted by labels.Compare when
+	// sortSeries is true, and reports failures through SeriesSet.Err.
+	Querier(mint, maxt int64) (storage.Querier, error)
+	// Metadata returns the metadata per metric family name; metric "" means
+	// all families; limit <= 0 means no limit on the number of families.
+	Metadata(ctx context.Context, metric string, limit int) (map[string][]metadata.Metadata, error)
+	// Ready returns nil when the store can serve reads and writes.
+	Ready(ctx context.Context) error
+}
+
+// Appender buffers the items of one write request until Commit.
+//
+// The labels passed in are owned by the appender from then on: the handler
+// builds a fresh labels.Labels per series and never changes it afterwards.
+type Appender interface {
+	// Append adds one float sample. A non-nil error means the series itself is invalid (bad labels): answer 400 naming it; nothing of that series is stored.
+	Append(ls labels.Labels, t int64, v float64) error
+	// AppendHistogram adds one native histogram sample (exactly one of h, fh is non-nil). Same error meaning.
+	AppendHistogram(ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error
+	// AppendExemplar adds one exemplar of series ls. Same error meaning.
+	AppendExemplar(ls labels.Labels, e exemplar.Exemplar) error
+	// SetMetadata records metadata of a metric family.
+	SetMetadata(metricFamily string, m metadata.Metadata) error
+	// Commit stores everything appended (valid items only). nil only when all of it is durably stored; any error means the backend failed → 5xx (Prometheus retries; writes are idempotent).
+	Commit(ctx context.Context) error
+}
+
+// HTTPStatusError is an error that knows the HTTP status it should be
+// answered with. The handlers look for it with errors.As anywhere in the
+// chain of any error a Store, Appender, Querier or SeriesSet returns, so the
+// store can say "400: query touches too many metrics" or "503: timed out"
+// without importing this package. Statuses outside 400..599 are ignored.
+type HTTPStatusError interface {
+	error
+	HTTPStatus() int
+}

@@ -1,0 +1,179 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+)
+
+// writeV2 stores an io.prometheus.write.v2.Request. A broken symbol table
+// rejects the whole request before anything is appended, because no ref in
+// it can be trusted; a bad series is reported after the rest is committed
+// (spec §"Partial Write").
+func (h *writeHandler) writeV2(ctx context.Context, st *writeState, body []byte) writeResult {
+	req := &st.v2
+	unknown, err := unmarshalV2Request(req, body)
+	if err != nil {
+		return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV2, body, err.Error())}
+	}
+	if len(req.Symbols) == 0 && len(req.Timeseries) == 0 && unknown {
+		// A 1.0 (or read) body parses as an empty 2.0 message: fields
+		// 1-3 are reserved in 2.0 precisely so this can be detected.
+		return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV2, body, "it holds only unknown fields")}
+	}
+
+	b := newBatch(h.store.NewAppender(), st)
+	for i := range req.Timeseries {
+		ts := &req.Timeseries[i]
+		b.received.add(counts{len(ts.Samples), len(ts.Histograms), len(ts.Exemplars)})
+	}
+	if err := validateSymbols(req); err != nil {
+		h.m.countFailed(writeV2, reasonInvalid, b.received)
+		h.m.countReceived(writeV2, b.received)
+		return writeResult{status: http.StatusBadRequest, msg: "invalid symbol table, nothing stored: " + err.Error()}
+	}
+	for i := range req.Timeseries {
+		ts := &req.Timeseries[i]
+		c := counts{len(ts.Samples), len(ts.Histograms), len(ts.Exemplars)}
+		ls, err := v2Labels(&st.b, ts.LabelsRefs, req.Symbols)
+		if err == nil {
+			err = appendV2Series(b.app, &st.b, ls, ts, req.Symbols)
+		}
+		if !b.done(ls, c, err) {
+			break
+		}
+		if err == nil {
+			// The metric family is the series' __name__ as is: RW2
+			// metadata belongs to the series, and foo_bucket, foo_count
+			// and foo_sum each carry their own copy, so no suffix is
+			// stripped (unlike RW1, which names families).
+			if md := v2Metadata(&ts.Metadata, req.Symbols); !md.IsEmpty() {
+				b.setMetadata(ls.Get(model.MetricNameLabel), md)
+			}
+		}
+	}
+	return h.finish(ctx, b, writeV2)
+}
+
+// validateSymbols checks every reference of the request (spec §"Symbols"):
+// symbols[0] is "", each ref is inside the table, labels_refs come in pairs.
+func validateSymbols(req *writev2.Request) error {
+	n := uint64(len(req.Symbols))
+	if n > 0 && req.Symbols[0] != "" {
+		return fmt.Errorf("symbols[0] must be the empty string, got %q", req.Symbols[0])
+	}
+	if n == 0 && len(req.Timeseries) > 0 {
+		return fmt.Errorf("symbols table is empty but the request has %d series", len(req.Timeseries))
+	}
+	for i := range req.Timeseries {
+		ts := &req.Timeseries[i]
+		if err := checkRefs(ts.LabelsRefs, n); err != nil {
+			return fmt.Errorf("series %d: %w", i, err)
+		}
+		for j := range ts.Exemplars {
+			if err := checkRefs(ts.Exemplars[j].LabelsRefs, n); err != nil {
+				return fmt.Errorf("series %d exemplar %d: %w", i, j, err)
+			}
+		}
+		if uint64(ts.Metadata.HelpRef) >= n || uint64(ts.Metadata.UnitRef) >= n {
+			return fmt.Errorf("series %d: metadata help_ref %d or unit_ref %d outside the symbols table (size %d)", i, ts.Metadata.HelpRef, ts.Metadata.UnitRef, n)
+		}
+	}
+	return nil
+}
+
+func checkRefs(refs []uint32, n uint64) error {
+	if len(refs)%2 != 0 {
+		return fmt.Errorf("labels_refs has odd length %d", len(refs))
+	}
+	for _, r := range refs {
+		if uint64(r) >= n {
+			return fmt.Errorf("ref %d outside the symbols table (size %d)", r, n)
+		}
+	}
+	return nil
+}
+
+// v2Labels builds the labels of a series whose refs validateSymbols checked.
+func v2Labels(sb *labels.ScratchBuilder, refs []uint32, symbols []string) (labels.Labels, error) {
+	if len(refs) == 0 {
+		return labels.EmptyLabels(), errors.New("series has no labels")
+	}
+	sb.Reset()
+	for i := 0; i < len(refs); i += 2 {
+		sb.Add(symbols[refs[i]], symbols[refs[i+1]])
+	}
+	sb.Sort()
+	ls := sb.Labels()
+	if name, dup := ls.HasDuplicateLabelNames(); dup {
+		return ls, fmt.Errorf("label %q appears more than once", name)
+	}
+	return ls, nil
+}
+
+func appendV2Series(app Appender, sb *labels.ScratchBuilder, ls labels.Labels, ts *writev2.TimeSeries, symbols []string) error {
+	// Spec: a series carries samples or histograms, never both, never none.
+	switch {
+	case len(ts.Samples) > 0 && len(ts.Histograms) > 0:
+		return errors.New("series has both samples and histograms; send them as separate series")
+	case len(ts.Samples) == 0 && len(ts.Histograms) == 0:
+		return errors.New("series has neither samples nor histograms")
+	}
+	// NOTE: start timestamps (Sample/Histogram start_timestamp) are not
+	// stored: the KairosDB layout has no place for them.
+	for _, s := range ts.Samples {
+		if err := app.Append(ls, s.Timestamp, s.Value); err != nil {
+			return err
+		}
+	}
+	for i := range ts.Histograms {
+		hp := &ts.Histograms[i]
+		var err error
+		if hp.IsFloatHistogram() {
+			err = appendHistogram(app, ls, hp.Timestamp, nil, hp.ToFloatHistogram())
+		} else {
+			err = appendHistogram(app, ls, hp.Timestamp, hp.ToIntHistogram(), nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, ep := range ts.Exemplars {
+		e, err := ep.ToExemplar(sb, symbols)
+		if err != nil {
+			return err
+		}
+		if err := app.AppendExemplar(ls, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// v2Metadata converts metadata whose refs validateSymbols checked.
+func v2Metadata(m *writev2.Metadata, symbols []string) metadata.Metadata {
+	typ := model.MetricTypeUnknown
+	switch m.Type {
+	case writev2.Metadata_METRIC_TYPE_COUNTER:
+		typ = model.MetricTypeCounter
+	case writev2.Metadata_METRIC_TYPE_GAUGE:
+		typ = model.MetricTypeGauge
+	case writev2.Metadata_METRIC_TYPE_HISTOGRAM:
+		typ = model.MetricTypeHistogram
+	case writev2.Metadata_METRIC_TYPE_GAUGEHISTOGRAM:
+		typ = model.MetricTypeGaugeHistogram
+	case writev2.Metadata_METRIC_TYPE_SUMMARY:
+		typ = model.MetricTypeSummary
+	case writev2.Metadata_METRIC_TYPE_INFO:
+		typ = model.MetricTypeInfo
+	case writev2.Metadata_METRIC_TYPE_STATESET:
+		typ = model.MetricTypeStateset
+	}
+	return metadata.Metadata{Type: typ, Help: symbols[m.HelpRef], Unit: symbols[m.UnitRef]}
+}

@@ -1,0 +1,301 @@
+// Command kairos-adapter is a Prometheus remote-write and remote-read endpoint
+// that stores samples in Apache Cassandra in KairosDB's layout, or in an
+// embedded store with the same layout.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/common/promslog"
+	"github.com/prometheus/prometheus/model/exemplar"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
+	"github.com/prometheus/prometheus/storage"
+
+	"github.com/kairos-remote/kairos-adapter/adapter"
+	"github.com/kairos-remote/kairos-adapter/config"
+	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
+)
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	app := kingpin.New("kairos-adapter", "Prometheus remote storage in Apache Cassandra, in KairosDB's layout.")
+	app.HelpFlag.Short('h')
+	cfg, err := config.Parse(app, args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kairos-adapter: %v\n", err)
+		fmt.Fprintln(os.Stderr, "Try --help.")
+		return 2
+	}
+	logger := newLogger(cfg)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	store := &lazyStore{}
+	var eng kairosstore.Engine
+	switch cfg.Storage.Type {
+	case "embedded":
+		// A local store either opens now or never: fail fast.
+		eng, err = pebblekv.Open(cfg.Storage.Path, pebblekv.Options{Sync: true}, logger)
+		if err == nil {
+			err = openStore(ctx, cfg, eng, store, logger, reg)
+		}
+		if err != nil {
+			logger.Error("Cannot open the embedded store", "path", cfg.Storage.Path, "err", err)
+			return 1
+		}
+	case "cassandra":
+		// Cassandra may come up after the adapter: serve health checks (not
+		// ready) meanwhile and keep trying.
+		cqlCfg, err := cassandraConfig(cfg)
+		if err != nil {
+			logger.Error("Invalid Cassandra configuration", "err", err)
+			return 1
+		}
+		engCh := make(chan kairosstore.Engine, 1)
+		failed := make(chan error, 1)
+		go func() {
+			e, err := connectCassandra(ctx, cqlCfg, logger)
+			if err != nil {
+				failed <- err
+				return
+			}
+			engCh <- e
+			if err := openStore(ctx, cfg, e, store, logger, reg); err != nil {
+				failed <- err
+			}
+		}()
+		defer func() {
+			select {
+			case e := <-engCh:
+				if err := e.Close(); err != nil {
+					logger.Warn("Closing Cassandra session", "err", err)
+				}
+			default:
+			}
+		}()
+		go func() {
+			if err := <-failed; err != nil && ctx.Err() == nil {
+				logger.Error("Cannot open the Cassandra store", "err", err)
+				stop()
+			}
+		}()
+	}
+	if eng != nil {
+		defer func() {
+			if err := eng.Close(); err != nil {
+				logger.Warn("Closing the embedded store", "err", err)
+			}
+		}()
+	}
+
+	handler := adapter.New(store, adapter.Options{
+		MaxRequestBytes:     cfg.Web.MaxRequestBytes,
+		MaxConcurrentWrites: cfg.Web.MaxConcurrentWrites,
+		MaxConcurrentReads:  cfg.Web.MaxConcurrentReads,
+		MaxSamplesPerQuery:  cfg.Query.MaxSamples,
+		MaxSeriesPerQuery:   cfg.Query.MaxSeries,
+		Gatherer:            reg,
+	}, logger, reg)
+	srv := &http.Server{
+		Addr:              cfg.Web.ListenAddress,
+		Handler:           handler,
+		ReadTimeout:       time.Duration(cfg.Web.ReadTimeout),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.ListenAndServe() }()
+	logger.Info("Listening", "address", cfg.Web.ListenAddress, "storage", cfg.Storage.Type)
+
+	select {
+	case err := <-serveErr:
+		logger.Error("HTTP server failed", "err", err)
+		return 1
+	case <-ctx.Done():
+	}
+	logger.Info("Shutting down: draining in-flight requests")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		logger.Warn("Shutdown did not drain every request", "err", err)
+	}
+	if store.get() == nil && cfg.Storage.Type == "embedded" {
+		return 1
+	}
+	return 0
+}
+
+func newLogger(cfg *config.Config) *slog.Logger {
+	lvl, format := promslog.NewLevel(), promslog.NewFormat()
+	_ = lvl.Set(cfg.Log.Level) // validated by config
+	_ = format.Set(cfg.Log.Format)
+	return promslog.New(&promslog.Config{Level: lvl, Format: format})
+}
+
+// openStore sets up the engine's tables and the layout, then makes the store
+// available to the HTTP handlers.
+func openStore(ctx context.Context, cfg *config.Config, eng kairosstore.Engine, into *lazyStore, logger *slog.Logger, reg prometheus.Registerer) error {
+	if err := eng.Setup(ctx); err != nil {
+		return fmt.Errorf("create tables: %w", err)
+	}
+	spec := kairosstore.RowSpec{Unit: kairosstore.ParseTimeUnit(cfg.KairosDB.RowTimeUnit), Width: time.Duration(cfg.KairosDB.RowWidth).Milliseconds()}
+	if spec.Unit == kairosstore.Seconds {
+		spec.Width = int64(time.Duration(cfg.KairosDB.RowWidth).Seconds())
+	}
+	tagIndexed := map[string][]string{}
+	for _, m := range cfg.KairosDB.TagIndexedMetrics {
+		tagIndexed[m] = nil
+	}
+	s, err := kairosstore.Open(ctx, eng, kairosstore.Options{
+		Spec:           spec,
+		TTL:            int32(time.Duration(cfg.KairosDB.DatapointTTL).Seconds()),
+		TagIndexed:     tagIndexed,
+		IndexCacheSize: cfg.KairosDB.IndexCacheSize,
+		MetricPrefix:   cfg.KairosDB.MetricPrefix,
+		MaxMetrics:     cfg.Query.MaxMetrics,
+		MaxSeries:      cfg.Query.MaxSeries,
+	}, logger, reg)
+	if err != nil {
+		return err
+	}
+	logger.Info("Store ready", "row_time_unit", s.Spec().Unit, "row_width", s.Spec().Width)
+	into.set(s)
+	return nil
+}
+
+func cassandraConfig(cfg *config.Config) (cql.Config, error) {
+	c := cfg.Cassandra
+	out := cql.Config{
+		Hosts:            c.Hosts,
+		Keyspace:         c.Keyspace,
+		Replication:      c.Replication,
+		WriteConsistency: strings.ToUpper(c.WriteConsistency),
+		ReadConsistency:  strings.ToUpper(c.ReadConsistency),
+		LocalDC:          c.LocalDC,
+		Username:         c.Username,
+		Timeout:          time.Duration(c.Timeout),
+		ConnectTimeout:   time.Duration(c.ConnectTimeout),
+	}
+	pw, err := cfg.CassandraPassword()
+	if err != nil {
+		return out, err
+	}
+	out.Password = pw
+	if c.TLS.CAFile != "" || c.TLS.CertFile != "" {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if c.TLS.CAFile != "" {
+			pem, err := os.ReadFile(c.TLS.CAFile)
+			if err != nil {
+				return out, fmt.Errorf("--cassandra.tls.ca-file: %w", err)
+			}
+			tc.RootCAs = x509.NewCertPool()
+			if !tc.RootCAs.AppendCertsFromPEM(pem) {
+				return out, fmt.Errorf("--cassandra.tls.ca-file %s: no PEM certificate found", c.TLS.CAFile)
+			}
+		}
+		if c.TLS.CertFile != "" {
+			cert, err := tls.LoadX509KeyPair(c.TLS.CertFile, c.TLS.KeyFile)
+			if err != nil {
+				return out, fmt.Errorf("--cassandra.tls.cert-file/key-file: %w", err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		out.TLS = tc
+	}
+	return out, nil
+}
+
+// connectCassandra retries until Cassandra answers or ctx ends.
+func connectCassandra(ctx context.Context, cfg cql.Config, logger *slog.Logger) (kairosstore.Engine, error) {
+	backoff := time.Second
+	for {
+		e, err := cql.Open(ctx, cfg, logger)
+		if err == nil {
+			return e, nil
+		}
+		logger.Warn("Cannot connect to Cassandra yet; retrying", "hosts", strings.Join(cfg.Hosts, ","), "in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// lazyStore serves the HTTP handlers before the store is open: until then
+// every call answers 503, so Prometheus retries and /-/ready says not ready.
+type lazyStore struct {
+	p atomic.Pointer[kairosstore.Store]
+}
+
+func (l *lazyStore) set(s *kairosstore.Store) { l.p.Store(s) }
+func (l *lazyStore) get() *kairosstore.Store  { return l.p.Load() }
+
+var errStarting = &startingError{}
+
+type startingError struct{}
+
+func (*startingError) Error() string   { return "the store is still starting (connecting to Cassandra)" }
+func (*startingError) HTTPStatus() int { return http.StatusServiceUnavailable }
+
+func (l *lazyStore) NewAppender() adapter.Appender {
+	if s := l.get(); s != nil {
+		return s.NewAppender()
+	}
+	return startingAppender{}
+}
+
+func (l *lazyStore) Querier(mint, maxt int64) (storage.Querier, error) {
+	if s := l.get(); s != nil {
+		return s.Querier(mint, maxt)
+	}
+	return nil, errStarting
+}
+
+func (l *lazyStore) Metadata(ctx context.Context, metric string, limit int) (map[string][]metadata.Metadata, error) {
+	if s := l.get(); s != nil {
+		return s.Metadata(ctx, metric, limit)
+	}
+	return nil, errStarting
+}
+
+func (l *lazyStore) Ready(ctx context.Context) error {
+	if s := l.get(); s != nil {
+		return s.Ready(ctx)
+	}
+	return errStarting
+}
+
+// startingAppender refuses every write while the store is starting.
+type startingAppender struct{}
+
+func (startingAppender) Append(labels.Labels, int64, float64) error { return errStarting }
+func (startingAppender) AppendHistogram(labels.Labels, int64, *histogram.Histogram, *histogram.FloatHistogram) error {
+	return errStarting
+}
+func (startingAppender) AppendExemplar(labels.Labels, exemplar.Exemplar) error { return errStarting }
+func (startingAppender) SetMetadata(string, metadata.Metadata) error           { return errStarting }
+func (startingAppender) Commit(context.Context) error                          { return errStarting }
