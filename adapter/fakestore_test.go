@@ -73,6 +73,7 @@ type fakeStore struct {
 
 	// Injected failures.
 	appendErr   func(ls labels.Labels) error
+	exemplarErr error // AppendExemplar fails, the series' samples stay
 	commitErr   error
 	readyErr    error
 	querierErr  error
@@ -213,6 +214,9 @@ func (a *fakeAppender) AppendHistogram(ls labels.Labels, t int64, h *histogram.H
 func (a *fakeAppender) AppendExemplar(ls labels.Labels, e exemplar.Exemplar) error {
 	if err := a.check(ls); err != nil {
 		return err
+	}
+	if a.s.exemplarErr != nil {
+		return a.s.exemplarErr
 	}
 	a.ops = append(a.ops, fakeOp{ls: ls, e: &e})
 	return nil

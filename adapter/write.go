@@ -261,11 +261,19 @@ func appendV1Series(app Appender, sb *labels.ScratchBuilder, ls labels.Labels, t
 	}
 	for _, ep := range ts.Exemplars {
 		if err := app.AppendExemplar(ls, ep.ToExemplar(sb, nil)); err != nil {
-			return err
+			return &exemplarsRejected{err}
 		}
 	}
 	return nil
 }
+
+// exemplarsRejected reports that a series' samples and histograms were
+// appended but its exemplars were not. Only the exemplars count as rejected:
+// rejecting the whole series would report stored samples as lost.
+type exemplarsRejected struct{ err error }
+
+func (e *exemplarsRejected) Error() string { return "exemplars not stored: " + e.err.Error() }
+func (e *exemplarsRejected) Unwrap() error { return e.err }
 
 // appendHistogram validates a native histogram the way Prometheus's receiver
 // and TSDB do before storing it: schemas 9..52 are reduced to 8, the
@@ -341,6 +349,10 @@ func (b *batch) done(ls labels.Labels, c counts, err error) bool {
 	if status >= 500 {
 		b.fatal = err
 		return false
+	}
+	if _, ok := errors.AsType[*exemplarsRejected](err); ok {
+		b.accepted.add(counts{samples: c.samples, histograms: c.histograms})
+		c = counts{exemplars: c.exemplars}
 	}
 	b.rejected.add(c)
 	b.reject(status, fmt.Sprintf("%s: %v", truncate(ls.String()), err))

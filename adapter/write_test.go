@@ -818,3 +818,34 @@ func TestWriteHeadersOnEveryResponse(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteExemplarRejectedKeepsSamples: a store that cannot keep a series'
+// exemplars still stores its samples, and the answer counts them as written.
+func TestWriteExemplarRejectedKeepsSamples(t *testing.T) {
+	for _, proto := range []string{"1.0", "2.0"} {
+		t.Run(proto, func(t *testing.T) {
+			s := newFakeStore()
+			s.exemplarErr = statusErr{status: http.StatusBadRequest, msg: "exemplars are not supported"}
+			h, _ := newTestHandler(t, s, Options{})
+			var rec *httptest.ResponseRecorder
+			if proto == "1.0" {
+				ts := v1Series([]string{"__name__", "ex"}, prompb.Sample{Timestamp: 1, Value: 1}, prompb.Sample{Timestamp: 2, Value: 2})
+				ts.Exemplars = []prompb.Exemplar{{Labels: []prompb.Label{{Name: "trace_id", Value: "t"}}, Value: 1, Timestamp: 1}}
+				rec = writeV1Req(h, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{ts}})
+				requireNoWrittenHeaders(t, rec)
+			} else {
+				b := newV2Builder()
+				b.add(writev2.TimeSeries{
+					LabelsRefs: b.refs("__name__", "ex"),
+					Samples:    []writev2.Sample{{Timestamp: 1, Value: 1}, {Timestamp: 2, Value: 2}},
+					Exemplars:  []writev2.Exemplar{{LabelsRefs: b.refs("trace_id", "t"), Value: 1, Timestamp: 1}},
+				})
+				rec = writeV2Req(h, b.build())
+				requireWritten(t, rec, 2, 0, 0)
+			}
+			require.Equal(t, http.StatusBadRequest, rec.Code)
+			require.Contains(t, rec.Body.String(), "(0 samples, 0 histograms, 1 exemplars not stored)")
+			require.Equal(t, []fakeSample{{t: 1, f: 1}, {t: 2, f: 2}}, s.get(`{__name__="ex"}`).samples)
+		})
+	}
+}

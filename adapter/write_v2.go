@@ -147,10 +147,10 @@ func appendV2Series(app Appender, sb *labels.ScratchBuilder, ls labels.Labels, t
 	for _, ep := range ts.Exemplars {
 		e, err := ep.ToExemplar(sb, symbols)
 		if err != nil {
-			return err
+			return &exemplarsRejected{err}
 		}
 		if err := app.AppendExemplar(ls, e); err != nil {
-			return err
+			return &exemplarsRejected{err}
 		}
 	}
 	return nil
