@@ -68,6 +68,12 @@ func Open(ctx context.Context, eng Engine, opts Options, logger *slog.Logger, re
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Spec == (RowSpec{}) {
+		opts.Spec = DefaultRowSpec()
+	}
+	if err := opts.Spec.Validate(); err != nil {
+		return nil, fmt.Errorf("configured row spec: %w", err)
+	}
 	if opts.ReadConcurrency <= 0 {
 		opts.ReadConcurrency = 16
 	}
@@ -153,6 +159,9 @@ func (s *Store) initSpec(ctx context.Context, want RowSpec) (RowSpec, error) {
 			return RowSpec{}, fmt.Errorf("spec table has row_width %q, which is not a positive integer", widthText)
 		}
 		got.Width = w
+	}
+	if err := got.Validate(); err != nil {
+		return RowSpec{}, fmt.Errorf("the keyspace's spec table is unusable: %w", err)
 	}
 	if haveUnit || haveWidth {
 		if (want.Unit == Seconds) != (got.Unit == Seconds) || want.WidthMillis() != got.WidthMillis() {

@@ -1,0 +1,116 @@
+package kairosstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
+	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
+)
+
+// benchEngines opens each engine for a benchmark: the same workload runs on
+// both, side by side in one run, so their ratio is meaningful on a noisy
+// machine.
+func benchEngines(b *testing.B, fn func(b *testing.B, eng ks.Engine)) {
+	b.Run("engine=pebble", func(b *testing.B) {
+		eng, err := pebblekv.Open(b.TempDir(), pebblekv.Options{Sync: true}, nil)
+		require.NoError(b, err)
+		defer eng.Close()
+		require.NoError(b, eng.Setup(context.Background()))
+		fn(b, eng)
+	})
+	b.Run("engine=cassandra", func(b *testing.B) {
+		addr, keyspace := cassandratest.Keyspace(b)
+		eng, err := cql.Open(context.Background(), cql.Config{
+			Hosts: []string{addr}, Keyspace: keyspace,
+			Replication:      "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+			WriteConsistency: "ONE", ReadConsistency: "ONE",
+			Timeout: 30 * time.Second, ConnectTimeout: 15 * time.Second,
+		}, nil)
+		require.NoError(b, err)
+		defer eng.Close()
+		require.NoError(b, eng.Setup(context.Background()))
+		fn(b, eng)
+	})
+}
+
+func benchSeries(n int) []labels.Labels {
+	out := make([]labels.Labels, n)
+	for i := range out {
+		out[i] = labels.FromStrings("__name__", fmt.Sprintf("bench_metric_%d", i%20), "instance", fmt.Sprintf("host-%d:9100", i), "job", "node", "mode", "user")
+	}
+	return out
+}
+
+// BenchmarkStoreWrite stores 1,000 series × 10 samples per request, the
+// shape of a remote-write request, through the whole layout.
+func BenchmarkStoreWrite(b *testing.B) {
+	benchEngines(b, func(b *testing.B, eng ks.Engine) {
+		s, err := ks.Open(context.Background(), eng, ks.Options{}, nil, nil)
+		require.NoError(b, err)
+		series := benchSeries(1000)
+		const perSeries = 10
+		t0 := time.Now().UnixMilli()
+		b.ReportAllocs()
+		n := 0
+		for b.Loop() {
+			app := s.NewAppender()
+			for _, ls := range series {
+				for k := 0; k < perSeries; k++ {
+					require.NoError(b, app.Append(ls, t0+int64(n*perSeries+k)*15000, float64(k)))
+				}
+			}
+			require.NoError(b, app.Commit(context.Background()))
+			n++
+		}
+		b.ReportMetric(float64(n*len(series)*perSeries)/b.Elapsed().Seconds(), "samples/s")
+	})
+}
+
+// BenchmarkStoreRead reads 200 series × 2,000 samples (about 8 hours at 15 s)
+// back through the three-phase read.
+func BenchmarkStoreRead(b *testing.B) {
+	benchEngines(b, func(b *testing.B, eng ks.Engine) {
+		s, err := ks.Open(context.Background(), eng, ks.Options{}, nil, nil)
+		require.NoError(b, err)
+		series := benchSeries(200)
+		const perSeries = 2000
+		t0 := int64(1_700_000_000_000)
+		for k := 0; k < perSeries; k += 100 {
+			app := s.NewAppender()
+			for _, ls := range series {
+				for j := k; j < k+100; j++ {
+					require.NoError(b, app.Append(ls, t0+int64(j)*15000, float64(j)))
+				}
+			}
+			require.NoError(b, app.Commit(context.Background()))
+		}
+		b.ReportAllocs()
+		var it chunkenc.Iterator
+		total := 0
+		for b.Loop() {
+			q, err := s.Querier(t0, t0+perSeries*15000)
+			require.NoError(b, err)
+			set := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchRegexp, "__name__", "bench_metric_.*"))
+			got := 0
+			for set.Next() {
+				it = set.At().Iterator(it)
+				for it.Next() != chunkenc.ValNone {
+					got++
+				}
+			}
+			require.NoError(b, set.Err())
+			require.Equal(b, len(series)*perSeries, got)
+			total += got
+		}
+		b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "samples/s")
+	})
+}
