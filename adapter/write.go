@@ -242,11 +242,6 @@ func v1Labels(sb *labels.ScratchBuilder, pls []prompb.Label) (labels.Labels, err
 }
 
 func appendV1Series(app Appender, sb *labels.ScratchBuilder, ls labels.Labels, ts *prompb.TimeSeries) error {
-	for _, s := range ts.Samples {
-		if err := app.Append(ls, s.Timestamp, s.Value); err != nil {
-			return err
-		}
-	}
 	for i := range ts.Histograms {
 		hp := &ts.Histograms[i]
 		var err error
@@ -256,6 +251,13 @@ func appendV1Series(app Appender, sb *labels.ScratchBuilder, ls labels.Labels, t
 			err = appendHistogram(app, ls, hp.Timestamp, hp.ToIntHistogram(), nil)
 		}
 		if err != nil {
+			return err
+		}
+	}
+	// Samples after histograms: an appender cannot take back what it was
+	// given, so everything that can reject the series comes first.
+	for _, s := range ts.Samples {
+		if err := app.Append(ls, s.Timestamp, s.Value); err != nil {
 			return err
 		}
 	}

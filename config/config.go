@@ -175,9 +175,11 @@ func (c *Config) Validate() error {
 	if c.Cassandra.PasswordFile != "" && c.Cassandra.Username == "" {
 		bad("cassandra.password-file", "cassandra.password_file", "needs --cassandra.username")
 	}
-	ttl := time.Duration(c.KairosDB.DatapointTTL)
-	if ttl < 0 || ttl%time.Second != 0 || ttl > 630720000*time.Second {
-		bad("kairosdb.datapoint-ttl", "kairosdb.datapoint_ttl", "%s must be whole seconds between 0 and 20y (Cassandra's TTL limit)", c.KairosDB.DatapointTTL)
+	// Index rows live one row width longer than samples (layout §5.2), and
+	// Cassandra refuses TTLs above 20 years.
+	ttl, maxTTL := time.Duration(c.KairosDB.DatapointTTL), 630720000*time.Second-time.Duration(c.KairosDB.RowWidth)
+	if ttl < 0 || ttl%time.Second != 0 || ttl > maxTTL {
+		bad("kairosdb.datapoint-ttl", "kairosdb.datapoint_ttl", "%s must be whole seconds between 0 and %s (Cassandra's 20y TTL limit less the row width)", c.KairosDB.DatapointTTL, model.Duration(maxTTL))
 	}
 	switch strings.ToUpper(c.KairosDB.RowTimeUnit) {
 	case "MILLISECONDS":
@@ -199,8 +201,8 @@ func (c *Config) Validate() error {
 			bad("kairosdb.tag-indexed-metrics", "kairosdb.tag_indexed_metrics", "empty metric name")
 		}
 	}
-	if c.KairosDB.IndexCacheSize < 0 {
-		bad("kairosdb.index-cache-size", "kairosdb.index_cache_size", "must not be negative")
+	if c.KairosDB.IndexCacheSize <= 0 {
+		bad("kairosdb.index-cache-size", "kairosdb.index_cache_size", "must be positive, got %d", c.KairosDB.IndexCacheSize)
 	}
 	for _, q := range []struct {
 		flag, key string

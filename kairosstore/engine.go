@@ -117,6 +117,10 @@ type Batch struct {
 	TagIndexed  []TagIndexedRowKey
 	RowTimes    []RowTimeIndex
 	MetricNames []string
+	// LegacyRowKeys are row_key_index cells (§7.2). Current KairosDB never
+	// writes them and neither does the adapter's write path; they exist so
+	// that data in the pre-1.0 layout can be seeded and migrated.
+	LegacyRowKeys []LegacyRowKey
 }
 
 // CellRange is an inclusive column range of one data_points row, the shape of

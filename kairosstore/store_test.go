@@ -3,6 +3,7 @@ package kairosstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sort"
 	"strings"
@@ -501,3 +502,48 @@ func TestInvalidSeries(t *testing.T) {
 	require.NoError(t, app.Commit(context.Background()))
 	require.Empty(t, read(t, s, 0, 10, labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".*")))
 }
+
+// TestReadsLegacyLayouts seeds a LEGACY-mode keyspace (§3.2) with a type-less
+// row key found only through row_key_index, whose cells are typed by the
+// column's low bit (§4.8), and a kairos_legacy row from row_keys (§4.5).
+func TestReadsLegacyLayouts(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+		ctx := context.Background()
+		require.NoError(t, eng.SetSpec(ctx, "row_time_unit", "LEGACY", 1))
+		require.NoError(t, eng.SetSpec(ctx, "row_width", "1814400000", 1))
+		s := openStore(t, eng, ks.Options{Spec: ks.DefaultRowSpec()})
+		spec := s.Spec()
+		require.Equal(t, ks.Legacy, spec.Unit)
+
+		const ts = int64(1359788400000) // EX1
+		rt := spec.RowTime(ts)
+		typeless := ks.AppendRowKey(nil, ks.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: ks.TypeLegacy, Tags: []translate.Tag{{Name: "host", Value: "server1"}}})
+		require.Equal(t, "7379732e637075000000013c69da9c00686f73743d736572766572313a", hexOf(typeless), "the spec's legacy key vector")
+		col := spec.Column(rt, ts)
+		require.Equal(t, uint32(0x5fb38300), col, "the spec's LEGACY-mode column of EX1")
+
+		saved := ks.AppendRowKey(nil, ks.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: ks.TypeLegacy, Tags: []translate.Tag{{Name: "host", Value: "server2"}}})
+		require.NoError(t, eng.Write(ctx, &ks.Batch{
+			WriteTime: 1,
+			Cells: []ks.Cell{
+				{Key: typeless, Column: col, Value: []byte{0x01, 0x2c}},                                      // long 300, stripped big-endian
+				{Key: typeless, Column: spec.Column(rt, ts+1000) | 1, Value: []byte{0x01, 0x3f, 0xc0, 0, 0}}, // float 1.5
+				{Key: saved, Column: col, Value: []byte{0x01, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0}},                 // kairos_legacy double 1.5
+				{Key: saved, Column: spec.Column(rt, ts+1000), Value: append([]byte{0x00}, ks.AppendLong(nil, -7)...)},
+			},
+			RowKeys:       []ks.IndexedRowKey{{Metric: "sys.cpu", RowTime: rt, DataType: ks.TypeLegacy, Tags: []translate.Tag{{Name: "host", Value: "server2"}}}},
+			RowTimes:      []ks.RowTimeIndex{{Metric: "sys.cpu", RowTime: rt}},
+			LegacyRowKeys: []ks.LegacyRowKey{{Metric: "sys.cpu", RowKey: typeless}},
+			MetricNames:   []string{"sys.cpu"},
+		}))
+		got := read(t, s, ts-1000, ts+2000, eq("__name__", "sys.cpu"))
+		require.Equal(t, []series{
+			{lbl("__name__", "sys.cpu", "host", "server1"), []sample{{ts, bits(300)}, {ts + 1000, bits(1.5)}}},
+			{lbl("__name__", "sys.cpu", "host", "server2"), []sample{{ts, bits(1.5)}, {ts + 1000, bits(-7)}}},
+		}, got)
+		// Nothing outside the range.
+		require.Empty(t, read(t, s, ts+2000, ts+3000, eq("__name__", "sys.cpu")))
+	})
+}
+
+func hexOf(b []byte) string { return fmt.Sprintf("%x", b) }

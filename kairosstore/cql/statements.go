@@ -122,6 +122,7 @@ const (
 	deleteRowKey      = `DELETE FROM row_keys WHERE metric = ? AND table_name = ? AND row_time = ? AND data_type = ? AND tags = ?`
 	deleteTagIndexed  = `DELETE FROM tag_indexed_row_keys WHERE metric = ? AND table_name = ? AND row_time = ? AND single_tag_pair = ? AND data_type = ? AND tag_collection_hash = ? AND tags = ?`
 	deleteRowTime     = `DELETE FROM row_key_time_index WHERE metric = ? AND table_name = ? AND row_time = ?`
+	insertLegacyKey   = `INSERT INTO row_key_index (key, column1, value) VALUES (?, ?, 0x00)`
 	deleteLegacyKey   = `DELETE FROM row_key_index WHERE KEY = ? AND column1 = ?`
 	deleteLegacyIndex = `DELETE FROM row_key_index WHERE KEY = ?`
 	deleteMetricName  = `DELETE FROM string_index WHERE key = ? AND column1 = ?`

@@ -56,7 +56,7 @@ func (e *Engine) Write(ctx context.Context, b *kairosstore.Batch) error {
 	if err != nil {
 		return err
 	}
-	n := len(b.Cells) + len(b.RowKeys) + len(b.TagIndexed) + len(b.RowTimes) + len(b.MetricNames)
+	n := len(b.Cells) + len(b.RowKeys) + len(b.TagIndexed) + len(b.RowTimes) + len(b.MetricNames) + len(b.LegacyRowKeys)
 	stmts := make([]stmt, 0, n)
 	// One backing array for all 4-byte column names (§3.2).
 	cols := make([]byte, 4*len(b.Cells))
@@ -96,6 +96,13 @@ func (e *Engine) Write(ctx context.Context, b *kairosstore.Batch) error {
 			cql:  insertStringIndex,
 			args: []any{[]byte(metricNames), name},
 			part: "s",
+		})
+	}
+	for _, k := range b.LegacyRowKeys {
+		stmts = append(stmts, stmt{
+			cql:  insertLegacyKey,
+			args: []any{[]byte(k.Metric), k.RowKey},
+			part: "l" + k.Metric,
 		})
 	}
 	return e.run(ctx, s, stmts, e.set.write, b.WriteTime, "write")
