@@ -1,0 +1,318 @@
+// Package pebblekv implements kairosstore.Engine on an embedded Pebble store
+// with KairosDB's table layout, so the adapter runs without a database.
+//
+// # Keys
+//
+// Every key is a table prefix byte, the partition key, then the clustering
+// key, encoded so that byte order equals Cassandra's order within each table
+// (keys.go): blob and text components are escaped (0x00 -> 0x00 0xFF) and
+// terminated (0x00 0x01), which keeps unsigned byte order and makes every
+// partition a contiguous, prefix-free key range; timestamps and ints are
+// big-endian with the sign bit flipped; data_points columns are the raw 4
+// bytes; the frozen tags map is its entries sorted by name, then an end
+// marker. Each Cassandra query is therefore one bounded iterator.
+//
+// # Values, last write wins, TTL and tombstones
+//
+// Every value carries the write time (ms) and an expiry (unix seconds)
+// beside the cell value (entry.go). Writes run as read-modify-write
+// transactions under one mutex: an entry replaces the stored one only if it
+// wins Cassandra's reconciliation (higher write time; ties as Cassandra
+// breaks them), so the stored entry is always the winner and reads need no
+// merging. An entry past its expiry counts as absent for reads and writes
+// alike, whether or not the purge has removed it yet.
+//
+// The lookup is skipped when nothing stored can win: the engine keeps the
+// highest write time committed (persisted with each batch) and, for
+// data_points, a bound per recently written partition (marks.go). Write
+// times are the wall clock, so a write is almost always newer than its
+// partitions and becomes blind Sets; only a write that is older (a request
+// that reached the lock behind a newer one for the same series, a clock step
+// back, a test) pays one point lookup per entry.
+//
+// Deletes follow Cassandra's tombstones, kept as simple as that allows:
+//   - Row-level deletes (row_keys, tag_indexed_row_keys, row_key_time_index,
+//     row_key_index and string_index entries) store a tombstone entry in place
+//     of the row. It shadows later writes with an older-or-equal write time
+//     through the ordinary reconciliation and is invisible to reads.
+//   - Partition and cell-range deletes of data_points store one range
+//     tombstone (lo, hi inclusive; a whole row is 0..0xFFFFFFFF) in a table of
+//     its own, and a delete of a row_key_index partition one partition
+//     tombstone. The delete removes the covered entries with an older-or-equal
+//     write time at once; later writes check the tombstones and are dropped
+//     if a tombstone with an equal or newer write time covers them.
+//
+// Tombstones live for the grace period (Options.TombstoneGrace, 10 days like
+// Cassandra's gc_grace_seconds) and are then purged; a write older than a
+// purged tombstone can show again, as in Cassandra.
+//
+// Every entry with an expiry (TTL'd entries and tombstones) also gets a key
+// in an expiry index ordered by expiry, so the background purge reads only
+// what is due instead of scanning the store.
+package pebblekv
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore"
+)
+
+// ErrClosed is returned by methods called after Close.
+var ErrClosed = errors.New("pebblekv: engine is closed")
+
+// formatVersion is pinned because Pebble's default may change between
+// releases, and a newer format cannot be opened by an older build.
+const formatVersion = pebble.FormatValueSeparation
+
+// layoutVersion names the key and value encoding of this package. Setup
+// stores it and Open refuses a store written with another one.
+var (
+	layoutKey     = []byte{tableMeta, 'l', 'a', 'y', 'o', 'u', 't'}
+	layoutVersion = []byte("kairosdb-1")
+)
+
+const (
+	defaultCacheSize      = 64 << 20
+	defaultPurgeInterval  = time.Minute
+	defaultTombstoneGrace = 10 * 24 * time.Hour
+)
+
+// Options configure the engine. Start from DefaultOptions: the zero value
+// has Sync off.
+type Options struct {
+	// Sync makes every write (Write, Delete, SetSpec, SetServiceValue) wait
+	// for the WAL fsync before it returns, so an HTTP 204 means durable.
+	Sync bool
+	// CacheSize is the block cache size in bytes; 0 means 64 MiB.
+	CacheSize int64
+	// FS is the file system; nil means the disk. Tests may use vfs.NewMem().
+	FS vfs.FS
+	// PurgeInterval is how often expired entries are removed; 0 means one
+	// minute.
+	PurgeInterval time.Duration
+	// TombstoneGrace is how long deletes shadow older writes; 0 means 10 days.
+	TombstoneGrace time.Duration
+}
+
+// DefaultOptions returns the options Open should normally get.
+func DefaultOptions() Options { return Options{Sync: true} }
+
+// Engine is a kairosstore.Engine on Pebble.
+type Engine struct {
+	db     *pebble.DB
+	lock   *pebble.Lock
+	opts   Options
+	logger *slog.Logger
+	now    func() time.Time
+
+	// mu serialises read-modify-write transactions (writes, deletes, purge
+	// steps); reads do not take it.
+	mu sync.Mutex
+	// highWater is the highest write time of any transaction committed, so
+	// an upper bound of every write time stored (see txn.newest). Guarded by
+	// mu.
+	highWater int64
+	// marks bounds the write times of each data_points partition (marks.go).
+	// Guarded by mu.
+	marks marks
+
+	closed atomic.Bool
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+var _ kairosstore.Engine = (*Engine)(nil)
+
+// Open opens or creates the store in dir and starts the background purge.
+func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	if opts.CacheSize <= 0 {
+		opts.CacheSize = defaultCacheSize
+	}
+	if opts.PurgeInterval <= 0 {
+		opts.PurgeInterval = defaultPurgeInterval
+	}
+	if opts.TombstoneGrace <= 0 {
+		opts.TombstoneGrace = defaultTombstoneGrace
+	}
+
+	if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create pebble directory %q: %w", dir, err)
+	}
+	// Taking Pebble's LOCK file ourselves lets the error name the likely
+	// cause instead of a bare EAGAIN.
+	lock, err := pebble.LockDirectory(dir, opts.FS)
+	if err != nil {
+		if _, ok := errors.AsType[*fs.PathError](err); ok { // the LOCK file cannot be created
+			return nil, fmt.Errorf("cannot use pebble directory %q: %w", dir, err)
+		}
+		return nil, fmt.Errorf("pebble directory %q is locked; is another adapter using it? %w", dir, err)
+	}
+	cache := pebble.NewCache(opts.CacheSize)
+	defer cache.Unref() // the DB holds its own reference
+	po := &pebble.Options{
+		FS:                 opts.FS,
+		Cache:              cache,
+		Lock:               lock,
+		FormatMajorVersion: formatVersion,
+		// A larger memtable than the 4 MiB default keeps one remote-write
+		// request well below the large-batch threshold (half of it).
+		MemTableSize:  64 << 20,
+		Logger:        pebbleLogger{logger},
+		EventListener: eventListener(logger),
+	}
+	// Bloom filters make the point lookups of the write path cheap for new
+	// cells, which are the common case.
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		_ = lock.Close()
+		return nil, fmt.Errorf("cannot open pebble store in %q: %w", dir, err)
+	}
+	e := &Engine{
+		db:     db,
+		lock:   lock,
+		opts:   opts,
+		logger: logger,
+		now:    time.Now,
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	if err := e.load(); err != nil {
+		_ = db.Close()
+		_ = lock.Close()
+		return nil, fmt.Errorf("cannot open pebble store in %q: %w", dir, err)
+	}
+	go e.purgeLoop()
+	return e, nil
+}
+
+// load checks the layout version and reads the high-water mark.
+func (e *Engine) load() error {
+	if err := e.checkLayout(); err != nil {
+		return err
+	}
+	e.highWater = math.MinInt64
+	e.marks = newMarks(e.highWater)
+	v, closer, err := e.db.Get(highWaterKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return fmt.Errorf("%w: high-water mark %x", errCorrupt, v)
+	}
+	e.highWater = int64(binary.BigEndian.Uint64(v))
+	e.marks = newMarks(e.highWater)
+	return nil
+}
+
+func (e *Engine) checkLayout() error {
+	v, closer, err := e.db.Get(layoutKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	if !bytes.Equal(v, layoutVersion) {
+		return fmt.Errorf("store layout %q, this build reads %q", v, layoutVersion)
+	}
+	return nil
+}
+
+// Setup records the layout version; Pebble has no tables to create.
+func (e *Engine) Setup(ctx context.Context) error {
+	if err := e.usable(ctx); err != nil {
+		return err
+	}
+	if err := e.checkLayout(); err != nil {
+		return err
+	}
+	return e.db.Set(layoutKey, layoutVersion, pebble.Sync)
+}
+
+// Ready returns nil while the engine is open.
+func (e *Engine) Ready(ctx context.Context) error { return e.usable(ctx) }
+
+// Close stops the purge and closes the store. Only the first call does
+// anything; later ones return ErrClosed.
+func (e *Engine) Close() error {
+	if !e.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	close(e.stop)
+	<-e.done
+	// Taking mu waits for a write that passed its closed check.
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return errors.Join(e.db.Close(), e.lock.Close())
+}
+
+func (e *Engine) usable(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// pebbleLogger sends Pebble's log lines to slog.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Info("Pebble", "msg", fmt.Sprintf(format, args...))
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error("Pebble", "msg", fmt.Sprintf(format, args...))
+}
+
+// Fatalf must not return (pebble.Logger); Pebble calls it on unrecoverable
+// errors such as a failed WAL write.
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error("Pebble fatal error", "msg", msg)
+	panic(msg)
+}
+
+// eventListener logs the events an operator must know about.
+func eventListener(l *slog.Logger) *pebble.EventListener {
+	return &pebble.EventListener{
+		BackgroundError: func(err error) { l.Error("Pebble background error", "err", err) },
+		WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
+			l.Warn("Pebble write stall", "reason", info.Reason)
+		},
+		WriteStallEnd: func() { l.Info("Pebble write stall ended") },
+		DiskSlow: func(info pebble.DiskSlowInfo) {
+			l.Warn("Pebble disk slow", "path", info.Path, "duration", info.Duration)
+		},
+	}
+}

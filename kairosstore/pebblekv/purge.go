@@ -1,0 +1,118 @@
+package pebblekv
+
+import (
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// purgeChunk bounds how many expiry index keys one purge step handles while
+// holding the write lock, so writers wait at most one step.
+const purgeChunk = 1000
+
+func (e *Engine) purgeLoop() {
+	defer close(e.done)
+	ticker := time.NewTicker(e.opts.PurgeInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-ticker.C:
+			start := time.Now()
+			n, err := e.purge()
+			if err != nil {
+				e.logger.Warn("Purge of expired entries failed", "err", err, "purged", n)
+				continue
+			}
+			if n > 0 {
+				e.logger.Debug("Purged expired entries", "purged", n, "duration", time.Since(start))
+			}
+		}
+	}
+}
+
+// purge removes every entry whose expiry has passed, TTL'd entries and
+// tombstones past their grace alike, and returns how many it removed. Reads
+// already hide them; this only reclaims space.
+func (e *Engine) purge() (int, error) {
+	now := e.now().Unix()
+	// Expiry keys below x|now+1 are due.
+	upper := appendExpiryKey(nil, now+1, nil)
+	total := 0
+	for {
+		select {
+		case <-e.stop:
+			return total, nil
+		default:
+		}
+		n, more, err := e.purgeStep(upper)
+		total += n
+		if err != nil || !more {
+			return total, err
+		}
+	}
+}
+
+// purgeStep handles up to purgeChunk due expiry keys and deletes them, so
+// the next step starts at the first due key again.
+func (e *Engine) purgeStep(upper []byte) (purged int, more bool, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed.Load() {
+		return 0, false, nil
+	}
+	it, err := e.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tableExpiry}, UpperBound: upper})
+	if err != nil {
+		return 0, false, err
+	}
+	b := e.db.NewBatch()
+	defer func() { err = errors.Join(err, it.Close(), b.Close()) }()
+	n := 0
+	for ok := it.First(); ok && n < purgeChunk; ok = it.Next() {
+		n++
+		xkey := it.Key()
+		if len(xkey) < 9 {
+			return purged, false, errCorrupt
+		}
+		gone, err := e.expired(xkey[9:], int64(binary.BigEndian.Uint64(xkey[1:9])))
+		if err != nil {
+			return purged, false, err
+		}
+		if gone {
+			purged++
+			if err := b.Delete(xkey[9:], nil); err != nil {
+				return purged, false, err
+			}
+		}
+		if err := b.Delete(xkey, nil); err != nil {
+			return purged, false, err
+		}
+	}
+	more = it.Valid()
+	if b.Empty() {
+		return purged, more, nil
+	}
+	// Losing a purge in a crash only means doing it again: no fsync.
+	return purged, more, b.Commit(pebble.NoSync)
+}
+
+// expired reports whether key still holds the entry the expiry key was made
+// for. A rewrite since then has another expiry (or none) and must stay.
+func (e *Engine) expired(key []byte, expiry int64) (bool, error) {
+	v, closer, err := e.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer closer.Close()
+	ent, err := decodeEntry(v)
+	if err != nil {
+		return false, err
+	}
+	return ent.expiry == expiry, nil
+}

@@ -1,0 +1,194 @@
+package pebblekv
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/kairos-remote/kairos-adapter/translate"
+)
+
+// ctxCheckEvery is how many entries a scan reads between context checks.
+const ctxCheckEvery = 1024
+
+// scan calls fn with the rest of the key after skip bytes and the entry of
+// every visible entry with lower <= key < upper, in key order.
+func (e *Engine) scan(ctx context.Context, lower, upper []byte, skip int, fn func(rest []byte, ent entry) error) (err error) {
+	if err := e.usable(ctx); err != nil {
+		return err
+	}
+	if bytes.Compare(lower, upper) >= 0 {
+		return nil
+	}
+	it, err := e.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, it.Close()) }()
+	now := e.now().Unix()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if n++; n%ctxCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		ent, err := decodeEntry(v)
+		if err != nil {
+			return fmt.Errorf("%w: key %x", err, it.Key())
+		}
+		if !ent.visible(now) {
+			continue
+		}
+		if err := fn(it.Key()[skip:], ent); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanPrefix scans every key starting with prefix.
+func (e *Engine) scanPrefix(ctx context.Context, prefix []byte, fn func(rest []byte, ent entry) error) error {
+	return e.scan(ctx, prefix, prefixEnd(prefix), len(prefix), fn)
+}
+
+// get returns the visible value stored under key.
+func (e *Engine) get(ctx context.Context, key []byte) (string, bool, error) {
+	if err := e.usable(ctx); err != nil {
+		return "", false, err
+	}
+	v, closer, err := e.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	defer closer.Close()
+	ent, err := decodeEntry(v)
+	if err != nil {
+		return "", false, fmt.Errorf("%w: key %x", err, key)
+	}
+	if !ent.visible(e.now().Unix()) {
+		return "", false, nil
+	}
+	return string(ent.value), true, nil
+}
+
+// Spec reads spec(cluster_config, name).
+func (e *Engine) Spec(ctx context.Context, name string) (string, bool, error) {
+	return e.get(ctx, appendSpecKey(nil, name))
+}
+
+// ServiceValue reads service_index(service, serviceKey, key).
+func (e *Engine) ServiceValue(ctx context.Context, service, serviceKey, key string) (string, bool, error) {
+	return e.get(ctx, appendServiceKey(nil, service, serviceKey, key))
+}
+
+// ServiceKeys lists the keys of (service, serviceKey) starting with prefix.
+func (e *Engine) ServiceKeys(ctx context.Context, service, serviceKey, prefix string, fn func(key string) error) error {
+	p := appendServicePrefix(nil, service, serviceKey)
+	skip := len(p)
+	p = appendEscapedPrefix(p, prefix)
+	return e.scan(ctx, p, prefixEnd(p), skip, func(rest []byte, _ entry) error {
+		key, _, err := cutEscaped(rest)
+		if err != nil {
+			return err
+		}
+		return fn(string(key))
+	})
+}
+
+// RowTimes lists row times of metric with lo <= row_time <= hi, ascending.
+func (e *Engine) RowTimes(ctx context.Context, metric string, lo, hi int64, fn func(rowTime int64) error) error {
+	lower := appendRowTimesKey(nil, metric, lo)
+	// Every key of the partition has exactly 8 bytes after the prefix, so
+	// hi's key plus one byte is above hi and below anything larger.
+	upper := append(appendRowTimesKey(nil, metric, hi), 0)
+	return e.scan(ctx, lower, upper, len(lower)-8, func(rest []byte, _ entry) error {
+		if len(rest) != 8 {
+			return errCorrupt
+		}
+		return fn(decodeInt64(rest))
+	})
+}
+
+// RowKeys lists the row_keys entries of (metric, rowTime).
+func (e *Engine) RowKeys(ctx context.Context, metric string, rowTime int64, fn func(dataType string, tags []translate.Tag) error) error {
+	var tags []translate.Tag
+	return e.scanPrefix(ctx, appendRowKeysPrefix(nil, metric, rowTime), func(rest []byte, _ entry) error {
+		dataType, rest, err := cutEscaped(rest)
+		if err != nil {
+			return err
+		}
+		if tags, _, err = decodeTags(tags[:0], rest); err != nil {
+			return err
+		}
+		return fn(string(dataType), tags)
+	})
+}
+
+// TagIndexedRowKeys lists the tag_indexed_row_keys entries of (metric,
+// rowTime, pair).
+func (e *Engine) TagIndexedRowKeys(ctx context.Context, metric string, rowTime int64, pair string, fn func(dataType string, tags []translate.Tag) error) error {
+	var tags []translate.Tag
+	return e.scanPrefix(ctx, appendTagIndexedPrefix(nil, metric, rowTime, pair), func(rest []byte, _ entry) error {
+		dataType, rest, err := cutEscaped(rest)
+		if err != nil {
+			return err
+		}
+		if len(rest) < 4 {
+			return errCorrupt
+		}
+		if tags, _, err = decodeTags(tags[:0], rest[4:]); err != nil { // skip tag_collection_hash
+			return err
+		}
+		return fn(string(dataType), tags)
+	})
+}
+
+// LegacyRowKeys lists row_key_index column1 values of metric with
+// lo <= column1 < hi in unsigned byte order.
+func (e *Engine) LegacyRowKeys(ctx context.Context, metric string, lo, hi []byte, fn func(rowKey []byte) error) error {
+	prefix := appendLegacyPrefix(nil, metric)
+	lower := appendEscaped(bytes.Clone(prefix), lo)
+	upper := appendEscaped(bytes.Clone(prefix), hi)
+	return e.scan(ctx, lower, upper, len(prefix), func(rest []byte, _ entry) error {
+		rowKey, _, err := cutEscaped(rest)
+		if err != nil {
+			return err
+		}
+		return fn(rowKey)
+	})
+}
+
+// Cells lists the cells of rowKey with lo <= column1 < hi, ascending.
+func (e *Engine) Cells(ctx context.Context, rowKey []byte, lo, hi uint32, fn func(column uint32, value []byte) error) error {
+	lower := appendDataKey(nil, rowKey, lo)
+	upper := appendDataKey(nil, rowKey, hi)
+	return e.scan(ctx, lower, upper, len(lower)-4, func(rest []byte, ent entry) error {
+		if len(rest) != 4 {
+			return errCorrupt
+		}
+		return fn(binary.BigEndian.Uint32(rest), ent.value)
+	})
+}
+
+// MetricNames lists string_index['metric_names'] in byte order.
+func (e *Engine) MetricNames(ctx context.Context, fn func(name string) error) error {
+	return e.scanPrefix(ctx, appendStringsPrefix(nil), func(rest []byte, _ entry) error {
+		name, _, err := cutEscaped(rest)
+		if err != nil {
+			return err
+		}
+		return fn(string(name))
+	})
+}

@@ -1,0 +1,386 @@
+package pebblekv
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/translate"
+)
+
+// maxTTL is Cassandra's largest TTL in seconds (20 years); Cassandra rejects
+// larger ones, and so does this engine.
+const maxTTL = 630720000
+
+// txn is one read-modify-write transaction, run under Engine.mu. Every
+// statement of a transaction has the same write time.
+type txn struct {
+	e         *Engine
+	b         *pebble.Batch
+	now       int64 // unix seconds
+	writeTime int64
+	// newest: writeTime is above the write time of everything stored
+	// (Engine.highWater), so no stored entry or tombstone can win against
+	// this transaction and lookups in the store are skipped. Cells use the
+	// finer per-partition marks instead.
+	newest bool
+	// rows holds the data_points partitions the transaction writes to, and
+	// for each whether writeTime is above its bound in Engine.marks as it was
+	// before the transaction.
+	rows map[string]bool
+	// written holds the entries this transaction already put, for a request
+	// that carries one key twice: the batch is not indexed, so store lookups
+	// do not see them.
+	written map[string]entry
+
+	key, val, xkey []byte
+	tags           []translate.Tag
+
+	// The data_points tombstones of the partition last written to; one
+	// iterator serves every partition of the transaction.
+	tombIter *pebble.Iterator
+	tombRow  []byte
+	tombs    []rangeTomb
+}
+
+// rangeTomb is a data_points tombstone: it covers columns lo..hi
+// (inclusive) and shadows writes with a write time <= its own.
+type rangeTomb struct {
+	lo, hi    uint32
+	writeTime int64
+}
+
+// highWaterKey stores Engine.highWater, in the same batch as the writes that
+// raise it.
+var highWaterKey = []byte{tableMeta, 'h', 'i', 'g', 'h', 'w', 'a', 't', 'e', 'r'}
+
+// update runs fn in a transaction with the given write time and commits it.
+// With Options.Sync the WAL is synced after the lock is released: concurrent
+// writers then share one fsync in Pebble's commit pipeline, and since the WAL
+// is sequential, syncing this later record makes the transaction durable
+// too. It syncs even when the transaction changed nothing, because what it
+// found may be another transaction's write that is not synced yet.
+func (e *Engine) update(ctx context.Context, writeTime int64, fn func(t *txn) error) error {
+	if err := e.usable(ctx); err != nil {
+		return err
+	}
+	if err := e.commit(writeTime, fn); err != nil || !e.opts.Sync {
+		return err
+	}
+	return e.db.LogData(nil, pebble.Sync)
+}
+
+func (e *Engine) commit(writeTime int64, fn func(t *txn) error) (err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	t := &txn{
+		e:         e,
+		b:         e.db.NewBatch(),
+		now:       e.now().Unix(),
+		writeTime: writeTime,
+		newest:    writeTime > e.highWater,
+		written:   map[string]entry{},
+		rows:      map[string]bool{},
+	}
+	defer func() {
+		if t.tombIter != nil {
+			err = errors.Join(err, t.tombIter.Close())
+		}
+		err = errors.Join(err, t.b.Close())
+	}()
+	if err := fn(t); err != nil {
+		return err
+	}
+	// Recorded even if the commit fails: too high a bound only costs lookups.
+	for row := range t.rows {
+		e.marks.record(row, writeTime, max(e.highWater, writeTime))
+	}
+	if t.b.Empty() {
+		return nil
+	}
+	if t.newest {
+		if err := t.b.Set(highWaterKey, binary.BigEndian.AppendUint64(nil, uint64(writeTime)), nil); err != nil {
+			return err
+		}
+	}
+	if err := t.b.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	if t.newest {
+		e.highWater = writeTime
+	}
+	return nil
+}
+
+// expiry returns the expiry of an entry written now with ttl seconds.
+func (t *txn) expiry(ttl int32) int64 {
+	if ttl == 0 {
+		return 0
+	}
+	return t.now + int64(ttl)
+}
+
+// entry returns a live entry of the transaction.
+func (t *txn) entry(ttl int32, value []byte) entry {
+	return entry{writeTime: t.writeTime, expiry: t.expiry(ttl), value: value}
+}
+
+// tombstone returns the transaction's tombstone entry.
+func (t *txn) tombstone() entry {
+	return entry{tombstone: true, writeTime: t.writeTime, expiry: t.now + int64(t.e.opts.TombstoneGrace.Seconds())}
+}
+
+// put stores ent under key unless the entry key holds wins. key may be a
+// scratch buffer: the batch copies it.
+func (t *txn) put(key []byte, ent entry) error { return t.putIf(key, ent, !t.newest) }
+
+// putIf is put that looks the key up in the store only if lookup is set;
+// the caller knows when no stored entry can win.
+func (t *txn) putIf(key []byte, ent entry, lookup bool) error {
+	old, found, err := t.current(key, lookup)
+	if err != nil {
+		return err
+	}
+	if found && old.live(t.now) && !ent.supersedes(old) {
+		return nil
+	}
+	t.written[string(key)] = ent
+	t.val = ent.append(t.val[:0])
+	if err := t.b.Set(key, t.val, nil); err != nil {
+		return err
+	}
+	if ent.expiry == 0 {
+		return nil
+	}
+	t.xkey = appendExpiryKey(t.xkey[:0], ent.expiry, key)
+	return t.b.Set(t.xkey, nil, nil)
+}
+
+// current returns the entry key holds as of this transaction: its own
+// earlier put, else (if lookup) the stored entry.
+func (t *txn) current(key []byte, lookup bool) (entry, bool, error) {
+	if ent, ok := t.written[string(key)]; ok {
+		return ent, true, nil
+	}
+	if !lookup {
+		return entry{}, false, nil
+	}
+	return t.stored(key)
+}
+
+// stored returns the entry key holds in the store. Its value is a copy.
+func (t *txn) stored(key []byte) (entry, bool, error) {
+	v, closer, err := t.e.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return entry{}, false, nil
+	}
+	if err != nil {
+		return entry{}, false, err
+	}
+	defer closer.Close()
+	ent, err := decodeEntry(v)
+	if err != nil {
+		return entry{}, false, fmt.Errorf("%w: key %x", err, key)
+	}
+	ent.value = bytes.Clone(ent.value)
+	return ent, true, nil
+}
+
+// Write stores every row of the batch in one Pebble batch.
+func (e *Engine) Write(ctx context.Context, b *kairosstore.Batch) error {
+	if err := checkTTLs(b); err != nil {
+		return err
+	}
+	return e.update(ctx, b.WriteTime, func(t *txn) error {
+		for i := range b.Cells {
+			if err := t.putCell(&b.Cells[i]); err != nil {
+				return err
+			}
+		}
+		for i := range b.RowKeys {
+			if err := t.putRowKey(&b.RowKeys[i], t.entry(b.RowKeys[i].TTL, nil)); err != nil {
+				return err
+			}
+		}
+		for i := range b.TagIndexed {
+			if err := t.putTagIndexed(&b.TagIndexed[i], t.entry(b.TagIndexed[i].TTL, nil)); err != nil {
+				return err
+			}
+		}
+		for _, r := range b.RowTimes {
+			t.key = appendRowTimesKey(t.key[:0], r.Metric, r.RowTime)
+			if err := t.put(t.key, t.entry(r.TTL, nil)); err != nil {
+				return err
+			}
+		}
+		for _, name := range b.MetricNames {
+			t.key = appendMetricNameKey(t.key[:0], name)
+			if err := t.put(t.key, t.entry(0, nil)); err != nil {
+				return err
+			}
+		}
+		for _, k := range b.LegacyRowKeys {
+			if err := t.putLegacyRowKey(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// checkTTLs rejects the TTLs Cassandra rejects, before anything is written.
+func checkTTLs(b *kairosstore.Batch) error {
+	check := func(ttl int32) error {
+		if ttl < 0 || ttl > maxTTL {
+			return fmt.Errorf("ttl %d out of range [0, %d]", ttl, maxTTL)
+		}
+		return nil
+	}
+	var errs []error
+	for _, c := range b.Cells {
+		errs = append(errs, check(c.TTL))
+	}
+	for _, r := range b.RowKeys {
+		errs = append(errs, check(r.TTL))
+	}
+	for _, r := range b.TagIndexed {
+		errs = append(errs, check(r.TTL))
+	}
+	for _, r := range b.RowTimes {
+		errs = append(errs, check(r.TTL))
+	}
+	return errors.Join(errs...)
+}
+
+func (t *txn) putCell(c *kairosstore.Cell) error {
+	newer, ok := t.rows[string(c.Key)]
+	if !ok {
+		newer = t.e.marks.newer(c.Key, t.writeTime)
+		t.rows[string(c.Key)] = newer
+	}
+	if !newer {
+		shadowed, err := t.cellShadowed(c.Key, c.Column)
+		if err != nil || shadowed {
+			return err
+		}
+	}
+	t.key = appendDataKey(t.key[:0], c.Key, c.Column)
+	return t.putIf(t.key, t.entry(c.TTL, c.Value), !newer)
+}
+
+// cellShadowed reports whether a data_points tombstone hides a write of
+// (rowKey, column). Cells usually come grouped by row key, so the tombstones
+// of the last partition are kept.
+func (t *txn) cellShadowed(rowKey []byte, column uint32) (bool, error) {
+	if t.tombIter == nil || !bytes.Equal(t.tombRow, rowKey) {
+		if err := t.loadDataTombs(rowKey); err != nil {
+			return false, err
+		}
+	}
+	for _, tb := range t.tombs {
+		if tb.lo <= column && column <= tb.hi && tb.writeTime >= t.writeTime {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// loadDataTombs reads the live tombstones of rowKey's partition. Write
+// transactions put none, so the store is all there is to read.
+func (t *txn) loadDataTombs(rowKey []byte) error {
+	if t.tombIter == nil {
+		it, err := t.e.db.NewIter(&pebble.IterOptions{
+			LowerBound: []byte{tableDataTomb},
+			UpperBound: []byte{tableDataTomb + 1},
+		})
+		if err != nil {
+			return err
+		}
+		t.tombIter = it
+	}
+	t.tombRow = append(t.tombRow[:0], rowKey...)
+	t.tombs = t.tombs[:0]
+	prefix := appendDataTombPrefix(nil, rowKey)
+	it := t.tombIter
+	for ok := it.SeekGE(prefix); ok && bytes.HasPrefix(it.Key(), prefix); ok = it.Next() {
+		k := it.Key()[len(prefix):]
+		if len(k) != 8 {
+			return errCorrupt
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		ent, err := decodeEntry(v)
+		if err != nil {
+			return err
+		}
+		if ent.live(t.now) {
+			t.tombs = append(t.tombs, rangeTomb{
+				lo:        binary.BigEndian.Uint32(k[:4]),
+				hi:        binary.BigEndian.Uint32(k[4:]),
+				writeTime: ent.writeTime,
+			})
+		}
+	}
+	return it.Error()
+}
+
+func (t *txn) putRowKey(r *kairosstore.IndexedRowKey, ent entry) error {
+	t.tags = canonicalTags(t.tags, r.Tags)
+	t.key = appendRowKeysKey(t.key[:0], r.Metric, r.RowTime, r.DataType, t.tags)
+	return t.put(t.key, ent)
+}
+
+func (t *txn) putTagIndexed(r *kairosstore.TagIndexedRowKey, ent entry) error {
+	t.tags = canonicalTags(t.tags, r.Tags)
+	t.key = appendTagIndexedKey(t.key[:0], r.Metric, r.RowTime, r.Pair, r.DataType, r.Hash, t.tags)
+	return t.put(t.key, ent)
+}
+
+// SetSpec writes spec(cluster_config, name) = value.
+func (e *Engine) SetSpec(ctx context.Context, name, value string, writeTime int64) error {
+	return e.update(ctx, writeTime, func(t *txn) error {
+		return t.put(appendSpecKey(nil, name), t.entry(0, []byte(value)))
+	})
+}
+
+// SetServiceValue writes service_index(service, serviceKey, key) = value.
+// The static mtime column has no reader in kairosstore.Engine, so it is not
+// kept.
+func (e *Engine) SetServiceValue(ctx context.Context, service, serviceKey, key, value string, writeTime int64) error {
+	return e.update(ctx, writeTime, func(t *txn) error {
+		return t.put(appendServiceKey(nil, service, serviceKey, key), t.entry(0, []byte(value)))
+	})
+}
+
+// putLegacyRowKey writes one row_key_index cell; KairosDB's value is 0x00.
+func (t *txn) putLegacyRowKey(k kairosstore.LegacyRowKey) error {
+	shadowed, err := t.legacyShadowed(k.Metric)
+	if err != nil || shadowed {
+		return err
+	}
+	t.key = appendLegacyKey(t.key[:0], k.Metric, k.RowKey)
+	return t.put(t.key, t.entry(0, []byte{0}))
+}
+
+// legacyShadowed reports whether a row_key_index partition tombstone hides
+// a write to metric's partition.
+func (t *txn) legacyShadowed(metric string) (bool, error) {
+	if t.newest {
+		return false, nil
+	}
+	ent, found, err := t.stored(appendLegacyTombKey(nil, metric))
+	if err != nil || !found {
+		return false, err
+	}
+	return ent.live(t.now) && ent.writeTime >= t.writeTime, nil
+}
