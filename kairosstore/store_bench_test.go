@@ -10,9 +10,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
 
@@ -21,24 +19,10 @@ import (
 // machine.
 func benchEngines(b *testing.B, fn func(b *testing.B, eng ks.Engine)) {
 	b.Run("engine=pebble", func(b *testing.B) {
-		eng, err := pebblekv.Open(b.TempDir(), pebblekv.Options{Sync: true}, nil)
-		require.NoError(b, err)
-		defer eng.Close()
-		require.NoError(b, eng.Setup(context.Background()))
-		fn(b, eng)
+		fn(b, openPebbleWith(b, pebblekv.DefaultOptions()))
 	})
 	b.Run("engine=cassandra", func(b *testing.B) {
-		addr, keyspace := cassandratest.Keyspace(b)
-		eng, err := cql.Open(context.Background(), cql.Config{
-			Hosts: []string{addr}, Keyspace: keyspace,
-			Replication:      "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-			WriteConsistency: "ONE", ReadConsistency: "ONE",
-			Timeout: 30 * time.Second, ConnectTimeout: 15 * time.Second,
-		}, nil)
-		require.NoError(b, err)
-		defer eng.Close()
-		require.NoError(b, eng.Setup(context.Background()))
-		fn(b, eng)
+		fn(b, openCassandra(b))
 	})
 }
 

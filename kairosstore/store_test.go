@@ -41,15 +41,19 @@ func forEachEngine(t *testing.T, fn func(t *testing.T, eng ks.Engine)) {
 	})
 }
 
-func openPebble(t *testing.T) ks.Engine {
-	eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
+func openPebble(t testing.TB) ks.Engine {
+	return openPebbleWith(t, pebblekv.Options{})
+}
+
+func openPebbleWith(t testing.TB, opts pebblekv.Options) ks.Engine {
+	eng, err := pebblekv.Open(t.TempDir(), opts, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, eng.Close()) })
 	require.NoError(t, eng.Setup(context.Background()))
 	return eng
 }
 
-func openCassandra(t *testing.T) ks.Engine {
+func openCassandra(t testing.TB) ks.Engine {
 	addr, keyspace := cassandratest.Keyspace(t)
 	eng, err := cql.Open(context.Background(), cql.Config{
 		Hosts: []string{addr}, Keyspace: keyspace,
