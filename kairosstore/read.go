@@ -1,11 +1,13 @@
 package kairosstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,7 +59,8 @@ func (q *querier) Select(ctx context.Context, _ bool, _ *storage.SelectHints, ms
 	if metrics == nil {
 		start := time.Now()
 		err := s.eng.MetricNames(ctx, func(name string) error {
-			if plan.MatchName(name) {
+			// Exemplar metrics hold no samples (exemplar.go).
+			if !isExemplarMetric(name) && plan.MatchName(name) {
 				metrics = append(metrics, name)
 				if s.opts.MaxMetrics > 0 && len(metrics) > s.opts.MaxMetrics {
 					return badRequest("the selector matches more than %d metric names (--query.max-metrics); add a __name__ matcher", s.opts.MaxMetrics)
@@ -352,21 +355,52 @@ func (ss *seriesSet) Err() error                        { return ss.err }
 func (ss *seriesSet) Warnings() annotations.Annotations { return nil }
 
 // readSeries runs phase 3 (§7.5) for one series: a slice of every row, merged
-// in time order. Samples at the same timestamp in rows of different types
-// (possible only for data KairosDB wrote) are kept once.
+// in time order. A series can hold floats and native histograms, even switch
+// between them (histogram.go), so rows of every sample type are merged.
+// Samples at the same timestamp in rows of different types (possible only
+// for data KairosDB wrote, or a series that was re-typed) are kept once: the
+// one of the row first in (row time, type name) order.
 func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64) (*listSeries, error) {
 	out := &listSeries{lset: ref.lset}
 	sorted := true
 	t0 := time.Now()
 	defer s.observe("data_points", t0)
+	// In row order the samples of a one-type series come sorted.
+	slices.SortFunc(ref.rows, func(a, b rowRef) int {
+		return cmp.Or(cmp.Compare(a.rowTime, b.rowTime), strings.Compare(a.dataType, b.dataType))
+	})
+	var customValues []float64 // the last custom bucket bounds, shared while they repeat
 	for _, r := range ref.rows {
+		if r.dataType == TypeExemplar {
+			continue // a metric whose own name ends in ExemplarSuffix: not samples
+		}
 		lo, hi := s.spec.SliceBounds(r.rowTime, start, end)
 		err := s.eng.Cells(ctx, r.key, lo, hi, func(col uint32, value []byte) error {
 			t := s.spec.Timestamp(r.rowTime, col)
 			if t < start || t > end {
 				return nil
 			}
-			v, ok, err := DecodeValue(r.dataType, r.legacy, col, value)
+			var (
+				v   float64
+				h   *histogram.Histogram
+				fh  *histogram.FloatHistogram
+				ok  = true
+				err error
+			)
+			switch r.dataType {
+			case TypeHistogram:
+				h, err = DecodeHistogramValue(value)
+				if err == nil {
+					h.CustomValues, customValues = internBounds(h.CustomValues, customValues)
+				}
+			case TypeFloatHistogram:
+				fh, err = DecodeFloatHistogramValue(value)
+				if err == nil {
+					fh.CustomValues, customValues = internBounds(fh.CustomValues, customValues)
+				}
+			default:
+				v, ok, err = DecodeValue(r.dataType, r.legacy, col, value)
+			}
 			if err != nil {
 				s.m.skipped.WithLabelValues("undecodable").Inc()
 				return nil
@@ -378,8 +412,7 @@ func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64
 			if n := len(out.ts); n > 0 && t <= out.ts[n-1] {
 				sorted = false
 			}
-			out.ts = append(out.ts, t)
-			out.vs = append(out.vs, v)
+			out.add(t, v, h, fh)
 			return nil
 		})
 		if err != nil {
@@ -392,11 +425,43 @@ func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64
 	return out, nil
 }
 
-// listSeries is a series read into memory.
+// internBounds returns last instead of bounds when they are equal, so that
+// the histograms of a series share one slice of custom bucket bounds, as
+// Prometheus shares them (histogram.Histogram.CustomValues is immutable and
+// copied by reference). It also returns the bounds to compare the next with.
+func internBounds(bounds, last []float64) (use, next []float64) {
+	if bounds == nil {
+		return nil, last
+	}
+	if histogram.CustomBucketBoundsMatch(bounds, last) {
+		return last, last
+	}
+	return bounds, bounds
+}
+
+// listSeries is a series read into memory. hs and fhs are nil for a series of
+// floats only; otherwise they run parallel to ts, set where the sample is an
+// integer or a float histogram.
 type listSeries struct {
 	lset labels.Labels
 	ts   []int64
 	vs   []float64
+	hs   []*histogram.Histogram
+	fhs  []*histogram.FloatHistogram
+}
+
+// add appends one sample: a float v, or the histogram h or fh.
+func (l *listSeries) add(t int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram) {
+	if l.hs == nil && (h != nil || fh != nil) {
+		l.hs = make([]*histogram.Histogram, len(l.ts), cap(l.ts))
+		l.fhs = make([]*histogram.FloatHistogram, len(l.ts), cap(l.ts))
+	}
+	l.ts = append(l.ts, t)
+	l.vs = append(l.vs, v)
+	if l.hs != nil {
+		l.hs = append(l.hs, h)
+		l.fhs = append(l.fhs, fh)
+	}
 }
 
 func (l *listSeries) sortDedupe() {
@@ -405,14 +470,32 @@ func (l *listSeries) sortDedupe() {
 		idx[i] = i
 	}
 	sort.SliceStable(idx, func(a, b int) bool { return l.ts[idx[a]] < l.ts[idx[b]] })
-	ts, vs := make([]int64, 0, len(idx)), make([]float64, 0, len(idx))
+	sorted := &listSeries{lset: l.lset, ts: make([]int64, 0, len(idx)), vs: make([]float64, 0, len(idx))}
 	for _, i := range idx {
-		if n := len(ts); n > 0 && ts[n-1] == l.ts[i] {
+		if n := len(sorted.ts); n > 0 && sorted.ts[n-1] == l.ts[i] {
 			continue
 		}
-		ts, vs = append(ts, l.ts[i]), append(vs, l.vs[i])
+		var h *histogram.Histogram
+		var fh *histogram.FloatHistogram
+		if l.hs != nil {
+			h, fh = l.hs[i], l.fhs[i]
+		}
+		sorted.add(l.ts[i], l.vs[i], h, fh)
 	}
-	l.ts, l.vs = ts, vs
+	*l = *sorted
+}
+
+// valueType is the type of sample i.
+func (l *listSeries) valueType(i int) chunkenc.ValueType {
+	switch {
+	case l.hs == nil:
+		return chunkenc.ValFloat
+	case l.hs[i] != nil:
+		return chunkenc.ValHistogram
+	case l.fhs[i] != nil:
+		return chunkenc.ValFloatHistogram
+	}
+	return chunkenc.ValFloat
 }
 
 func (l *listSeries) Labels() labels.Labels { return l.lset }
@@ -425,6 +508,9 @@ func (l *listSeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
 	return &listIterator{s: l, i: -1}
 }
 
+// listIterator iterates a listSeries. The histograms it returns are copies,
+// so a caller may change them and iterate the series again
+// (chunkenc.Iterator's AtHistogram contract).
 type listIterator struct {
 	s *listSeries
 	i int
@@ -436,7 +522,7 @@ func (it *listIterator) Next() chunkenc.ValueType {
 		return chunkenc.ValNone
 	}
 	it.i++
-	return chunkenc.ValFloat
+	return it.s.valueType(it.i)
 }
 
 func (it *listIterator) Seek(t int64) chunkenc.ValueType {
@@ -445,7 +531,7 @@ func (it *listIterator) Seek(t int64) chunkenc.ValueType {
 	}
 	for ; it.i < len(it.s.ts); it.i++ {
 		if it.s.ts[it.i] >= t {
-			return chunkenc.ValFloat
+			return it.s.valueType(it.i)
 		}
 	}
 	return chunkenc.ValNone
@@ -453,12 +539,37 @@ func (it *listIterator) Seek(t int64) chunkenc.ValueType {
 
 func (it *listIterator) At() (int64, float64) { return it.s.ts[it.i], it.s.vs[it.i] }
 
-func (it *listIterator) AtHistogram(*histogram.Histogram) (int64, *histogram.Histogram) {
-	panic("BUG: float series has no histograms")
+// AtHistogram returns a copy of the current integer histogram, into dst when
+// dst is not nil.
+func (it *listIterator) AtHistogram(dst *histogram.Histogram) (int64, *histogram.Histogram) {
+	if it.s.valueType(it.i) != chunkenc.ValHistogram {
+		panic("BUG: AtHistogram on a sample that is not an integer histogram")
+	}
+	h := it.s.hs[it.i]
+	if dst == nil {
+		return it.s.ts[it.i], h.Copy()
+	}
+	h.CopyTo(dst)
+	return it.s.ts[it.i], dst
 }
 
-func (it *listIterator) AtFloatHistogram(*histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
-	panic("BUG: float series has no histograms")
+// AtFloatHistogram returns a copy of the current histogram as a float
+// histogram, into dst when dst is not nil. As chunkenc.Iterator asks, it
+// also converts an integer histogram.
+func (it *listIterator) AtFloatHistogram(dst *histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+	t := it.s.ts[it.i]
+	switch it.s.valueType(it.i) {
+	case chunkenc.ValHistogram:
+		return t, it.s.hs[it.i].ToFloat(dst)
+	case chunkenc.ValFloatHistogram:
+		fh := it.s.fhs[it.i]
+		if dst == nil {
+			return t, fh.Copy()
+		}
+		fh.CopyTo(dst)
+		return t, dst
+	}
+	panic("BUG: AtFloatHistogram on a float sample")
 }
 
 func (it *listIterator) AtT() int64  { return it.s.ts[it.i] }

@@ -24,10 +24,6 @@ const (
 	metadataServiceKey = "metric_metadata"
 )
 
-// ErrUnsupported marks input this version cannot store yet; it is answered
-// with 400 so that nothing is acknowledged that was not stored.
-var ErrUnsupported = errors.New("not supported by this adapter version")
-
 // Appender collects the samples of one write request and stores them in one
 // engine batch on Commit. It is not safe for concurrent use.
 type Appender struct {
@@ -74,27 +70,78 @@ func (a *Appender) Append(ls labels.Labels, t int64, v float64) error {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		dataType = TypeNull
 	}
-	rowTime := a.s.spec.RowTime(t)
-	row := a.row(rowTime, dataType)
 	off := len(a.values)
-	a.values = binary.BigEndian.AppendUint64(a.values, math.Float64bits(v))
+	a.values = AppendDouble(a.values, v)
+	a.addCell(a.metric, t, dataType, off)
+	return nil
+}
+
+// AppendHistogram adds one native histogram sample of the series ls; exactly
+// one of h (integer counts) and fh (float counts) is set. It goes to the
+// series' row of type prom_histogram or prom_float_histogram (histogram.go).
+// A histogram that fails histogram.Validate is refused, as Prometheus's TSDB
+// refuses it, so that nothing is stored that readers would have to skip;
+// callers reduce schemas 9..52 to 8 first (prometheus-remote-protocols.md
+// §2.7). A histogram stale marker (Sum = StaleNaN) is valid and kept bit for
+// bit.
+func (a *Appender) AppendHistogram(ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error {
+	var err error
+	switch {
+	case (h == nil) == (fh == nil):
+		err = errors.New("a histogram sample needs exactly one of integer and float counts")
+	case h != nil:
+		err = h.Validate()
+	default:
+		err = fh.Validate()
+	}
+	if err != nil {
+		return badRequest("invalid native histogram at %d: %w", t, err)
+	}
+	if err := a.series(ls); err != nil {
+		return err
+	}
+	off := len(a.values)
+	dataType := TypeHistogram
+	if h != nil {
+		a.values = AppendHistogramValue(a.values, h)
+	} else {
+		dataType = TypeFloatHistogram
+		a.values = AppendFloatHistogramValue(a.values, fh)
+	}
+	a.addCell(a.metric, t, dataType, off)
+	return nil
+}
+
+// AppendExemplar adds one exemplar of the series ls. It goes to the series'
+// exemplar metric (exemplar.go), at the exemplar's timestamp. An exemplar
+// whose labels Prometheus could not hold is refused.
+func (a *Appender) AppendExemplar(ls labels.Labels, e exemplar.Exemplar) error {
+	if err := checkExemplarLabels(e.Labels); err != nil {
+		return badRequest("invalid exemplar at %d: %w", e.Ts, err)
+	}
+	if err := a.series(ls); err != nil {
+		return err
+	}
+	off := len(a.values)
+	a.values = AppendExemplarValue(a.values, e.Labels, e.Value)
+	// The key fits Cassandra's limit: Split checked the series with room
+	// for a 127-byte type name, and the suffix plus "prom_exemplar" is
+	// shorter than that.
+	a.addCell(a.metric+ExemplarSuffix, e.Ts, TypeExemplar, off)
+	return nil
+}
+
+// addCell adds the cell at time t of the current series' row of metric and
+// dataType; its value is a.values[off:].
+func (a *Appender) addCell(metric string, t int64, dataType string, off int) {
+	rowTime := a.s.spec.RowTime(t)
+	row := a.row(metric, rowTime, dataType)
 	a.batch.Cells = append(a.batch.Cells, Cell{
 		Key:    a.rows[row].key,
 		Column: a.s.spec.Column(rowTime, t),
 		Value:  a.values[off:len(a.values):len(a.values)],
 		TTL:    a.s.opts.TTL,
 	})
-	return nil
-}
-
-// AppendHistogram is not supported yet.
-func (a *Appender) AppendHistogram(ls labels.Labels, _ int64, _ *histogram.Histogram, _ *histogram.FloatHistogram) error {
-	return badRequest("native histograms are %w (series %s)", ErrUnsupported, ls.String())
-}
-
-// AppendExemplar is not supported yet.
-func (a *Appender) AppendExemplar(ls labels.Labels, _ exemplar.Exemplar) error {
-	return badRequest("exemplars are %w (series %s)", ErrUnsupported, ls.String())
 }
 
 // SetMetadata records the metadata of a metric family.
@@ -134,16 +181,16 @@ func (a *Appender) series(ls labels.Labels) error {
 	return nil
 }
 
-// row returns the index of the current series' row for rowTime and type,
-// adding it on first use.
-func (a *Appender) row(rowTime int64, dataType string) int {
-	a.keyBuf = AppendRowKey(a.keyBuf[:0], RowKey{Metric: a.metric, RowTime: rowTime, DataType: dataType, Tags: a.tags})
+// row returns the index of the current series' row of metric (the series'
+// own or its exemplar metric) for rowTime and type, adding it on first use.
+func (a *Appender) row(metric string, rowTime int64, dataType string) int {
+	a.keyBuf = AppendRowKey(a.keyBuf[:0], RowKey{Metric: metric, RowTime: rowTime, DataType: dataType, Tags: a.tags})
 	if i, ok := a.rowIndex[string(a.keyBuf)]; ok {
 		return i
 	}
 	key := append([]byte(nil), a.keyBuf...)
 	a.rows = append(a.rows, pendingRow{
-		key: key, metric: a.metric, rowTime: rowTime, dataType: dataType,
+		key: key, metric: metric, rowTime: rowTime, dataType: dataType,
 		tags: append([]translate.Tag(nil), a.tags...),
 	})
 	a.rowIndex[string(key)] = len(a.rows) - 1
