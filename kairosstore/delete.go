@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/prometheus/prometheus/model/labels"
 )
@@ -35,6 +37,12 @@ func (s *Store) Delete(ctx context.Context, start, end int64, ms ...*labels.Matc
 			return 0, fmt.Errorf("list metric names: %w", err)
 		}
 	}
+	// A series' exemplars go with it.
+	for _, m := range metrics {
+		if !strings.HasSuffix(m, ExemplarSuffix) && !slices.Contains(metrics, m+ExemplarSuffix) {
+			metrics = append(metrics, m+ExemplarSuffix)
+		}
+	}
 	refs, err := s.findSeries(ctx, metrics, plan, start, end)
 	if err != nil {
 		return 0, err
@@ -61,16 +69,23 @@ func (s *Store) Delete(ctx context.Context, start, end int64, ms ...*labels.Matc
 				continue
 			}
 			d.Rows = append(d.Rows, r.key)
-			d.LegacyRowKeys = append(d.LegacyRowKeys, LegacyRowKey{Metric: k.Metric, RowKey: r.key})
-			irk := IndexedRowKey{Metric: k.Metric, RowTime: r.rowTime, DataType: r.dataType, Tags: k.Tags}
 			if r.legacy {
-				continue // only row_key_index knows a type-less key
+				// Only row_key_index knows a type-less key.
+				d.LegacyRowKeys = append(d.LegacyRowKeys, LegacyRowKey{Metric: k.Metric, RowKey: r.key})
+				continue
 			}
+			indexMetric := k.Metric
+			if r.indexMetric != "" {
+				indexMetric = r.indexMetric
+			}
+			irk := IndexedRowKey{Metric: indexMetric, RowTime: r.rowTime, DataType: r.dataType, Tags: k.Tags}
 			d.RowKeys = append(d.RowKeys, irk)
-			d.TagIndexed = s.appendTagIndexed(d.TagIndexed, irk)
-			if id := metricRowKey(k.Metric, r.rowTime); !tagged && !rowTimes[id] {
+			if r.indexMetric == "" {
+				d.TagIndexed = s.appendTagIndexed(d.TagIndexed, irk)
+			}
+			if id := metricRowKey(indexMetric, r.rowTime); !tagged && !rowTimes[id] {
 				rowTimes[id] = true
-				d.RowTimes = append(d.RowTimes, RowTimeIndex{Metric: k.Metric, RowTime: r.rowTime})
+				d.RowTimes = append(d.RowTimes, RowTimeIndex{Metric: indexMetric, RowTime: r.rowTime})
 			}
 		}
 	}

@@ -91,9 +91,10 @@ type seriesRef struct {
 }
 
 type rowRef struct {
-	key      []byte
-	rowTime  int64
-	dataType string
+	key         []byte
+	indexMetric string // the metric its index rows are under, when not the key's
+	rowTime     int64
+	dataType    string
 	legacy   bool // a type-less key from row_key_index: values typed by the column's low bit (§4.8)
 }
 
@@ -146,31 +147,35 @@ func (s *Store) findSeries(ctx context.Context, metrics []string, plan translate
 		if err := s.legacyRowKeys(ctx, f, metric, plan, start, end); err != nil {
 			return nil, err
 		}
-		var rowTimes []int64
-		t0 := time.Now()
-		err := s.eng.RowTimes(ctx, metric, s.lowestRowTime(start), end, func(rt int64) error {
-			rowTimes = append(rowTimes, rt)
-			return nil
-		})
-		s.observe("row_times", t0)
-		if err != nil {
-			return nil, fmt.Errorf("read row_key_time_index of %q: %w", metric, err)
-		}
-		for _, rt := range rowTimes {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				wg.Wait()
-				return nil, errors.Join(append(errs, ctx.Err())...)
+		// The metric's own index, then the side index of its non-finite
+		// values (NonFiniteSuffix).
+		for _, indexMetric := range []string{metric, metric + NonFiniteSuffix} {
+			var rowTimes []int64
+			t0 := time.Now()
+			err := s.eng.RowTimes(ctx, indexMetric, s.lowestRowTime(start), end, func(rt int64) error {
+				rowTimes = append(rowTimes, rt)
+				return nil
+			})
+			s.observe("row_times", t0)
+			if err != nil {
+				return nil, fmt.Errorf("read row_key_time_index of %q: %w", indexMetric, err)
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				if err := s.rowKeysOf(ctx, f, metric, rt, plan); err != nil {
-					fail(err)
+			for _, rt := range rowTimes {
+				select {
+				case sem <- struct{}{}:
+				case <-ctx.Done():
+					wg.Wait()
+					return nil, errors.Join(append(errs, ctx.Err())...)
 				}
-			}()
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer func() { <-sem }()
+					if err := s.rowKeysOf(ctx, f, metric, indexMetric, rt, plan); err != nil {
+						fail(err)
+					}
+				}()
+			}
 		}
 	}
 	wg.Wait()
@@ -197,18 +202,35 @@ func (s *Store) lowestRowTime(start int64) int64 {
 	return lo
 }
 
-// rowKeysOf runs phase 2 for one row time (§7.4, §6.3).
-func (s *Store) rowKeysOf(ctx context.Context, f *finder, metric string, rt int64, plan translate.Plan) error {
+// rowKeysOf runs phase 2 for one row time (§7.4, §6.3) of metric's rows
+// indexed under indexMetric.
+func (s *Store) rowKeysOf(ctx context.Context, f *finder, metric, indexMetric string, rt int64, plan translate.Plan) error {
 	t0 := time.Now()
 	defer s.observe("row_keys", t0)
+	side := indexMetric != metric
 	add := func(dataType string, tags []translate.Tag) error {
+		// A side index holds only null rows; anything else in that
+		// partition belongs to a real metric of that name.
+		if side && dataType != TypeNull {
+			return nil
+		}
 		tags = slices.Clone(tags)
 		if !plan.MatchTags(tags) {
 			return nil
 		}
 		SortTags(tags)
 		key := AppendRowKey(nil, RowKey{Metric: metric, RowTime: rt, DataType: dataType, Tags: tags})
-		f.add(metric, tags, rowRef{key: key, rowTime: rt, dataType: dataType})
+		r := rowRef{key: key, rowTime: rt, dataType: dataType}
+		if side {
+			r.indexMetric = indexMetric
+		}
+		f.add(metric, tags, r)
+		return nil
+	}
+	if side {
+		if err := s.eng.RowKeys(ctx, indexMetric, rt, add); err != nil {
+			return fmt.Errorf("read row_keys of %q: %w", indexMetric, err)
+		}
 		return nil
 	}
 	if name, values, ok := s.indexedLookup(metric, plan); ok {

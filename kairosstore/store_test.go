@@ -551,3 +551,36 @@ func TestReadsLegacyLayouts(t *testing.T) {
 }
 
 func hexOf(b []byte) string { return fmt.Sprintf("%x", b) }
+
+// TestDeleteSideRows: deleting a series also deletes its non-finite values
+// (indexed under the side metric) and its exemplars.
+func TestDeleteSideRows(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+		ctx := context.Background()
+		s := openStore(t, eng, ks.Options{})
+		ls := parseLabels(t, lbl("__name__", "side", "k", "a"))
+		app := s.NewAppender()
+		require.NoError(t, app.Append(ls, 10, 1))
+		require.NoError(t, app.Append(ls, 20, math.Float64frombits(value.StaleNaN)))
+		require.NoError(t, app.AppendExemplar(ls, exemplarAt(10, "trace_id", "x")))
+		require.NoError(t, app.Commit(ctx))
+		require.Equal(t, []series{{lbl("__name__", "side", "k", "a"), []sample{{10, bits(1)}, {20, value.StaleNaN}}}}, read(t, s, 0, hour, eq("__name__", "side")))
+
+		_, err := s.Delete(ctx, math.MinInt64, math.MaxInt64, eq("__name__", "side"))
+		require.NoError(t, err)
+		require.Empty(t, read(t, s, 0, hour, eq("__name__", "side")))
+		ex, err := s.Exemplars(ctx, 0, hour, eq("__name__", "side"))
+		require.NoError(t, err)
+		require.Empty(t, ex)
+		for _, m := range []string{"side", "side" + ks.NonFiniteSuffix, "side" + ks.ExemplarSuffix} {
+			require.NoError(t, eng.RowTimes(ctx, m, math.MinInt64, math.MaxInt64, func(rt int64) error {
+				t.Errorf("row_key_time_index of %s still has %d", m, rt)
+				return nil
+			}))
+		}
+		require.NoError(t, eng.MetricNames(ctx, func(n string) error {
+			t.Errorf("string_index still lists %q", n)
+			return nil
+		}))
+	})
+}

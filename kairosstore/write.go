@@ -24,6 +24,16 @@ const (
 	metadataServiceKey = "metric_metadata"
 )
 
+// NonFiniteSuffix names the side index of a metric's non-finite values: their
+// null-typed rows keep the metric's own row key, but their row_keys and
+// row_key_time_index entries go under <metric>#nonfinite, which is not in
+// string_index. KairosDB reads only the index of the metric it queries (§7),
+// so it never meets these rows: a NullDataPoint prints as null in a raw
+// query but fails every aggregator that asks for its value. The reader looks
+// up both indexes. A real metric of that name is harmless: the reader takes
+// only null rows from a side index, and their keys carry the other name.
+const NonFiniteSuffix = "#nonfinite"
+
 // Appender collects the samples of one write request and stores them in one
 // engine batch on Commit. It is not safe for concurrent use.
 type Appender struct {
@@ -44,9 +54,10 @@ type Appender struct {
 }
 
 type pendingRow struct {
-	key      []byte
-	metric   string
-	rowTime  int64
+	key         []byte
+	metric      string // of the row key
+	indexMetric string // of its index rows: metric, or a side metric KairosDB never reads
+	rowTime     int64
 	dataType string
 	tags     []translate.Tag
 }
@@ -58,21 +69,22 @@ func (s *Store) NewAppender() *Appender {
 
 // Append adds one float sample of the series ls. Finite values are stored as
 // kairos_double. Non-finite ones (NaN of any payload, ±Inf, and Prometheus
-// stale markers) go to a row of KairosDB's "null" type with the 8 raw bytes as
-// value: KairosDB ignores null-typed values when it reads, so its JSON
-// queries of the metric keep working, while this adapter reads them back
-// bit-exact.
+// stale markers) cannot be kairos_double: KairosDB's JSON cannot print them
+// and its aggregators would fail on them. They go to a row of KairosDB's
+// "null" type holding the 8 raw bytes, indexed under the side metric
+// <metric>#nonfinite (see NonFiniteSuffix), so KairosDB never reads them while
+// this adapter returns them bit-exact.
 func (a *Appender) Append(ls labels.Labels, t int64, v float64) error {
 	if err := a.series(ls); err != nil {
 		return err
 	}
-	dataType := TypeDouble
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		dataType = TypeNull
-	}
 	off := len(a.values)
 	a.values = AppendDouble(a.values, v)
-	a.addCell(a.metric, t, dataType, off)
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		a.addCell(a.metric, a.metric+NonFiniteSuffix, t, TypeNull, off)
+	} else {
+		a.addCell(a.metric, a.metric, t, TypeDouble, off)
+	}
 	return nil
 }
 
@@ -108,7 +120,7 @@ func (a *Appender) AppendHistogram(ls labels.Labels, t int64, h *histogram.Histo
 		dataType = TypeFloatHistogram
 		a.values = AppendFloatHistogramValue(a.values, fh)
 	}
-	a.addCell(a.metric, t, dataType, off)
+	a.addCell(a.metric, a.metric, t, dataType, off)
 	return nil
 }
 
@@ -127,15 +139,15 @@ func (a *Appender) AppendExemplar(ls labels.Labels, e exemplar.Exemplar) error {
 	// The key fits Cassandra's limit: Split checked the series with room
 	// for a 127-byte type name, and the suffix plus "prom_exemplar" is
 	// shorter than that.
-	a.addCell(a.metric+ExemplarSuffix, e.Ts, TypeExemplar, off)
+	a.addCell(a.metric+ExemplarSuffix, a.metric+ExemplarSuffix, e.Ts, TypeExemplar, off)
 	return nil
 }
 
 // addCell adds the cell at time t of the current series' row of metric and
-// dataType; its value is a.values[off:].
-func (a *Appender) addCell(metric string, t int64, dataType string, off int) {
+// dataType, indexed under indexMetric; its value is a.values[off:].
+func (a *Appender) addCell(metric, indexMetric string, t int64, dataType string, off int) {
 	rowTime := a.s.spec.RowTime(t)
-	row := a.row(metric, rowTime, dataType)
+	row := a.row(metric, indexMetric, rowTime, dataType)
 	a.batch.Cells = append(a.batch.Cells, Cell{
 		Key:    a.rows[row].key,
 		Column: a.s.spec.Column(rowTime, t),
@@ -183,14 +195,14 @@ func (a *Appender) series(ls labels.Labels) error {
 
 // row returns the index of the current series' row of metric (the series'
 // own or its exemplar metric) for rowTime and type, adding it on first use.
-func (a *Appender) row(metric string, rowTime int64, dataType string) int {
+func (a *Appender) row(metric, indexMetric string, rowTime int64, dataType string) int {
 	a.keyBuf = AppendRowKey(a.keyBuf[:0], RowKey{Metric: metric, RowTime: rowTime, DataType: dataType, Tags: a.tags})
 	if i, ok := a.rowIndex[string(a.keyBuf)]; ok {
 		return i
 	}
 	key := append([]byte(nil), a.keyBuf...)
 	a.rows = append(a.rows, pendingRow{
-		key: key, metric: metric, rowTime: rowTime, dataType: dataType,
+		key: key, metric: metric, indexMetric: indexMetric, rowTime: rowTime, dataType: dataType,
 		tags: append([]translate.Tag(nil), a.tags...),
 	})
 	a.rowIndex[string(key)] = len(a.rows) - 1
@@ -214,11 +226,13 @@ func (a *Appender) Commit(ctx context.Context) error {
 		}
 		s.m.cacheMisses.WithLabelValues("row_keys").Inc()
 		newRows = append(newRows, string(r.key))
-		irk := IndexedRowKey{Metric: r.metric, RowTime: r.rowTime, DataType: r.dataType, Tags: r.tags, TTL: indexTTL}
+		irk := IndexedRowKey{Metric: r.indexMetric, RowTime: r.rowTime, DataType: r.dataType, Tags: r.tags, TTL: indexTTL}
 		b.RowKeys = append(b.RowKeys, irk)
-		b.TagIndexed = s.appendTagIndexed(b.TagIndexed, irk)
+		if r.indexMetric == r.metric {
+			b.TagIndexed = s.appendTagIndexed(b.TagIndexed, irk)
+		}
 
-		mk := metricRowKey(r.metric, r.rowTime)
+		mk := metricRowKey(r.indexMetric, r.rowTime)
 		if seenMetricRows[mk] || s.metrics.has([]byte(mk)) {
 			s.m.cacheHits.WithLabelValues("row_key_time_index").Inc()
 			continue
@@ -226,7 +240,9 @@ func (a *Appender) Commit(ctx context.Context) error {
 		s.m.cacheMisses.WithLabelValues("row_key_time_index").Inc()
 		seenMetricRows[mk] = true
 		newMetricRows = append(newMetricRows, mk)
-		b.RowTimes = append(b.RowTimes, RowTimeIndex{Metric: r.metric, RowTime: r.rowTime, TTL: indexTTL})
+		b.RowTimes = append(b.RowTimes, RowTimeIndex{Metric: r.indexMetric, RowTime: r.rowTime, TTL: indexTTL})
+		// string_index lists the metric of the row key: a side metric is
+		// found through its metric and stays out of KairosDB's name list.
 		if !seenNames[r.metric] {
 			seenNames[r.metric] = true
 			b.MetricNames = append(b.MetricNames, r.metric)
