@@ -95,7 +95,7 @@ type rowRef struct {
 	indexMetric string // the metric its index rows are under, when not the key's
 	rowTime     int64
 	dataType    string
-	legacy   bool // a type-less key from row_key_index: values typed by the column's low bit (§4.8)
+	legacy      bool // a type-less key from row_key_index: values typed by the column's low bit (§4.8)
 }
 
 // finder collects the row keys of phases 0-2, grouped by series.

@@ -58,8 +58,8 @@ type pendingRow struct {
 	metric      string // of the row key
 	indexMetric string // of its index rows: metric, or a side metric KairosDB never reads
 	rowTime     int64
-	dataType string
-	tags     []translate.Tag
+	dataType    string
+	tags        []translate.Tag
 }
 
 // NewAppender starts collecting one request.
