@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/promslog"
+	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -34,23 +36,42 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
+}
 
-func run(args []string) int {
+// run is the whole program: it serves until ctx ends (SIGINT or SIGTERM in
+// main), then drains in-flight requests. Everything it prints goes to
+// stderr, so tests can run it in-process and read its log.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
 	app := kingpin.New("kairos-adapter", "Prometheus remote storage in Apache Cassandra, in KairosDB's layout.")
 	app.HelpFlag.Short('h')
+	app.UsageWriter(stderr)
+	app.ErrorWriter(stderr)
 	cfg, err := config.Parse(app, args)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "kairos-adapter: %v\n", err)
-		fmt.Fprintln(os.Stderr, "Try --help.")
+		fmt.Fprintf(stderr, "kairos-adapter: %v\n", err)
+		fmt.Fprintln(stderr, "Try --help.")
 		return 2
 	}
-	logger := newLogger(cfg)
+	logger := newLogger(cfg, stderr)
+	// Checked before any store opens, so a broken TLS or auth setup fails
+	// fast instead of after a Cassandra connection.
+	if cfg.Web.ConfigFile != "" {
+		if err := web.Validate(cfg.Web.ConfigFile); err != nil {
+			logger.Error("Invalid --web.config.file", "file", cfg.Web.ConfigFile, "err", err)
+			return 1
+		}
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// stop also ends the program when the Cassandra store cannot open.
+	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 
 	store := &lazyStore{}
@@ -120,14 +141,23 @@ func run(args []string) int {
 		Gatherer:            reg,
 	}, logger, reg)
 	srv := &http.Server{
-		Addr:              cfg.Web.ListenAddress,
 		Handler:           handler,
 		ReadTimeout:       time.Duration(cfg.Web.ReadTimeout),
 		ReadHeaderTimeout: 10 * time.Second,
+		// Handler panics and TLS handshake errors go to our log.
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError),
+	}
+	// exporter-toolkit serves TLS and basic auth as the web config file
+	// says (plain HTTP when the flag is empty) and logs the address it
+	// listens on.
+	webFlags := &web.FlagConfig{
+		WebListenAddresses: &[]string{cfg.Web.ListenAddress},
+		WebSystemdSocket:   new(bool),
+		WebConfigFile:      &cfg.Web.ConfigFile,
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.ListenAndServe() }()
-	logger.Info("Listening", "address", cfg.Web.ListenAddress, "storage", cfg.Storage.Type)
+	go func() { serveErr <- web.ListenAndServe(srv, webFlags, logger) }()
+	logger.Info("Serving", "address", cfg.Web.ListenAddress, "storage", cfg.Storage.Type, "web_config_file", cfg.Web.ConfigFile)
 
 	select {
 	case err := <-serveErr:
@@ -147,11 +177,11 @@ func run(args []string) int {
 	return 0
 }
 
-func newLogger(cfg *config.Config) *slog.Logger {
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	lvl, format := promslog.NewLevel(), promslog.NewFormat()
 	_ = lvl.Set(cfg.Log.Level) // validated by config
 	_ = format.Set(cfg.Log.Format)
-	return promslog.New(&promslog.Config{Level: lvl, Format: format})
+	return promslog.New(&promslog.Config{Level: lvl, Format: format, Writer: w})
 }
 
 // openStore sets up the engine's tables and the layout, then makes the store

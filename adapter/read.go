@@ -156,6 +156,15 @@ func (h *readHandler) decode(w http.ResponseWriter, r *http.Request, st *readSta
 	if err := req.Unmarshal(body); err != nil {
 		return nil, newRequestError(http.StatusBadRequest, "body is not a valid prometheus.ReadRequest: "+err.Error())
 	}
+	if len(req.Queries) == 0 && len(req.XXX_unrecognized) > 0 {
+		// A remote-write body parses as a read request whose fields are all
+		// unknown; an empty 200 would tell its sender nothing went wrong.
+		msg := "body is not a valid prometheus.ReadRequest: it holds only unknown fields"
+		if guess := guessMessage(body); guess == protoV1 || guess == protoV2 {
+			msg += fmt.Sprintf("; it looks like a remote-write request (%s): send it to the write endpoint /api/v1/write", guess)
+		}
+		return nil, newRequestError(http.StatusBadRequest, msg)
+	}
 	return &req, nil
 }
 

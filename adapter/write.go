@@ -231,6 +231,11 @@ func v1Labels(sb *labels.ScratchBuilder, pls []prompb.Label) (labels.Labels, err
 	}
 	sb.Reset()
 	for _, l := range pls {
+		// Checked here: the duplicate check below takes a first empty
+		// name for a repeat.
+		if l.Name == "" {
+			return labels.EmptyLabels(), errors.New("a label has an empty name")
+		}
 		sb.Add(l.Name, l.Value)
 	}
 	sb.Sort()

@@ -107,6 +107,11 @@ func v2Labels(sb *labels.ScratchBuilder, refs []uint32, symbols []string) (label
 	}
 	sb.Reset()
 	for i := 0; i < len(refs); i += 2 {
+		// Checked here: the duplicate check below takes a first empty
+		// name for a repeat.
+		if symbols[refs[i]] == "" {
+			return labels.EmptyLabels(), errors.New("a label has an empty name")
+		}
 		sb.Add(symbols[refs[i]], symbols[refs[i+1]])
 	}
 	sb.Sort()

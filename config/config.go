@@ -30,6 +30,7 @@ type Config struct {
 // Web configures the HTTP side.
 type Web struct {
 	ListenAddress       string         `yaml:"listen_address"`
+	ConfigFile          string         `yaml:"config_file"` // exporter-toolkit web config: TLS, basic auth
 	ReadTimeout         model.Duration `yaml:"read_timeout"`
 	MaxRequestBytes     int64          `yaml:"max_request_bytes"`
 	MaxConcurrentWrites int            `yaml:"max_concurrent_writes"`

@@ -117,3 +117,20 @@ func TestPasswordFromFile(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "s3cret", pw)
 }
+
+// TestWebConfigFile checks --web.config.file and its YAML key web.config_file:
+// empty by default, which means plain HTTP without authentication.
+func TestWebConfigFile(t *testing.T) {
+	c, err := parse(t)
+	require.NoError(t, err)
+	require.Empty(t, c.Web.ConfigFile)
+
+	p := writeFile(t, "web:\n  config_file: /etc/kairos/web.yml\n")
+	c, err = parse(t, "--config.file", p)
+	require.NoError(t, err)
+	require.Equal(t, "/etc/kairos/web.yml", c.Web.ConfigFile)
+
+	c, err = parse(t, "--config.file", p, "--web.config.file=other.yml")
+	require.NoError(t, err)
+	require.Equal(t, "other.yml", c.Web.ConfigFile)
+}

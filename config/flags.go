@@ -21,6 +21,7 @@ type flag struct {
 var flags = []flag{
 	{"config.file", "Path to a YAML configuration file; flags given on the command line override it.", "", nil},
 	{"web.listen-address", "Address to listen on for remote write, remote read, /metrics and health checks.", ":9201", str(func(c *Config) *string { return &c.Web.ListenAddress })},
+	{"web.config.file", "Path to an exporter-toolkit web configuration file enabling TLS and/or basic authentication; empty means plain HTTP without authentication.", "", str(func(c *Config) *string { return &c.Web.ConfigFile })},
 	{"web.read-timeout", "Maximum time to read a whole request, body included.", "1m", dur(func(c *Config) *model.Duration { return &c.Web.ReadTimeout })},
 	{"web.max-request-bytes", "Maximum size of a request body, compressed and decompressed; larger requests get 413.", "33554432", i64(func(c *Config) *int64 { return &c.Web.MaxRequestBytes })},
 	{"web.max-concurrent-writes", "Remote-write requests served at once; more get 503 and Prometheus retries.", "32", integer(func(c *Config) *int { return &c.Web.MaxConcurrentWrites })},

@@ -128,6 +128,9 @@ func (f *finder) add(metric string, tags []translate.Tag, r rowRef) {
 }
 
 func (s *Store) findSeries(ctx context.Context, metrics []string, plan translate.Plan, start, end int64) ([]*seriesRef, error) {
+	// Nothing is stored before minTime, and row-time arithmetic overflows
+	// below it.
+	start = max(start, s.minTime())
 	f := &finder{byID: map[string]*seriesRef{}, seen: map[string]bool{}, mapper: s.mapper}
 	var (
 		wg   sync.WaitGroup

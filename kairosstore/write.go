@@ -75,6 +75,9 @@ func (s *Store) NewAppender() *Appender {
 // <metric>#nonfinite (see NonFiniteSuffix), so KairosDB never reads them while
 // this adapter returns them bit-exact.
 func (a *Appender) Append(ls labels.Labels, t int64, v float64) error {
+	if err := a.s.checkTime(t); err != nil {
+		return err
+	}
 	if err := a.series(ls); err != nil {
 		return err
 	}
@@ -97,6 +100,9 @@ func (a *Appender) Append(ls labels.Labels, t int64, v float64) error {
 // §2.7). A histogram stale marker (Sum = StaleNaN) is valid and kept bit for
 // bit.
 func (a *Appender) AppendHistogram(ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error {
+	if err := a.s.checkTime(t); err != nil {
+		return err
+	}
 	var err error
 	switch {
 	case (h == nil) == (fh == nil):
@@ -128,6 +134,9 @@ func (a *Appender) AppendHistogram(ls labels.Labels, t int64, h *histogram.Histo
 // exemplar metric (exemplar.go), at the exemplar's timestamp. An exemplar
 // whose labels Prometheus could not hold is refused.
 func (a *Appender) AppendExemplar(ls labels.Labels, e exemplar.Exemplar) error {
+	if err := a.s.checkTime(e.Ts); err != nil {
+		return err
+	}
 	if err := checkExemplarLabels(e.Labels); err != nil {
 		return badRequest("invalid exemplar at %d: %w", e.Ts, err)
 	}
@@ -140,6 +149,21 @@ func (a *Appender) AppendExemplar(ls labels.Labels, e exemplar.Exemplar) error {
 	// for a 127-byte type name, and the suffix plus "prom_exemplar" is
 	// shorter than that.
 	a.addCell(a.metric+ExemplarSuffix, a.metric+ExemplarSuffix, e.Ts, TypeExemplar, off)
+	return nil
+}
+
+// minTime is the earliest timestamp the layout can hold. KairosDB's row time
+// ts - (|ts| mod width) overflows within one row width of the int64 minimum
+// (§3.1), which would put the sample where no read finds it.
+func (s *Store) minTime() int64 {
+	return math.MinInt64 + max(s.spec.Width, s.spec.WidthMillis())
+}
+
+// checkTime refuses timestamps the layout cannot hold.
+func (s *Store) checkTime(t int64) error {
+	if t < s.minTime() {
+		return badRequest("timestamp %d is out of range: the KairosDB layout holds timestamps from %d on", t, s.minTime())
+	}
 	return nil
 }
 

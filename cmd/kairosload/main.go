@@ -1,0 +1,208 @@
+// Command kairosload puts load on a kairos-adapter and, for comparison, on
+// Cassandra directly:
+//
+//	kairosload write    remote-write 1.0 or 2.0 traffic to the adapter
+//	kairosload direct   the same rows inserted straight through the gocql driver (the baseline)
+//	kairosload read     remote-read queries, SAMPLES or STREAMED_XOR_CHUNKS, decoded fully
+//	kairosload drop     drop a load_* keyspace when done
+//
+// Every run is bounded by --duration and by a request or query count, so it
+// always stops by itself. BENCHMARKS.md describes the method.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+)
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	app := kingpin.New("kairosload", "Load generator for kairos-adapter (remote write, remote read) and a direct Cassandra baseline.")
+	app.HelpFlag.Short('h')
+
+	writeCmd := app.Command("write", "Send remote-write requests to the adapter.")
+	wShape := shapeFlags(writeCmd)
+	wFlags := writeFlags{
+		url:      writeCmd.Flag("url", "remote-write endpoint").Default("http://127.0.0.1:9201/api/v1/write").String(),
+		protocol: writeCmd.Flag("protocol", "remote-write protocol: 1.0 or 2.0").Default("1.0").Enum("1.0", "2.0"),
+		timeout:  writeCmd.Flag("timeout", "timeout of one HTTP request").Default("30s").Duration(),
+	}
+	wWatch := watchFlags(writeCmd)
+
+	directCmd := app.Command("direct", "Insert the same rows straight into Cassandra through the gocql driver: the baseline.")
+	dShape := shapeFlags(directCmd)
+	dFlags := directFlags{
+		hosts:       directCmd.Flag("cassandra.hosts", "contact points, host:port").Default("127.0.0.1:9042").Strings(),
+		keyspace:    directCmd.Flag("cassandra.keyspace", "keyspace; created with the project's engine if missing").Default("load_direct").String(),
+		consistency: directCmd.Flag("consistency", "write consistency").Default("QUORUM").String(),
+		strategy:    directCmd.Flag("strategy", "how statements become requests: partition (one UNLOGGED batch per partition, as the adapter), singles (one statement per request), multi (UNLOGGED batches of --batch-size statements of any partitions)").Default("partition").Enum("partition", "singles", "multi"),
+		inFlight:    directCmd.Flag("in-flight", "Cassandra requests one load request keeps outstanding (the adapter's engine uses 64)").Default("64").Int(),
+		batchSize:   directCmd.Flag("batch-size", "statements per batch for --strategy=partition and multi").Default("100").Int(),
+		timeout:     directCmd.Flag("cassandra.timeout", "timeout of one Cassandra request").Default("10s").Duration(),
+	}
+	dWatch := watchFlags(directCmd)
+
+	readCmd := app.Command("read", "Send remote-read queries to the adapter and decode the answers fully.")
+	rFlags := readFlags{
+		url:         readCmd.Flag("url", "remote-read endpoint").Default("http://127.0.0.1:9201/api/v1/read").String(),
+		response:    readCmd.Flag("response", "response type: samples or chunks (STREAMED_XOR_CHUNKS)").Default("samples").Enum("samples", "chunks"),
+		selector:    readCmd.Flag("selector", "series selector").Default(`{__name__=~"load_metric_.*"}`).String(),
+		start:       readCmd.Flag("start", "query start, RFC 3339 or Unix ms; empty means now minus --range").String(),
+		queryRange:  readCmd.Flag("range", "query range").Default("24h").Duration(),
+		concurrency: readCmd.Flag("concurrency", "queries in flight").Default("1").Int(),
+		queries:     readCmd.Flag("queries", "queries to send").Default("3").Int(),
+		duration:    readCmd.Flag("duration", "stop sending new queries after this long").Default("10m").Duration(),
+		timeout:     readCmd.Flag("timeout", "timeout of one query").Default("5m").Duration(),
+	}
+	rWatch := watchFlags(readCmd)
+
+	dropCmd := app.Command("drop", "Drop a keyspace whose name starts with load_ (nothing else, to keep mistakes small).")
+	dropHosts := dropCmd.Flag("cassandra.hosts", "contact points, host:port").Default("127.0.0.1:9042").Strings()
+	dropKS := dropCmd.Flag("cassandra.keyspace", "keyspace to drop").Required().String()
+
+	cmd, err := app.Parse(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kairosload: %v\n", err)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	switch cmd {
+	case writeCmd.FullCommand():
+		sh, err := wShape.shape()
+		if err == nil {
+			err = runWrite(ctx, sh, wFlags, wWatch.watch(), logger)
+		}
+		return exitCode(err, logger)
+	case directCmd.FullCommand():
+		sh, err := dShape.shape()
+		if err == nil {
+			err = runDirect(ctx, sh, dFlags, dWatch.watch(), logger)
+		}
+		return exitCode(err, logger)
+	case readCmd.FullCommand():
+		return exitCode(runRead(ctx, rFlags, rWatch.watch(), logger), logger)
+	case dropCmd.FullCommand():
+		return exitCode(dropKeyspace(ctx, *dropHosts, *dropKS), logger)
+	}
+	return 2
+}
+
+func exitCode(err error, logger *slog.Logger) int {
+	if err != nil {
+		logger.Error("kairosload failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// shapeArgs are the workload flags write and direct share, so both send
+// exactly the same series, samples and timestamps.
+type shapeArgs struct {
+	series, labels, metrics         *int
+	samplesPerSeries, seriesPerReq  *int
+	concurrency, requests, prebuilt *int
+	duration, interval              *time.Duration
+	start                           *string
+}
+
+func shapeFlags(cmd *kingpin.CmdClause) shapeArgs {
+	return shapeArgs{
+		series:           cmd.Flag("series", "distinct series").Default("100000").Int(),
+		labels:           cmd.Flag("labels", "labels per series, __name__ included (at least 3)").Default("10").Int(),
+		metrics:          cmd.Flag("metrics", "distinct metric names (load_metric_N) the series are spread over").Default("100").Int(),
+		samplesPerSeries: cmd.Flag("samples-per-series", "samples of each series in one request (consecutive scrapes)").Default("1").Int(),
+		seriesPerReq:     cmd.Flag("series-per-request", "series in one request").Default("2000").Int(),
+		concurrency:      cmd.Flag("concurrency", "requests in flight").Default("8").Int(),
+		requests:         cmd.Flag("requests", "requests to send; 0 means as many as --prebuilt and --duration allow").Default("0").Int(),
+		prebuilt:         cmd.Flag("prebuilt", "requests built ahead when --requests is 0; the run stops early if they run out").Default("1000").Int(),
+		duration:         cmd.Flag("duration", "stop sending new requests after this long").Default("60s").Duration(),
+		interval:         cmd.Flag("interval", "scrape interval: the step between a series' samples").Default("15s").Duration(),
+		start:            cmd.Flag("start", "timestamp of the first sample, RFC 3339 or Unix ms; empty means now").String(),
+	}
+}
+
+func (a shapeArgs) shape() (shape, error) {
+	s := shape{
+		series: *a.series, labels: *a.labels, metrics: *a.metrics,
+		samplesPerSeries: *a.samplesPerSeries, seriesPerRequest: *a.seriesPerReq,
+		concurrency: *a.concurrency, duration: *a.duration,
+		intervalMs: a.interval.Milliseconds(),
+	}
+	s.requests = *a.requests
+	if s.requests == 0 {
+		s.requests, s.prebuiltOnly = *a.prebuilt, true
+	}
+	start, err := parseTime(*a.start)
+	if err != nil {
+		return s, fmt.Errorf("--start: %w", err)
+	}
+	if start == 0 {
+		// Aligned to the interval, as a scrape loop is.
+		now := time.Now().UnixMilli()
+		start = now - now%max(s.intervalMs, 1)
+	}
+	s.startMs = start
+	return s, s.validate()
+}
+
+// parseTime reads RFC 3339 or Unix milliseconds; "" is 0.
+func parseTime(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return ms, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return 0, fmt.Errorf("%q is neither RFC 3339 nor Unix ms", v)
+	}
+	return t.UnixMilli(), nil
+}
+
+// watchArgs name processes whose CPU time and peak memory a run reports.
+type watchArgs struct {
+	adapterPID, cassandraPID *int
+}
+
+func watchFlags(cmd *kingpin.CmdClause) watchArgs {
+	return watchArgs{
+		adapterPID:   cmd.Flag("adapter-pid", "report this adapter process's CPU time and peak RSS during the run").Default("0").Int(),
+		cassandraPID: cmd.Flag("cassandra-pid", "report this Cassandra process's CPU time during the run (read only: its memory counters are left alone)").Default("0").Int(),
+	}
+}
+
+func (a watchArgs) watch() []watched {
+	var w []watched
+	if *a.adapterPID > 0 {
+		w = append(w, watched{name: "adapter", pid: *a.adapterPID, peak: true})
+	}
+	if *a.cassandraPID > 0 {
+		w = append(w, watched{name: "cassandra", pid: *a.cassandraPID})
+	}
+	return w
+}
+
+// printResult writes one result line of key=value pairs to stdout, so runs
+// can be collected with grep.
+func printResult(mode string, kv ...any) {
+	var b strings.Builder
+	b.WriteString("RESULT mode=" + mode)
+	for i := 0; i+1 < len(kv); i += 2 {
+		fmt.Fprintf(&b, " %v=%v", kv[i], kv[i+1])
+	}
+	fmt.Println(b.String())
+}
