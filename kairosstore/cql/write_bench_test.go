@@ -44,3 +44,31 @@ func BenchmarkWrite(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCompression writes and reads the same workload with each protocol
+// compression, side by side in one run.
+func BenchmarkCompression(b *testing.B) {
+	const series, samples = 1000, 10
+	addr, ks := cassandratest.Keyspace(b)
+	for _, comp := range []string{"lz4", "snappy", "none"} {
+		b.Run(comp, func(b *testing.B) {
+			cfg := testConfig(addr, ks)
+			cfg.Compression = comp
+			e, err := cql.Open(b.Context(), cfg, nil)
+			require.NoError(b, err)
+			defer e.Close()
+			require.NoError(b, e.Setup(b.Context()))
+			batch := workload(time.Now().UnixMilli(), series, samples)
+			b.ReportAllocs()
+			for b.Loop() {
+				require.NoError(b, e.Write(b.Context(), batch))
+				for _, c := range batch.Cells[:100] {
+					n := 0
+					require.NoError(b, e.Cells(b.Context(), c.Key, 0, 1<<31, func(uint32, []byte) error { n++; return nil }))
+					require.Positive(b, n)
+				}
+			}
+			b.ReportMetric(float64(series*samples*b.N)/b.Elapsed().Seconds(), "samples/s")
+		})
+	}
+}
