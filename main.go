@@ -139,6 +139,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		MaxSamplesPerQuery:  cfg.Query.MaxSamples,
 		MaxSeriesPerQuery:   cfg.Query.MaxSeries,
 		Gatherer:            reg,
+		EnableAdminAPI:      cfg.Web.EnableAdminAPI,
 	}, logger, reg)
 	srv := &http.Server{
 		Handler:           handler,
@@ -310,6 +311,13 @@ func (l *lazyStore) Metadata(ctx context.Context, metric string, limit int) (map
 		return s.Metadata(ctx, metric, limit)
 	}
 	return nil, errStarting
+}
+
+func (l *lazyStore) Delete(ctx context.Context, start, end int64, ms ...*labels.Matcher) (int, error) {
+	if s := l.get(); s != nil {
+		return s.Delete(ctx, start, end, ms...)
+	}
+	return 0, errStarting
 }
 
 func (l *lazyStore) Ready(ctx context.Context) error {

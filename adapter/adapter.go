@@ -73,6 +73,10 @@ type Options struct {
 	// ReadTimeout bounds one remote-read request (all of its queries); 0
 	// means only the client's own timeout applies.
 	ReadTimeout time.Duration
+	// EnableAdminAPI serves POST/PUT /api/v1/admin/tsdb/delete_series when
+	// the store implements Deleter. Off by default, as in Prometheus: it
+	// deletes data without asking.
+	EnableAdminAPI bool
 }
 
 // New returns the adapter's HTTP handler.
@@ -139,6 +143,11 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("Ready.\n"))
 	}))
+	if d, ok := store.(Deleter); ok && opts.EnableAdminAPI {
+		h := deleteSeriesHandler(d, logger)
+		handle("POST /api/v1/admin/tsdb/delete_series", "delete_series", h)
+		handle("PUT /api/v1/admin/tsdb/delete_series", "delete_series", h)
+	}
 	if opts.Gatherer != nil {
 		handle("GET /metrics", "metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
 			EnableOpenMetrics: true,

@@ -31,6 +31,7 @@ type Config struct {
 type Web struct {
 	ListenAddress       string         `yaml:"listen_address"`
 	ConfigFile          string         `yaml:"config_file"` // exporter-toolkit web config: TLS, basic auth
+	EnableAdminAPI      bool           `yaml:"enable_admin_api"`
 	ReadTimeout         model.Duration `yaml:"read_timeout"`
 	MaxRequestBytes     int64          `yaml:"max_request_bytes"`
 	MaxConcurrentWrites int            `yaml:"max_concurrent_writes"`

@@ -103,6 +103,21 @@ func TestErrorsNameTheKey(t *testing.T) {
 	}
 }
 
+func TestAdminAPISwitch(t *testing.T) {
+	c, err := parse(t)
+	require.NoError(t, err)
+	require.False(t, c.Web.EnableAdminAPI)
+	c, err = parse(t, "--web.enable-admin-api")
+	require.NoError(t, err)
+	require.True(t, c.Web.EnableAdminAPI)
+	c, err = parse(t, "--config.file", writeFile(t, "web:\n  enable_admin_api: true\n"), "--no-web.enable-admin-api")
+	require.NoError(t, err)
+	require.False(t, c.Web.EnableAdminAPI, "the command line wins over the file")
+	c, err = parse(t, "--config.file", writeFile(t, "web:\n  enable_admin_api: true\n"))
+	require.NoError(t, err)
+	require.True(t, c.Web.EnableAdminAPI)
+}
+
 func TestEmptyFileIsNoSettings(t *testing.T) {
 	c, err := parse(t, "--config.file", writeFile(t, ""))
 	require.NoError(t, err)

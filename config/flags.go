@@ -24,6 +24,7 @@ var flags = []flag{
 	{"web.config.file", "Path to an exporter-toolkit web configuration file enabling TLS and/or basic authentication; empty means plain HTTP without authentication.", "", str(func(c *Config) *string { return &c.Web.ConfigFile })},
 	{"web.read-timeout", "Maximum time to read a whole request, body included.", "1m", dur(func(c *Config) *model.Duration { return &c.Web.ReadTimeout })},
 	{"web.max-request-bytes", "Maximum size of a request body, compressed and decompressed; larger requests get 413.", "33554432", i64(func(c *Config) *int64 { return &c.Web.MaxRequestBytes })},
+	{"web.enable-admin-api", "Serve POST /api/v1/admin/tsdb/delete_series, as Prometheus's --web.enable-admin-api does.", "false", boolean(func(c *Config) *bool { return &c.Web.EnableAdminAPI })},
 	{"web.max-concurrent-writes", "Remote-write requests served at once; more get 503 and Prometheus retries.", "32", integer(func(c *Config) *int { return &c.Web.MaxConcurrentWrites })},
 	{"web.max-concurrent-reads", "Remote-read requests served at once; more get 503.", "8", integer(func(c *Config) *int { return &c.Web.MaxConcurrentReads })},
 	{"storage", "Storage engine: embedded (Pebble in --storage.path, no database needed) or cassandra.", "embedded", str(func(c *Config) *string { return &c.Storage.Type })},
@@ -73,11 +74,22 @@ func Default() *Config {
 func Parse(app *kingpin.Application, args []string) (*Config, error) {
 	values := make([]*string, len(flags))
 	given := make([]bool, len(flags))
+	bools := map[int]*bool{}
 	for i, f := range flags {
-		values[i] = app.Flag(f.name, f.help).Default(f.def).IsSetByUser(&given[i]).String()
+		fc := app.Flag(f.name, f.help).Default(f.def).IsSetByUser(&given[i])
+		if f.def == "false" {
+			// A switch: --name and --no-name, no value.
+			bools[i] = fc.Bool()
+			values[i] = new(string)
+			continue
+		}
+		values[i] = fc.String()
 	}
 	if _, err := app.Parse(args); err != nil {
 		return nil, err
+	}
+	for i, b := range bools {
+		*values[i] = strconv.FormatBool(*b)
 	}
 	c := Default()
 	if *values[0] != "" {
@@ -122,6 +134,14 @@ func dur(field func(*Config) *model.Duration) func(*Config, string) error {
 func integer(field func(*Config) *int) func(*Config, string) error {
 	return func(c *Config, s string) error {
 		v, err := strconv.Atoi(s)
+		*field(c) = v
+		return err
+	}
+}
+
+func boolean(field func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, s string) error {
+		v, err := strconv.ParseBool(s)
 		*field(c) = v
 		return err
 	}
