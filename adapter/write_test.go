@@ -849,3 +849,20 @@ func TestWriteExemplarRejectedKeepsSamples(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteV2ExemplarOnlySeries: Prometheus 3.x sends each exemplar in a 2.0
+// series of its own, without samples; the exemplars are stored.
+func TestWriteV2ExemplarOnlySeries(t *testing.T) {
+	s := newFakeStore()
+	h, _ := newTestHandler(t, s, Options{})
+	b := newV2Builder()
+	b.add(writev2.TimeSeries{LabelsRefs: b.refs("__name__", "ex_only"), Samples: []writev2.Sample{{Timestamp: 1, Value: 1}}})
+	b.add(writev2.TimeSeries{
+		LabelsRefs: b.refs("__name__", "ex_only"),
+		Exemplars:  []writev2.Exemplar{{LabelsRefs: b.refs("trace_id", "t"), Value: 1, Timestamp: 1}},
+	})
+	rec := writeV2Req(h, b.build())
+	require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
+	requireWritten(t, rec, 1, 0, 1)
+	require.Len(t, s.get(`{__name__="ex_only"}`).exemplars, 1)
+}

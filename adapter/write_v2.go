@@ -127,7 +127,11 @@ func appendV2Series(app Appender, sb *labels.ScratchBuilder, ls labels.Labels, t
 	switch {
 	case len(ts.Samples) > 0 && len(ts.Histograms) > 0:
 		return errors.New("series has both samples and histograms; send them as separate series")
-	case len(ts.Samples) == 0 && len(ts.Histograms) == 0:
+	case len(ts.Samples) == 0 && len(ts.Histograms) == 0 && len(ts.Exemplars) == 0:
+		// Exemplars alone are accepted although the spec asks for a sample
+		// or histogram: Prometheus 3.x sends each exemplar in a series of
+		// its own (prometheus/prometheus#17857), and refusing them would
+		// drop every exemplar it sends.
 		return errors.New("series has neither samples nor histograms")
 	}
 	// NOTE: start timestamps (Sample/Histogram start_timestamp) are not
