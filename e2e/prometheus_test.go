@@ -74,6 +74,8 @@ func TestPrometheusEndToEnd(t *testing.T) {
 func prometheusEndToEnd(t *testing.T, promBin string, storage storageArgs, v2, restart bool) {
 	target := httptest.NewServer(&scrapeTarget{})
 	t.Cleanup(target.Close)
+	native := httptest.NewServer(&nativeTarget{})
+	t.Cleanup(native.Close)
 	ad := startAdapter(t, "", storage)
 
 	msg := "prometheus.WriteRequest"
@@ -84,6 +86,21 @@ func prometheusEndToEnd(t *testing.T, promBin string, storage storageArgs, v2, r
 	// compared range was sent, everything in the range was (see
 	// waitSent). Short backoffs make recovery after an outage quick.
 	// No external_labels: A and B must see identical series.
+	//
+	// Native histograms in Prometheus 3.13: --enable-feature=native-histograms
+	// is a no-op; scrape_native_histograms turns them on per scrape config
+	// (and makes PrometheusProto the first protocol, set explicitly here).
+	// always_scrape_classic_histograms keeps the classic buckets of
+	// e2e_native_hist as well. Over 2.0, e2e_classic_hist is also converted
+	// to a custom-bucket histogram (NHCB), which Prometheus does not send
+	// over 1.0 (it counts it as dropped). send_native_histograms is needed
+	// for 2.0 too: the docs call it a no-op there, but 3.13's queue manager
+	// and WAL watcher skip histograms without it.
+	//
+	// Exemplars (scraped with --enable-feature=exemplar-storage) are sent
+	// over both protocols: over 2.0 Prometheus 3.13 sends each exemplar in
+	// a TimeSeries without samples (prometheus/prometheus#17857), which the
+	// adapter accepts although the spec asks for a sample.
 	configA := fmt.Sprintf(`
 global:
   scrape_interval: 1s
@@ -92,17 +109,26 @@ scrape_configs:
   - job_name: e2e
     static_configs:
       - targets: [%q]
+  - job_name: e2e_native
+    scrape_native_histograms: true
+    scrape_protocols: [PrometheusProto]
+    always_scrape_classic_histograms: true
+    convert_classic_histograms_to_nhcb: %v
+    static_configs:
+      - targets: [%q]
 remote_write:
   - url: %q
     name: kairos
     protobuf_message: %s
+    send_native_histograms: true
+    send_exemplars: %v
     queue_config:
       min_shards: 1
       max_shards: 1
       batch_send_deadline: 1s
       min_backoff: 100ms
       max_backoff: 1s
-`, strings.TrimPrefix(target.URL, "http://"), ad.url("/api/v1/write"), msg)
+`, strings.TrimPrefix(target.URL, "http://"), v2, strings.TrimPrefix(native.URL, "http://"), ad.url("/api/v1/write"), msg, true)
 	configB := fmt.Sprintf(`
 global:
   scrape_interval: 1s
@@ -113,7 +139,7 @@ remote_read:
     remote_timeout: 1m
 `, ad.url("/api/v1/read"))
 
-	promA := startPrometheus(t, promBin, "prometheus-A", configA)
+	promA := startPrometheus(t, promBin, "prometheus-A", configA, "--enable-feature=exemplar-storage")
 	promB := startPrometheus(t, promBin, "prometheus-B", configB)
 	began := time.Now()
 
@@ -155,6 +181,17 @@ remote_read:
 		`{__name__=~"up|scrape_samples_scraped"}`,
 		`count({job="e2e"})`,
 		`e2e_flapping`,
+		// Native histograms, resetting every 10 scrapes.
+		`histogram_quantile(0.9, rate(e2e_native_hist[10s]))`,
+		`histogram_count(rate(e2e_native_hist[10s]))`,
+		`histogram_sum(e2e_native_hist)`,
+		`e2e_native_hist`,
+		`histogram_quantile(0.9, sum by (le) (rate(e2e_native_hist_bucket[10s])))`,
+	}
+	if v2 {
+		queries = append(queries,
+			`histogram_quantile(0.5, rate(e2e_classic_hist{path="/a:b=c"}[10s]))`,
+			`e2e_classic_hist`)
 	}
 	for _, q := range queries {
 		// An instant may fall on a gap (e2e_flapping, a failed scrape);
@@ -165,8 +202,13 @@ remote_read:
 		compareQuery(t, promA, promB, false, "/api/v1/query_range", url.Values{
 			"query": {q}, "start": {at(start)}, "end": {at(end)}, "step": {"1"}})
 	}
-	// Every raw sample of every series the target produced.
-	compareQuery(t, promA, promB, false, "/api/v1/query", url.Values{"query": {`{job="e2e"}[30s]`}, "time": {at(end)}})
+	// Every raw sample and histogram of every series the targets produced.
+	for _, q := range []string{`{job="e2e"}[30s]`, `e2e_native_hist[30s]`, `{job="e2e_native"}[30s]`} {
+		compareQuery(t, promA, promB, false, "/api/v1/query", url.Values{"query": {q}, "time": {at(end)}})
+	}
+	require.Positive(t, promMetric(t, promA, "prometheus_remote_storage_histograms_total"), "A sent no histograms")
+	require.Positive(t, promMetric(t, ad.url(""), "kairos_adapter_written_histograms_total"), "the adapter stored no histograms")
+	require.Positive(t, promMetric(t, ad.url(""), "kairos_adapter_written_exemplars_total"), "the adapter stored no exemplars")
 
 	// B asks for STREAMED_XOR_CHUNKS first (Prometheus >= 2.55), and every
 	// query it sent was answered.
@@ -176,18 +218,19 @@ remote_read:
 	require.Equal(t, streamed, promMetric(t, ad.url(""), readQueries), "remote-read queries that were not streamed or failed")
 }
 
-// startPrometheus runs a Prometheus server with config and its own TSDB.
-func startPrometheus(t *testing.T, bin, name, config string) string {
+// startPrometheus runs a Prometheus server with config, its own TSDB and
+// the extra command-line args.
+func startPrometheus(t *testing.T, bin, name, config string, args ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
 	require.NoError(t, os.WriteFile(cfg, []byte(config), 0o644))
 	p, addr := startServer(t, name, bin, "", func(addr string) []string {
-		return []string{
+		return append([]string{
 			"--config.file=" + cfg,
 			"--storage.tsdb.path=" + filepath.Join(dir, "data"),
 			"--web.listen-address=" + addr,
-		}
+		}, args...)
 	}, 2*time.Minute)
 	// Nothing of Prometheus's own data matters after the test, and a
 	// graceful stop would try to flush to an adapter that may be gone
@@ -217,8 +260,12 @@ func waitSent(t *testing.T, prom string, end time.Time) {
 	for _, m := range []string{
 		"prometheus_remote_storage_samples_failed_total",
 		"prometheus_remote_storage_samples_dropped_total",
+		"prometheus_remote_storage_histograms_failed_total",
+		"prometheus_remote_storage_histograms_dropped_total",
+		"prometheus_remote_storage_exemplars_failed_total",
+		"prometheus_remote_storage_exemplars_dropped_total",
 	} {
-		require.Zero(t, promMetric(t, prom, m), "%s: the adapter refused samples Prometheus produced", m)
+		require.Zero(t, promMetric(t, prom, m), "%s: the adapter refused data Prometheus produced", m)
 	}
 	require.Positive(t, promMetric(t, prom, "prometheus_remote_storage_samples_total"))
 }
@@ -336,10 +383,15 @@ func queryAPI(t *testing.T, prom, path string, params url.Values) (string, []str
 		require.NoError(t, unmarshalNumbers(res.Data.Result, &p))
 		point("", p)
 	case "vector", "matrix":
+		// Native histograms come as "histogram" (vector) and
+		// "histograms" (matrix) points whose value is an object; fmt
+		// prints it with sorted keys, every number as Prometheus wrote it.
 		var rs []struct {
-			Metric map[string]string `json:"metric"`
-			Value  []any             `json:"value"`
-			Values [][]any           `json:"values"`
+			Metric     map[string]string `json:"metric"`
+			Value      []any             `json:"value"`
+			Values     [][]any           `json:"values"`
+			Histogram  []any             `json:"histogram"`
+			Histograms [][]any           `json:"histograms"`
 		}
 		require.NoError(t, unmarshalNumbers(res.Data.Result, &rs))
 		for _, r := range rs {
@@ -348,6 +400,12 @@ func queryAPI(t *testing.T, prom, path string, params url.Values) (string, []str
 				point(metric, r.Value)
 			}
 			for _, p := range r.Values {
+				point(metric, p)
+			}
+			if r.Histogram != nil {
+				point(metric, r.Histogram)
+			}
+			for _, p := range r.Histograms {
 				point(metric, p)
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -168,7 +167,7 @@ func roundTrip(t *testing.T, a *adapter) {
 			require.Equal(t, http.StatusBadRequest, res.Status, "v2=%v: %s", v2, res.Body)
 			require.Contains(t, res.Body, "__name__", "the error names the problem")
 			if v2 {
-				require.Equal(t, strconv.Itoa(countSamples(valid)), res.SamplesWritten)
+				require.Equal(t, countItems(valid), res.written())
 			}
 			for _, rt := range []prompb.ReadRequest_ResponseType{prompb.ReadRequest_SAMPLES, prompb.ReadRequest_STREAMED_XOR_CHUNKS} {
 				q := readQuery{Start: base - 1, End: base + 1, Matchers: []*labels.Matcher{mustMatcher(labels.MatchEqual, "__name__", name)}}

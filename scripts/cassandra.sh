@@ -5,8 +5,17 @@
 #   scripts/cassandra.sh start    start a node (fetching the jars once), wait until
 #                                 it serves CQL, print KAIROS_TEST_CASSANDRA=127.0.0.1:<port>
 #   scripts/cassandra.sh stop     stop the node this run dir recorded, remove its data
+#   scripts/cassandra.sh stop --keep
+#                                 stop the node but keep its data dir, ports and
+#                                 settings for restart (an outage in a test)
+#   scripts/cassandra.sh restart  start the node of the last start again on the same
+#                                 data dir and ports (stopping it first if it runs);
+#                                 print KAIROS_TEST_CASSANDRA=... once it serves CQL
 #   scripts/cassandra.sh status   say whether it runs (exit 0 if it does, 1 if not)
 #   scripts/cassandra.sh env      print KAIROS_TEST_CASSANDRA=... of the running node
+#   scripts/cassandra.sh check    exit 0 if a node can be started here (Java 17, and
+#                                 the jars cached or Maven to fetch them), else say
+#                                 why and exit 1; fetches and starts nothing
 #
 # Use it by hand:   export "$(scripts/cassandra.sh start)"; go test ./...; scripts/cassandra.sh stop
 #
@@ -17,6 +26,13 @@
 #   KAIROS_JAVA        a java binary to use instead of the detected JDK 17
 #   CASSANDRA_START_TIMEOUT   seconds to wait for readiness (default 180)
 #   CASSANDRA_HEAP     heap size (default 1G)
+#   CASSANDRA_AUTH=1   at start: password authentication (PasswordAuthenticator,
+#                      CassandraAuthorizer); start waits until the default superuser
+#                      cassandra/cassandra can log in. A restart keeps the setting.
+#   CASSANDRA_TLS_DIR  at start: client TLS only (no plain CQL), with the node's
+#                      unencrypted private key and certificate chain in
+#                      $CASSANDRA_TLS_DIR/node.pem and the CA in ca.pem (Cassandra's
+#                      PEMBasedSslContextFactory). A restart keeps the setting.
 set -euo pipefail
 
 CASSANDRA_VERSION=5.0.8
@@ -29,6 +45,8 @@ RUN_BASE=${KAIROS_RUN_DIR:-$REPO/.cache/cassandra-run}
 STATE=$RUN_BASE/state
 START_TIMEOUT=${CASSANDRA_START_TIMEOUT:-180}
 HEAP=${CASSANDRA_HEAP:-1G}
+AUTH=${CASSANDRA_AUTH:-0}
+TLS_DIR=${CASSANDRA_TLS_DIR:-}
 
 log() { printf 'cassandra.sh: %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -59,6 +77,7 @@ find_java() {
 			return 0
 		fi
 	done
+	[[ ${1:-} == quiet ]] && return 1
 	die "Cassandra $CASSANDRA_VERSION needs Java 17 (not 18+, whose SecurityManager removal breaks it).
   Tried: ${cands[*]:-<no java found>}
   Install it (Debian: apt-get install openjdk-17-jre-headless) or set KAIROS_JAVA=/path/to/java17."
@@ -117,7 +136,8 @@ pick_port() {
 	die "found no free TCP port on 127.0.0.1"
 }
 
-# read_state loads PID, CQL_PORT, STORAGE_PORT, RUN from the state file.
+# read_state loads PID, CQL_PORT, STORAGE_PORT, RUN, AUTH and TLS_DIR from the
+# state file.
 read_state() {
 	PID='' CQL_PORT='' STORAGE_PORT='' RUN=''
 	[[ -f $STATE ]] || return 1
@@ -128,9 +148,77 @@ read_state() {
 		CQL_PORT) CQL_PORT=$v ;;
 		STORAGE_PORT) STORAGE_PORT=$v ;;
 		RUN) RUN=$v ;;
+		AUTH) AUTH=$v ;;
+		TLS_DIR) TLS_DIR=$v ;;
 		esac
 	done <"$STATE"
 	[[ -n $PID ]]
+}
+
+# write_config writes the node's cassandra.yaml into its run dir, so that a
+# restart uses the same settings: the repository's file, with password
+# authentication when AUTH=1 and client TLS when TLS_DIR is set.
+write_config() {
+	local out=$RUN/cassandra.yaml
+	cp "$CONF_DIR/cassandra.yaml" "$out"
+	if [[ $AUTH == 1 ]]; then
+		sed -i -e 's/^authenticator: .*/authenticator: PasswordAuthenticator/' \
+			-e 's/^authorizer: .*/authorizer: CassandraAuthorizer/' "$out"
+		grep -qx 'authenticator: PasswordAuthenticator' "$out" && grep -qx 'authorizer: CassandraAuthorizer' "$out" ||
+			die "could not enable password authentication: $CONF_DIR/cassandra.yaml has no authenticator/authorizer lines"
+	fi
+	if [[ -n $TLS_DIR ]]; then
+		cat >>"$out" <<-YAML
+			client_encryption_options:
+			  enabled: true
+			  optional: false
+			  ssl_context_factory:
+			    class_name: org.apache.cassandra.security.PEMBasedSslContextFactory
+			  keystore: $TLS_DIR/node.pem
+			  truststore: $TLS_DIR/ca.pem
+		YAML
+	fi
+}
+
+# can_login reports whether cassandra/cassandra can log in over CQL (native
+# protocol v4: STARTUP, then AUTH_RESPONSE with a SASL PLAIN token). The
+# default superuser is created only after CQL is served, and the jars ship no
+# CQL client, hence this small one.
+can_login() {
+	python3 - "$CQL_PORT" "$TLS_DIR" <<'PY' 2>/dev/null
+import socket, struct, sys
+
+def frame(opcode, body):
+    return struct.pack(">BBhBi", 4, 0, 0, opcode, len(body)) + body
+
+def recv_exact(s, n):
+    b = b""
+    while len(b) < n:
+        c = s.recv(n - len(b))
+        if not c:
+            raise EOFError
+        b += c
+    return b
+
+def read_opcode(s):
+    _, _, _, opcode, n = struct.unpack(">BBhBi", recv_exact(s, 9))
+    recv_exact(s, n)
+    return opcode
+
+def short_string(v):
+    return struct.pack(">H", len(v)) + v
+
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+if sys.argv[2]:  # TLS: only the login is checked here, not the certificate
+    import ssl
+    s = ssl._create_unverified_context().wrap_socket(s)
+s.sendall(frame(0x01, struct.pack(">H", 1) + short_string(b"CQL_VERSION") + short_string(b"3.0.0")))
+if read_opcode(s) != 0x03:  # not AUTHENTICATE
+    sys.exit(1)
+token = b"\0cassandra\0cassandra"
+s.sendall(frame(0x0F, struct.pack(">i", len(token)) + token))
+sys.exit(0 if read_opcode(s) == 0x10 else 1)  # AUTH_SUCCESS
+PY
 }
 
 # ours reports whether $1 is a live Cassandra JVM using run dir $2 (guards
@@ -178,6 +266,8 @@ launch() {
 	jamm=${jamms[0]}
 	[[ -f $jamm ]] || die "no jamm-*.jar in $LIB"
 	mkdir -p "$RUN/logs" "$RUN/tmp" "$RUN/triggers"
+	# A restart reuses the run dir: the old PID must not pass for the new one.
+	rm -f "$RUN/pid"
 	# The bash wrapper writes its own PID, then execs java keeping that PID.
 	# shellcheck disable=SC2016
 	MALLOC_ARENA_MAX=4 setsid bash -c 'echo $$ >"$0/pid"; exec "$@"' "$RUN" \
@@ -187,7 +277,7 @@ launch() {
 		-Djava.io.tmpdir="$RUN/tmp" -Djna.tmpdir="$RUN/tmp" \
 		-javaagent:"$jamm" \
 		@"$CONF_DIR/jpms.args" \
-		-Dcassandra.config="file://$CONF_DIR/cassandra.yaml" \
+		-Dcassandra.config="file://$RUN/cassandra.yaml" \
 		-Dcassandra.storagedir="$RUN" \
 		-Dcassandra.logdir="$RUN/logs" \
 		-Dlogback.configurationFile="$CONF_DIR/logback.xml" \
@@ -213,11 +303,12 @@ launch() {
 	done
 	PID=$(cat "$RUN/pid" 2>/dev/null || true)
 	[[ -n $PID ]] || die "the JVM did not start"
-	printf 'PID=%s\nCQL_PORT=%s\nSTORAGE_PORT=%s\nRUN=%s\n' "$PID" "$CQL_PORT" "$STORAGE_PORT" "$RUN" >"$STATE"
+	printf 'PID=%s\nCQL_PORT=%s\nSTORAGE_PORT=%s\nRUN=%s\nAUTH=%s\nTLS_DIR=%s\n' "$PID" "$CQL_PORT" "$STORAGE_PORT" "$RUN" "$AUTH" "$TLS_DIR" >"$STATE"
 }
 
 # wait_ready waits until the JVM is alive, the CQL port accepts connections and
-# the log says CQL is served. Returns 2 if the start failed on a port clash.
+# the log says CQL is served, and with AUTH=1 until the default superuser can
+# log in. Returns 2 if the start failed on a port clash.
 wait_ready() {
 	local deadline=$((SECONDS + START_TIMEOUT))
 	while ((SECONDS < deadline)); do
@@ -229,7 +320,8 @@ wait_ready() {
 			return 1
 		fi
 		if grep -qsE 'Starting listening for CQL clients|Startup complete' "$RUN/logs/system.log" &&
-			(exec 3<>"/dev/tcp/127.0.0.1/$CQL_PORT") 2>/dev/null; then
+			(exec 3<>"/dev/tcp/127.0.0.1/$CQL_PORT") 2>/dev/null &&
+			{ [[ $AUTH != 1 ]] || can_login; }; then
 			return 0
 		fi
 		sleep 0.5
@@ -245,17 +337,25 @@ cmd_start() {
 		return 0
 	fi
 	[[ -f $STATE ]] && { read_state || true; [[ -n ${RUN:-} ]] && rm -rf "$RUN"; rm -f "$STATE"; }
+	# read_state loaded the old node's settings; a new start takes the caller's.
+	AUTH=${CASSANDRA_AUTH:-0} TLS_DIR=${CASSANDRA_TLS_DIR:-}
 	local java
 	java=$(find_java)
 	fetch_jars
 	command -v setsid >/dev/null || die "setsid (util-linux) is needed"
+	[[ $AUTH != 1 ]] || command -v python3 >/dev/null || die "CASSANDRA_AUTH=1 needs python3 to check the login"
+	if [[ -n $TLS_DIR ]]; then
+		TLS_DIR=$(cd "$TLS_DIR" && pwd) || die "CASSANDRA_TLS_DIR=$CASSANDRA_TLS_DIR is not a directory"
+		[[ -f $TLS_DIR/node.pem && -f $TLS_DIR/ca.pem ]] || die "CASSANDRA_TLS_DIR=$TLS_DIR needs node.pem (key and certificate chain) and ca.pem"
+	fi
 	mkdir -p "$RUN_BASE"
 	local _ rc t0=$SECONDS
 	for _ in 1 2 3; do
 		CQL_PORT=$(pick_port)
 		STORAGE_PORT=$(pick_port "$CQL_PORT")
 		RUN=$(mktemp -d "$RUN_BASE/run.XXXXXX")
-		log "starting Cassandra $CASSANDRA_VERSION (java $java, CQL 127.0.0.1:$CQL_PORT, storage $STORAGE_PORT, dir $RUN)"
+		write_config
+		log "starting Cassandra $CASSANDRA_VERSION (java $java, CQL 127.0.0.1:$CQL_PORT, storage $STORAGE_PORT, auth $AUTH, tls ${TLS_DIR:-off}, dir $RUN)"
 		launch "$java"
 		rc=0
 		wait_ready || rc=$?
@@ -280,7 +380,50 @@ cmd_start() {
 	die "Cassandra failed to start: ports kept clashing"
 }
 
+cmd_restart() {
+	read_state || die "nothing to restart: no state file $STATE (start a node first)"
+	[[ -d $RUN && -f $RUN/cassandra.yaml ]] || die "the data dir $RUN of the last start is gone; start a new node"
+	if ours "$PID" "$RUN"; then
+		log "stopping PID $PID"
+		kill_wait "$PID" "$RUN"
+	fi
+	local java f rc=0 t0=$SECONDS
+	java=$(find_java)
+	# logback appends to the logs: set the previous start's aside, or
+	# wait_ready would find its "listening for CQL clients" line at once.
+	for f in system.log stdout.log; do
+		if [[ -f $RUN/logs/$f ]]; then
+			mv -f "$RUN/logs/$f" "$RUN/logs/$f.previous"
+		fi
+	done
+	log "restarting Cassandra $CASSANDRA_VERSION (CQL 127.0.0.1:$CQL_PORT, storage $STORAGE_PORT, auth $AUTH, tls ${TLS_DIR:-off}, dir $RUN)"
+	launch "$java"
+	wait_ready || rc=$?
+	if ((rc == 0)); then
+		log "ready in $((SECONDS - t0))s (PID $PID)"
+		print_env
+		return 0
+	fi
+	# Clients know the ports, so a restart keeps them and a clash is fatal.
+	# The data stays for another restart, or for stop to remove.
+	((rc == 2)) && log "port $CQL_PORT or $STORAGE_PORT is taken by another process now"
+	tail_logs "$RUN" 60
+	kill_wait "$PID" "$RUN"
+	die "Cassandra failed to restart (logs above); its data is kept in $RUN"
+}
+
 cmd_stop() {
+	if [[ ${1:-} == --keep ]]; then
+		read_state || die "not running (no state file $STATE)"
+		if ours "$PID" "$RUN"; then
+			log "stopping PID $PID, keeping its data in $RUN"
+			kill_wait "$PID" "$RUN"
+		else
+			log "PID $PID is not running; its data stays in $RUN"
+		fi
+		return 0
+	fi
+	[[ -z ${1:-} ]] || die "unknown option to stop: $1 (want --keep or nothing)"
 	if read_state; then
 		if ours "$PID" "$RUN"; then
 			log "stopping PID $PID"
@@ -309,11 +452,23 @@ cmd_stop() {
 
 cmd_status() {
 	if running; then
-		log "running: PID $PID, CQL 127.0.0.1:$CQL_PORT, storage port $STORAGE_PORT, dir $RUN"
+		log "running: PID $PID, CQL 127.0.0.1:$CQL_PORT, storage port $STORAGE_PORT, auth $AUTH, tls ${TLS_DIR:-off}, dir $RUN"
 		return 0
+	fi
+	if [[ -n ${RUN:-} && -d $RUN ]]; then
+		log "not running; the data of the last start is kept in $RUN (restart, or stop to remove it)"
+		return 1
 	fi
 	log "not running"
 	return 1
+}
+
+cmd_check() {
+	find_java quiet >/dev/null || { log "no Java 17 found (install openjdk-17-jre-headless or set KAIROS_JAVA)"; return 1; }
+	[[ -f $LIB/cassandra-all-$CASSANDRA_VERSION.jar ]] || command -v mvn >/dev/null ||
+		{ log "the jars are not in $LIB and Maven (mvn) is missing to fetch them"; return 1; }
+	command -v setsid >/dev/null || { log "setsid (util-linux) is missing"; return 1; }
+	[[ $AUTH != 1 ]] || command -v python3 >/dev/null || { log "CASSANDRA_AUTH=1 needs python3"; return 1; }
 }
 
 cmd_env() {
@@ -323,11 +478,13 @@ cmd_env() {
 
 case ${1:-} in
 start) cmd_start ;;
-stop) cmd_stop ;;
+stop) cmd_stop "${2:-}" ;;
+restart) cmd_restart ;;
 status) cmd_status ;;
 env) cmd_env ;;
+check) cmd_check ;;
 *)
-	echo "usage: $0 start|stop|status|env" >&2
+	echo "usage: $0 start|stop [--keep]|restart|status|env|check" >&2
 	exit 2
 	;;
 esac
