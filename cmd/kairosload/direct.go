@@ -62,7 +62,7 @@ func runDirect(ctx context.Context, sh shape, f directFlags, ws []watched, logge
 		return err
 	}
 	err = eng.Setup(ctx)
-	eng.Close()
+	closeWithin(eng.Close, logger)
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func runDirect(ctx context.Context, sh shape, f directFlags, ws []watched, logge
 	if err != nil {
 		return err
 	}
-	defer sess.Close()
+	defer closeWithin(func() error { sess.Close(); return nil }, logger)
 
 	logger.Info("Building statements", "requests", sh.requests, "series", sh.series, "strategy", *f.strategy)
 	t0 := time.Now()
@@ -221,6 +221,13 @@ func group(stmts []stmt, strategy string, batchSize int) [][]stmt {
 			out[i] = append(out[i], st)
 		}
 	}
+	// The partition names are needed no more; dropping them halves the
+	// memory the pre-built requests hold.
+	for _, g := range out {
+		for i := range g {
+			g[i].part = ""
+		}
+	}
 	return out
 }
 
@@ -337,11 +344,33 @@ func cqlErrKind(err error) string {
 	}
 }
 
-// dropKeyspace drops a load_* keyspace, and nothing else.
-func dropKeyspace(ctx context.Context, hosts []string, keyspace string) error {
-	ks := strings.ToLower(keyspace)
-	if !strings.HasPrefix(ks, "load_") || strings.ContainsAny(ks, `"; `) {
-		return fmt.Errorf("refusing to drop %q: only load_* keyspaces", keyspace)
+// closeTimeout bounds closing a driver session: once, on a node overloaded
+// to client timeouts, Session.Close did not return, and a load run must end
+// by itself. The process exits right after, which closes what is left.
+const closeTimeout = 10 * time.Second
+
+func closeWithin(closeFn func() error, logger *slog.Logger) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = closeFn()
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeTimeout):
+		if logger != nil {
+			logger.Warn("Closing the Cassandra session timed out; exiting anyway", "after", closeTimeout)
+		}
+	}
+}
+
+// dropKeyspaces drops load_* keyspaces, and nothing else; with list it only
+// prints the load_* keyspaces there are.
+func dropKeyspaces(ctx context.Context, hosts, keyspaces []string, list bool) error {
+	for _, ks := range keyspaces {
+		if !strings.HasPrefix(strings.ToLower(ks), "load_") || strings.ContainsAny(ks, `"; `) {
+			return fmt.Errorf("refusing to drop %q: only load_* keyspaces", ks)
+		}
 	}
 	cl, err := cluster(hosts)
 	if err != nil {
@@ -352,6 +381,21 @@ func dropKeyspace(ctx context.Context, hosts []string, keyspace string) error {
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	return s.Query(`DROP KEYSPACE IF EXISTS "` + ks + `"`).ExecContext(ctx)
+	defer closeWithin(func() error { s.Close(); return nil }, nil)
+	if list {
+		it := s.Query(`SELECT keyspace_name FROM system_schema.keyspaces`).IterContext(ctx)
+		var name string
+		for it.Scan(&name) {
+			if strings.HasPrefix(name, "load_") {
+				fmt.Println(name)
+			}
+		}
+		return it.Close()
+	}
+	for _, ks := range keyspaces {
+		if err := s.Query(`DROP KEYSPACE IF EXISTS "` + strings.ToLower(ks) + `"`).ExecContext(ctx); err != nil {
+			return fmt.Errorf("drop %s: %w", ks, err)
+		}
+	}
+	return nil
 }

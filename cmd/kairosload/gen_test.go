@@ -109,8 +109,11 @@ func TestBuildDirectMatchesRequests(t *testing.T) {
 	for _, r := range part {
 		for _, g := range r.groups {
 			require.LessOrEqual(t, len(g), 2)
+			// One table and one partition key per batch (the first bound
+			// value is the key, or its first column).
 			for _, st := range g {
-				require.Equal(t, g[0].part, st.part)
+				require.Equal(t, g[0].cql, st.cql)
+				require.Equal(t, g[0].args[0], st.args[0])
 			}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -66,9 +67,10 @@ func run(args []string) int {
 	}
 	rWatch := watchFlags(readCmd)
 
-	dropCmd := app.Command("drop", "Drop a keyspace whose name starts with load_ (nothing else, to keep mistakes small).")
+	dropCmd := app.Command("drop", "Drop keyspaces whose names start with load_ (nothing else, to keep mistakes small).")
 	dropHosts := dropCmd.Flag("cassandra.hosts", "contact points, host:port").Default("127.0.0.1:9042").Strings()
-	dropKS := dropCmd.Flag("cassandra.keyspace", "keyspace to drop").Required().String()
+	dropKS := dropCmd.Flag("cassandra.keyspace", "keyspace to drop; repeatable").Strings()
+	dropList := dropCmd.Flag("list", "only list the load_* keyspaces").Bool()
 
 	cmd, err := app.Parse(args)
 	if err != nil {
@@ -78,6 +80,20 @@ func run(args []string) int {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var limit time.Duration
+	switch cmd {
+	case writeCmd.FullCommand():
+		limit = *wShape.duration + 2**wFlags.timeout
+	case directCmd.FullCommand():
+		limit = *dShape.duration + 3**dFlags.timeout
+	case readCmd.FullCommand():
+		limit = *rFlags.duration + *rFlags.timeout
+	case dropCmd.FullCommand():
+		limit = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit+setupBudget)
+	defer cancel()
+	go watchdog(ctx, logger)
 
 	switch cmd {
 	case writeCmd.FullCommand():
@@ -95,9 +111,29 @@ func run(args []string) int {
 	case readCmd.FullCommand():
 		return exitCode(runRead(ctx, rFlags, rWatch.watch(), logger), logger)
 	case dropCmd.FullCommand():
-		return exitCode(dropKeyspace(ctx, *dropHosts, *dropKS), logger)
+		return exitCode(dropKeyspaces(ctx, *dropHosts, *dropKS, *dropList), logger)
 	}
 	return 2
+}
+
+// setupBudget is what connecting, creating the schema and building the
+// requests may take on top of the run itself.
+const setupBudget = 3 * time.Minute
+
+// watchdog makes every run end by itself: past its hard limit the context
+// is cancelled, which stops the run, and if that does not return within 30 s
+// (a request stuck below the driver's timeouts) the goroutines are dumped,
+// to see where, and the process exits.
+func watchdog(ctx context.Context, logger *slog.Logger) {
+	<-ctx.Done()
+	if ctx.Err() != context.DeadlineExceeded {
+		return
+	}
+	logger.Error("Hard time limit reached; cancelling the run")
+	time.Sleep(30 * time.Second)
+	logger.Error("The run did not stop after cancellation; exiting")
+	_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+	os.Exit(3)
 }
 
 func exitCode(err error, logger *slog.Logger) int {

@@ -24,6 +24,7 @@ type watched struct {
 
 	cpuStart   time.Duration
 	hwmReset   bool // VmHWM was reset at the start, so it is this run's peak
+	startRSSkB int64
 	mu         sync.Mutex
 	peakRSSkB  int64
 	stop, done chan struct{}
@@ -42,6 +43,9 @@ func (w *watched) start() error {
 	if !w.peak {
 		close(w.done)
 		return nil
+	}
+	if st, err := procStatus(w.pid); err == nil {
+		w.startRSSkB = st["VmRSS"]
 	}
 	w.hwmReset = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", w.pid), []byte("5"), 0) == nil
 	go func() {
@@ -83,7 +87,7 @@ func (w *watched) finish(samples int64) []any {
 	if st, err := procStatus(w.pid); err == nil && w.hwmReset {
 		peak = max(peak, st["VmHWM"])
 	}
-	kv = append(kv, w.name+"_peak_rss_MiB", peak/1024)
+	kv = append(kv, w.name+"_rss_start_MiB", w.startRSSkB/1024, w.name+"_peak_rss_MiB", peak/1024)
 	if !w.hwmReset {
 		kv = append(kv, w.name+"_peak_rss_source", "polled_20ms")
 	}
