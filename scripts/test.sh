@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command.
 #
-#   scripts/test.sh                        go vet ./... and go test -race -count=1 ./...
+#   scripts/test.sh                        go vet ./..., go test -race -count=1 ./...,
+#                                          then every fuzz target for 5 s (scripts/fuzz.sh)
 #   scripts/test.sh -run Foo               same, only tests matching Foo
 #   scripts/test.sh -run Foo ./kairosstore/...   only these packages (vet too)
 #
@@ -83,4 +84,9 @@ go vet -stdmethods=false "${vet[@]}"
 log "go test -race -count=1 ${extra[*]} $*"
 st=0
 go test -race -count=1 "${extra[@]}" "$@" || st=$?
+# Every fuzz target briefly, on a full run only (not when tests or packages
+# were picked): CI runs them each time.
+if ((st == 0 && $# == 0)); then
+	"$REPO/scripts/fuzz.sh" || st=$?
+fi
 exit "$st"
