@@ -46,7 +46,7 @@ func run(args []string) int {
 		hosts:       directCmd.Flag("cassandra.hosts", "contact points, host:port").Default("127.0.0.1:9042").Strings(),
 		keyspace:    directCmd.Flag("cassandra.keyspace", "keyspace; created with the project's engine if missing").Default("load_direct").String(),
 		consistency: directCmd.Flag("consistency", "write consistency").Default("QUORUM").String(),
-		strategy:    directCmd.Flag("strategy", "how statements become requests: partition (one UNLOGGED batch per partition, as the adapter), singles (one statement per request), multi (UNLOGGED batches of --batch-size statements of any partitions)").Default("partition").Enum("partition", "singles", "multi"),
+		strategy:    directCmd.Flag("strategy", "how statements become requests: partition (one UNLOGGED batch per partition), singles (one statement per request), multi (UNLOGGED batches of --batch-size statements of any partitions; the adapter batches per replica host)").Default("partition").Enum("partition", "singles", "multi"),
 		inFlight:    directCmd.Flag("in-flight", "Cassandra requests one load request keeps outstanding (the adapter's engine uses 64)").Default("64").Int(),
 		batchSize:   directCmd.Flag("batch-size", "statements per batch for --strategy=partition and multi").Default("100").Int(),
 		timeout:     directCmd.Flag("cassandra.timeout", "timeout of one Cassandra request").Default("10s").Duration(),

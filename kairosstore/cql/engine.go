@@ -39,6 +39,9 @@ type Engine struct {
 	mu   sync.RWMutex
 	boot *gocql.Session
 	ks   *gocql.Session
+	// policy is ks's host selection policy, which groupReplicas asks for the
+	// replica of each data_points partition (§5.6).
+	policy gocql.HostSelectionPolicy
 }
 
 var _ kairosstore.Engine = (*Engine)(nil)
@@ -55,7 +58,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Engine, error)
 	}
 	e := &Engine{cfg: cfg, set: set, logger: logger, grouping: defaultGrouping}
 
-	boot, err := e.connect("")
+	boot, _, err := e.connect("")
 	if err != nil {
 		return nil, err
 	}
@@ -69,18 +72,27 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Engine, error)
 		return e, nil
 	}
 	boot.Close()
-	if e.ks, err = e.connect(set.keyspace); err != nil {
+	if e.ks, e.policy, err = e.connect(set.keyspace); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
-func (e *Engine) connect(keyspace string) (*gocql.Session, error) {
-	s, err := newCluster(e.cfg, e.set, keyspace, e.logger).CreateSession()
+// connect opens a session and returns it with its host selection policy.
+func (e *Engine) connect(keyspace string) (*gocql.Session, gocql.HostSelectionPolicy, error) {
+	cl := newCluster(e.cfg, e.set, keyspace, e.logger)
+	s, err := cl.CreateSession()
 	if err != nil {
-		return nil, fmt.Errorf("cassandra: connect to %v (keyspace %q): %w", e.cfg.Hosts, keyspace, err)
+		return nil, nil, fmt.Errorf("cassandra: connect to %v (keyspace %q): %w", e.cfg.Hosts, keyspace, err)
 	}
-	return s, nil
+	return s, cl.PoolConfig.HostSelectionPolicy, nil
+}
+
+// router returns the keyspace session's host selection policy.
+func (e *Engine) router() gocql.HostSelectionPolicy {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.policy
 }
 
 func keyspaceExists(ctx context.Context, s *gocql.Session, keyspace string) (bool, error) {
@@ -126,11 +138,11 @@ func (e *Engine) Setup(ctx context.Context) error {
 		if err := s.AwaitSchemaAgreement(ctx); err != nil {
 			return fmt.Errorf("cassandra: schema agreement after creating keyspace %q: %w", e.set.keyspace, err)
 		}
-		ks, err := e.connect(e.set.keyspace)
+		ks, policy, err := e.connect(e.set.keyspace)
 		if err != nil {
 			return err
 		}
-		e.ks = ks
+		e.ks, e.policy = ks, policy
 		e.boot.Close()
 		e.boot = nil
 	}

@@ -563,7 +563,7 @@ func TestFailedWritesReturnErrors(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	for _, g := range []cql.Grouping{cql.GroupSingles, cql.GroupPartitions} {
+	for _, g := range []cql.Grouping{cql.GroupSingles, cql.GroupPartitions, cql.GroupReplicas} {
 		cql.SetGrouping(e, g)
 		err := e.Write(ctx, b)
 		require.ErrorIs(t, err, context.Canceled)
@@ -582,6 +582,13 @@ func TestFailedWritesReturnErrors(t *testing.T) {
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, gocql.ErrCodeInvalid, re.Code())
 
+	// Across partitions, the server rejects the whole batch holding it.
+	cql.SetGrouping(e, cql.GroupReplicas)
+	err = e.Write(t.Context(), bad)
+	require.ErrorContains(t, err, "statements failed")
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, gocql.ErrCodeInvalid, re.Code())
+
 	require.NoError(t, e.Close())
 	err = e.Write(t.Context(), b)
 	require.ErrorIs(t, err, gocql.ErrSessionClosed)
@@ -596,13 +603,14 @@ func TestGroupingsStoreTheSame(t *testing.T) {
 	b.RowKeys[0].Tags = nil // a tagless series too
 	b.TagIndexed = append(b.TagIndexed, kairosstore.TagIndexedRowKey{IndexedRowKey: b.RowKeys[1], Pair: "host=h1", Hash: 42})
 	var dumps []map[string][]string
-	for _, g := range []cql.Grouping{cql.GroupSingles, cql.GroupPartitions} {
+	for _, g := range []cql.Grouping{cql.GroupSingles, cql.GroupPartitions, cql.GroupReplicas} {
 		e, s := newEngine(t)
 		cql.SetGrouping(e, g)
 		require.NoError(t, e.Write(t.Context(), b))
 		dumps = append(dumps, dump(t, s))
 	}
 	require.Equal(t, dumps[0], dumps[1])
+	require.Equal(t, dumps[0], dumps[2])
 	require.Len(t, dumps[0]["data_points"], len(b.Cells))
 	require.Len(t, dumps[0]["row_keys"], len(b.RowKeys))
 }
@@ -662,4 +670,20 @@ func workload(writeTime int64, series, samples int) *kairosstore.Batch {
 		}
 	}
 	return b
+}
+
+// TestReplicaOfNamesAHost checks that groupReplicas finds a real host for a
+// data_points key, the same one each time (§5.6), not an empty fallback.
+func TestReplicaOfNamesAHost(t *testing.T) {
+	e, s := newEngine(t)
+	var ids []string
+	for _, h := range s.GetHosts() {
+		ids = append(ids, h.HostID())
+	}
+	for i := range 20 {
+		key := fmt.Appendf(nil, "m\x00\x00\x00\x01\x3c\x69\xda\x9c\x00\x00\x0bkairos_longhost=h%d:", i)
+		id := cql.ReplicaOf(e, key)
+		require.Contains(t, ids, id)
+		require.Equal(t, id, cql.ReplicaOf(e, key))
+	}
 }

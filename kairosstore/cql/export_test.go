@@ -5,11 +5,15 @@ package cql
 // Grouping names a write grouping strategy for tests.
 type Grouping = grouping
 
-// The two strategies behind Write and Delete.
+// The strategies behind Write and Delete.
 const (
 	GroupSingles    = groupSingles
 	GroupPartitions = groupPartitions
+	GroupReplicas   = groupReplicas
 )
 
 // SetGrouping switches the grouping of e; call it before e is shared.
 func SetGrouping(e *Engine, g Grouping) { e.grouping = g }
+
+// ReplicaOf is the host ID groupReplicas batches a data_points key under.
+func ReplicaOf(e *Engine, key []byte) string { return replicaOf(e.router(), e.set.keyspace, key) }

@@ -23,18 +23,40 @@ const (
 	// maxBatch statements. Single-partition batches go to a replica and skip
 	// Cassandra's batch size limits.
 	groupPartitions
+	// groupReplicas packs the data_points inserts of many partitions into
+	// UNLOGGED batches, one open batch per replica host, as KairosDB does
+	// (kairosdb-layout.md §5.6: the first host of the token-aware plan, one
+	// batch per host). Prometheus sends one sample per series per request, so
+	// groupPartitions sends those as single statements; these batches cut the
+	// requests by up to maxReplicaBatch. Index rows are grouped as in
+	// groupPartitions.
+	groupReplicas
 )
 
-// defaultGrouping is the faster strategy in BenchmarkWrite (1,000 series ×
-// 10 samples, one local C* 5.0.8 node on 2 shared, busy cores): batches wrote
-// 15–35k samples/s, singles 4–10k samples/s with 64 in flight and 1.4–2.2k
-// with 256.
-const defaultGrouping = groupPartitions
+// defaultGrouping is the fastest strategy in BenchmarkWrite (one local
+// C* 5.0.8 node on 2 shared, busy cores, BENCHMARKS.md): on Prometheus's shape,
+// 2,000 series × 1 sample per Write, replica batches wrote 1.7–2.4x the
+// samples/s of partition batches and 2.9–3.5x singles; on 1,000 series × 10
+// samples, 1.25–1.6x partition batches.
+const defaultGrouping = groupReplicas
 
 // maxBatch caps the statements of one batch (about KairosDB's
 // queue_processor.batch_size of 200 data points per CQLBatch, §5.6, halved to
 // keep requests small).
 const maxBatch = 100
+
+// maxReplicaBatch and maxReplicaBytes cap a groupReplicas batch: Cassandra
+// logs a warning for every batch over batch_size_warn_threshold (5 KiB), and
+// the load tool measured 50 data_points statements at about 4 KiB, and 50
+// per batch as the fastest direct-driver strategy (BENCHMARKS.md).
+const (
+	maxReplicaBatch = 50
+	maxReplicaBytes = 4096
+	// cellBytes is what one data_points insert adds to Cassandra's batch
+	// size besides its column name and value (about 80 bytes in all for an
+	// 8-byte value, per the figures above).
+	cellBytes = 68
+)
 
 // maxJoinedErrors is how many distinct statement errors a failed Write or
 // Delete reports in full; the rest are only counted.
@@ -42,10 +64,14 @@ const maxJoinedErrors = 3
 
 // stmt is one CQL statement with its bound values and the identity of the
 // partition it touches (table and partition key), which groupPartitions uses.
+// Data point inserts also carry their routing key (the data_points partition
+// key) and estimated batch size, which groupReplicas uses.
 type stmt struct {
-	cql  string
-	args []any
-	part string
+	cql   string
+	args  []any
+	part  string
+	route []byte
+	size  int
 }
 
 // Write stores the batch: data_points, row_keys, tag_indexed_row_keys,
@@ -64,9 +90,11 @@ func (e *Engine) Write(ctx context.Context, b *kairosstore.Batch) error {
 		col := cols[4*i : 4*i+4 : 4*i+4]
 		binary.BigEndian.PutUint32(col, c.Column)
 		stmts = append(stmts, stmt{
-			cql:  insertDataPoint,
-			args: []any{c.Key, col, blob(c.Value), c.TTL, b.WriteTime},
-			part: "d" + string(c.Key),
+			cql:   insertDataPoint,
+			args:  []any{c.Key, col, blob(c.Value), c.TTL, b.WriteTime},
+			part:  "d" + string(c.Key),
+			route: c.Key,
+			size:  cellBytes + len(col) + len(c.Value),
 		})
 	}
 	for _, r := range b.RowKeys {
@@ -177,6 +205,8 @@ func (e *Engine) run(ctx context.Context, s *gocql.Session, stmts []stmt, cons g
 	}
 	var reqs [][]stmt
 	switch e.grouping {
+	case groupReplicas:
+		reqs = byReplica(stmts, e.router(), e.set.keyspace)
 	case groupPartitions:
 		reqs = byPartition(stmts, maxBatch)
 	default:
@@ -186,15 +216,28 @@ func (e *Engine) run(ctx context.Context, s *gocql.Session, stmts []stmt, cons g
 		}
 	}
 
+	// A fixed pool of workers, not a goroutine per request: the driver's
+	// snappy compression needs a 32 KiB stack table, so every fresh goroutine
+	// grew its stack once per statement (18–25 % of the adapter's CPU,
+	// BENCHMARKS.md). Workers grow theirs once per Write.
 	var (
 		wg   sync.WaitGroup
 		fail failures
-		sem  = make(chan struct{}, e.set.maxInFlight)
+		work = make(chan []stmt)
 	)
+	for range min(e.set.maxInFlight, len(reqs)) {
+		wg.Go(func() {
+			for req := range work {
+				if err := exec(ctx, s, req, cons, ts); err != nil {
+					fail.add(len(req), 1, err)
+				}
+			}
+		})
+	}
 loop:
 	for i, req := range reqs {
 		select {
-		case sem <- struct{}{}:
+		case work <- req:
 		case <-ctx.Done():
 			// Count what was never sent, so the caller answers 5xx.
 			n := 0
@@ -204,15 +247,8 @@ loop:
 			fail.add(n, len(reqs)-i, ctx.Err())
 			break loop
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := exec(ctx, s, req, cons, ts); err != nil {
-				fail.add(len(req), 1, err)
-			}
-		}()
 	}
+	close(work)
 	wg.Wait()
 	return fail.err(op, len(stmts), len(reqs))
 }
@@ -247,6 +283,76 @@ func byPartition(stmts []stmt, limit int) [][]stmt {
 	}
 	return groups
 }
+
+// byReplica packs the statements that carry a routing key into batches per
+// replica host (§5.6), of at most maxReplicaBatch statements and
+// maxReplicaBytes estimated bytes, in order of first appearance; the others
+// (index rows) are grouped by partition. policy may be nil, or may not know
+// the ring yet: then the host is whatever it picks, and the grouping is only
+// less useful, never wrong, since any coordinator can apply any batch.
+func byReplica(stmts []stmt, policy gocql.HostSelectionPolicy, keyspace string) [][]stmt {
+	type open struct {
+		req  int // index in reqs
+		size int
+	}
+	var (
+		reqs     [][]stmt
+		rest     []stmt
+		batches  = make(map[string]*open)
+		lastKey  []byte
+		lastHost string
+	)
+	for _, st := range stmts {
+		if st.route == nil {
+			rest = append(rest, st)
+			continue
+		}
+		// Cells of one series are usually adjacent: look the host up once.
+		if lastKey == nil || string(st.route) != string(lastKey) {
+			lastKey, lastHost = st.route, replicaOf(policy, keyspace, st.route)
+		}
+		b := batches[lastHost]
+		if b == nil || len(reqs[b.req]) == maxReplicaBatch || b.size+st.size > maxReplicaBytes {
+			b = &open{req: len(reqs)}
+			batches[lastHost] = b
+			reqs = append(reqs, make([]stmt, 0, maxReplicaBatch))
+		}
+		reqs[b.req] = append(reqs[b.req], st)
+		b.size += st.size
+	}
+	return append(reqs, byPartition(rest, maxBatch)...)
+}
+
+// replicaOf is the ID of the first host of the token-aware plan for a
+// data_points partition key (§5.6), or "" when the policy names none.
+func replicaOf(policy gocql.HostSelectionPolicy, keyspace string, key []byte) string {
+	if policy == nil {
+		return ""
+	}
+	next := policy.Pick(routed{keyspace: keyspace, key: key})
+	if next == nil {
+		return ""
+	}
+	if h := next(); h != nil && h.Info() != nil {
+		return h.Info().HostID()
+	}
+	return ""
+}
+
+// routed is the least a host selection policy needs to place a data_points
+// partition key: the key is the whole (single-column blob) partition key, so
+// it is its own routing key and needs no prepared-statement metadata.
+type routed struct {
+	keyspace string
+	key      []byte
+}
+
+func (r routed) GetRoutingKey() ([]byte, error) { return r.key, nil }
+func (r routed) Keyspace() string               { return r.keyspace }
+func (r routed) Table() string                  { return dataPointsTable }
+func (r routed) IsIdempotent() bool             { return true }
+func (r routed) GetHostID() string              { return "" }
+func (r routed) Statement() gocql.Statement     { return nil }
 
 // failures collects the outcome of concurrent requests.
 type failures struct {

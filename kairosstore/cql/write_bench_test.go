@@ -1,6 +1,7 @@
 package cql_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,38 +11,40 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 )
 
-// BenchmarkWrite compares the two groupings of Write on one workload against
-// the real node: 1,000 series × 10 samples (10,000 data_points inserts, 1,000
-// row_keys, 10 row_key_time_index and 10 string_index rows per op).
+// BenchmarkWrite compares the groupings of Write side by side against the
+// real node, on two workloads: Prometheus's shape, 2,000 series × 1 sample
+// (2,000 data_points inserts, 2,000 row_keys, 10 row_key_time_index and 10
+// string_index rows per op), and 1,000 series × 10 samples.
 //
 //	KAIROS_TEST_CASSANDRA=127.0.0.1:PORT go test -run '^$' -bench BenchmarkWrite -benchtime 20x ./kairosstore/cql/
 func BenchmarkWrite(b *testing.B) {
-	const series, samples = 1000, 10
 	addr, ks := cassandratest.Keyspace(b)
-	for _, bc := range []struct {
-		name     string
-		g        cql.Grouping
-		inFlight int
-	}{
-		{"singles/inflight=64", cql.GroupSingles, 64},
-		{"singles/inflight=256", cql.GroupSingles, 256},
-		{"partition_batches/inflight=64", cql.GroupPartitions, 64},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			cfg := testConfig(addr, ks)
-			cfg.MaxInFlight = bc.inFlight
-			e, err := cql.Open(b.Context(), cfg, nil)
-			require.NoError(b, err)
-			defer e.Close()
-			require.NoError(b, e.Setup(b.Context()))
-			cql.SetGrouping(e, bc.g)
-			batch := workload(time.Now().UnixMilli(), series, samples)
-			b.ReportAllocs()
-			for b.Loop() {
-				require.NoError(b, e.Write(b.Context(), batch))
-			}
-			b.ReportMetric(float64(series*samples*b.N)/b.Elapsed().Seconds(), "samples/s")
-		})
+	for _, shape := range []struct{ series, samples int }{{2000, 1}, {1000, 10}} {
+		for _, bc := range []struct {
+			name     string
+			g        cql.Grouping
+			inFlight int
+		}{
+			{"singles/inflight=64", cql.GroupSingles, 64},
+			{"partition_batches/inflight=64", cql.GroupPartitions, 64},
+			{"replica_batches/inflight=64", cql.GroupReplicas, 64},
+		} {
+			b.Run(fmt.Sprintf("%dx%d/%s", shape.series, shape.samples, bc.name), func(b *testing.B) {
+				cfg := testConfig(addr, ks)
+				cfg.MaxInFlight = bc.inFlight
+				e, err := cql.Open(b.Context(), cfg, nil)
+				require.NoError(b, err)
+				defer e.Close()
+				require.NoError(b, e.Setup(b.Context()))
+				cql.SetGrouping(e, bc.g)
+				batch := workload(time.Now().UnixMilli(), shape.series, shape.samples)
+				b.ReportAllocs()
+				for b.Loop() {
+					require.NoError(b, e.Write(b.Context(), batch))
+				}
+				b.ReportMetric(float64(shape.series*shape.samples*b.N)/b.Elapsed().Seconds(), "samples/s")
+			})
+		}
 	}
 }
 
