@@ -74,6 +74,7 @@ type fakeStore struct {
 	// Injected failures.
 	appendErr   func(ls labels.Labels) error
 	exemplarErr error // AppendExemplar fails, the series' samples stay
+	grown       []int // sizes announced through Grow, one per request
 	commitErr   error
 	readyErr    error
 	querierErr  error
@@ -172,6 +173,13 @@ type fakeAppender struct {
 	s       *fakeStore
 	ops     []fakeOp
 	invalid map[string]bool
+}
+
+// Grow records the request size the handler announced.
+func (a *fakeAppender) Grow(n int) {
+	a.s.mu.Lock()
+	a.s.grown = append(a.s.grown, n)
+	a.s.mu.Unlock()
 }
 
 func (a *fakeAppender) check(ls labels.Labels) error {

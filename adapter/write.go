@@ -201,6 +201,7 @@ func (h *writeHandler) writeV1(ctx context.Context, st *writeState, body []byte)
 		ts := &req.Timeseries[i]
 		b.received.add(counts{len(ts.Samples), len(ts.Histograms), len(ts.Exemplars)})
 	}
+	b.grow()
 	for i := range req.Timeseries {
 		ts := &req.Timeseries[i]
 		c := counts{len(ts.Samples), len(ts.Histograms), len(ts.Exemplars)}
@@ -340,6 +341,17 @@ type batch struct {
 	nRejected          int      // series and metadata entries rejected
 	status             int      // 4xx of the first rejection
 	fatal              error    // a 5xx-class error: stop, do not commit
+}
+
+// grower is an Appender that can size its buffers for a whole request up
+// front, instead of growing them sample by sample.
+type grower interface{ Grow(items int) }
+
+// grow tells the appender how many items the request holds.
+func (b *batch) grow() {
+	if g, ok := b.app.(grower); ok {
+		g.Grow(b.received.samples + b.received.histograms + b.received.exemplars)
+	}
 }
 
 func newBatch(app Appender, st *writeState) *batch {

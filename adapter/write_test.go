@@ -866,3 +866,20 @@ func TestWriteV2ExemplarOnlySeries(t *testing.T) {
 	requireWritten(t, rec, 1, 0, 1)
 	require.Len(t, s.get(`{__name__="ex_only"}`).exemplars, 1)
 }
+
+// TestWriteAnnouncesRequestSize: the appender learns a request's item count
+// before the first Append, on both protocols.
+func TestWriteAnnouncesRequestSize(t *testing.T) {
+	s := newFakeStore()
+	h, _ := newTestHandler(t, s, Options{})
+	ts := v1Series([]string{"__name__", "a"}, prompb.Sample{Timestamp: 1, Value: 1}, prompb.Sample{Timestamp: 2, Value: 2})
+	require.Equal(t, http.StatusNoContent, writeV1Req(h, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{ts, ts}}).Code)
+	b := newV2Builder()
+	b.add(writev2.TimeSeries{
+		LabelsRefs: b.refs("__name__", "b"),
+		Samples:    []writev2.Sample{{Timestamp: 1, Value: 1}},
+		Exemplars:  []writev2.Exemplar{{LabelsRefs: b.refs("trace_id", "t"), Value: 1, Timestamp: 1}},
+	})
+	require.Equal(t, http.StatusNoContent, writeV2Req(h, b.build()).Code)
+	require.Equal(t, []int{4, 2}, s.grown)
+}

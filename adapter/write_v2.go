@@ -38,6 +38,7 @@ func (h *writeHandler) writeV2(ctx context.Context, st *writeState, body []byte)
 		h.m.countReceived(writeV2, b.received)
 		return writeResult{status: http.StatusBadRequest, msg: "invalid symbol table, nothing stored: " + err.Error()}
 	}
+	b.grow()
 	for i := range req.Timeseries {
 		ts := &req.Timeseries[i]
 		c := counts{len(ts.Samples), len(ts.Histograms), len(ts.Exemplars)}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/prometheus/prometheus/model/exemplar"
@@ -65,6 +66,13 @@ type pendingRow struct {
 // NewAppender starts collecting one request.
 func (s *Store) NewAppender() *Appender {
 	return &Appender{s: s, rowIndex: map[string]int{}}
+}
+
+// Grow sizes the appender for a request of n samples, histograms and
+// exemplars, so its buffers are allocated once rather than grown by doubling.
+func (a *Appender) Grow(n int) {
+	a.batch.Cells = slices.Grow(a.batch.Cells, n)
+	a.values = slices.Grow(a.values, 8*n)
 }
 
 // Append adds one float sample of the series ls. Finite values are stored as
