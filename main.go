@@ -75,6 +75,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	defer stop()
 
 	store := &lazyStore{}
+	var storeFailed atomic.Bool // the Cassandra store could not open: exit 1
 	var eng kairosstore.Engine
 	switch cfg.Storage.Type {
 	case "embedded":
@@ -120,6 +121,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		go func() {
 			if err := <-failed; err != nil && ctx.Err() == nil {
 				logger.Error("Cannot open the Cassandra store", "err", err)
+				storeFailed.Store(true)
 				stop()
 			}
 		}()
@@ -172,7 +174,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		logger.Warn("Shutdown did not drain every request", "err", err)
 	}
-	if store.get() == nil && cfg.Storage.Type == "embedded" {
+	if storeFailed.Load() {
 		return 1
 	}
 	return 0

@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -270,4 +272,26 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestCassandraSpecContradictionExits: a keyspace whose spec table
+// contradicts the configured row width stops the program with status 1
+// (kairosdb-layout.md §3.3), rather than serving a store that would write
+// unreadable columns.
+func TestCassandraSpecContradictionExits(t *testing.T) {
+	addr, keyspace := cassandratest.Keyspace(t)
+	session := cassandratest.Session(t, keyspace)
+	cassandratest.Exec(t, session,
+		`CREATE TABLE IF NOT EXISTS spec ( spec_type text, name text, value text, PRIMARY KEY ((spec_type), name))`,
+		`INSERT INTO spec (spec_type, name, value) VALUES ('cluster_config', 'row_time_unit', 'MILLISECONDS')`,
+		`INSERT INTO spec (spec_type, name, value) VALUES ('cluster_config', 'row_width', '3600000')`,
+	)
+	var log syncBuffer
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	code := run(ctx, []string{"--storage=cassandra", "--cassandra.hosts=" + addr, "--cassandra.keyspace=" + keyspace,
+		"--cassandra.write-consistency=ONE", "--web.listen-address=127.0.0.1:0"}, &log)
+	require.Equal(t, 1, code, log.String())
+	require.NoError(t, ctx.Err(), "the program must stop by itself")
+	require.Contains(t, log.String(), "set --kairosdb.row-time-unit=MILLISECONDS and --kairosdb.row-width=1h0m0s")
 }
