@@ -5,7 +5,10 @@
 //
 // Environment (see scripts/test.sh):
 //   - KAIROS_TEST_CASSANDRA=host:port enables the Cassandra-backed subtests.
-//   - KAIROS_TEST_PROMETHEUS=/path/to/prometheus enables TestPrometheusEndToEnd.
+//   - KAIROS_TEST_PROMETHEUS=/path/to/prometheus enables the tests that run a
+//     real Prometheus (TestPrometheusEndToEnd, TestCassandraOutage).
+//   - JDK 17 (scripts/cassandra.sh check) lets the outage, authentication and
+//     TLS tests start private Cassandra nodes of their own.
 //
 // Without them those tests skip with a message; under CI=true they fail.
 package e2e
