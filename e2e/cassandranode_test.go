@@ -92,12 +92,19 @@ func (n *cassandraNode) restart(t *testing.T) {
 // script runs scripts/cassandra.sh on the node's run dir and returns its
 // stdout and stderr together.
 func (n *cassandraNode) script(args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join("..", "scripts", "cassandra.sh"), args...)
 	auth := "0"
 	if n.opts.auth {
 		auth = "1"
 	}
-	cmd.Env = append(os.Environ(), "KAIROS_RUN_DIR="+n.runDir, "CASSANDRA_AUTH="+auth, "CASSANDRA_TLS_DIR="+n.opts.tlsDir)
+	return runCassandraScript([]string{"KAIROS_RUN_DIR=" + n.runDir, "CASSANDRA_AUTH=" + auth, "CASSANDRA_TLS_DIR=" + n.opts.tlsDir}, scriptTimeout, args...)
+}
+
+// runCassandraScript runs scripts/cassandra.sh with env added to the test's
+// environment, killing it after timeout, and returns its stdout and stderr
+// together.
+func runCassandraScript(env []string, timeout time.Duration, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join("..", "scripts", "cassandra.sh"), args...)
+	cmd.Env = append(os.Environ(), env...)
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = time.Second
@@ -109,10 +116,10 @@ func (n *cassandraNode) script(args ...string) (string, error) {
 	select {
 	case err := <-done:
 		return out.String(), err
-	case <-time.After(scriptTimeout):
+	case <-time.After(timeout):
 		_ = cmd.Process.Kill()
 		<-done
-		return out.String(), fmt.Errorf("scripts/cassandra.sh %s did not finish within %v", strings.Join(args, " "), scriptTimeout)
+		return out.String(), fmt.Errorf("scripts/cassandra.sh %s did not finish within %v", strings.Join(args, " "), timeout)
 	}
 }
 

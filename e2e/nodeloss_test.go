@@ -11,7 +11,6 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -373,24 +372,9 @@ func (c *cassandraCluster) rssKB(t *testing.T) int64 {
 	return sum
 }
 
-// script runs scripts/cassandra.sh on the cluster's run dir.
+// script runs scripts/cassandra.sh on the cluster's run dir; a cluster takes
+// longer than one node.
 func (c *cassandraCluster) script(args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join("..", "scripts", "cassandra.sh"), args...)
-	cmd.Env = append(os.Environ(), "KAIROS_RUN_DIR="+c.runDir, "CASSANDRA_NODES="+strconv.Itoa(c.nodes), "CASSANDRA_AUTH=0", "CASSANDRA_TLS_DIR=")
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
-		return "", err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return out.String(), err
-	case <-time.After(2 * scriptTimeout):
-		_ = cmd.Process.Kill()
-		<-done
-		return out.String(), fmt.Errorf("scripts/cassandra.sh %s did not finish within %v", strings.Join(args, " "), 2*scriptTimeout)
-	}
+	env := []string{"KAIROS_RUN_DIR=" + c.runDir, "CASSANDRA_NODES=" + strconv.Itoa(c.nodes), "CASSANDRA_AUTH=0", "CASSANDRA_TLS_DIR="}
+	return runCassandraScript(env, 2*scriptTimeout, args...)
 }
