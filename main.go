@@ -142,6 +142,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		MaxSeriesPerQuery:   cfg.Query.MaxSeries,
 		Gatherer:            reg,
 		EnableAdminAPI:      cfg.Web.EnableAdminAPI,
+		SeriesCacheSize:     cfg.KairosDB.IndexCacheSize,
 	}, logger, reg)
 	srv := &http.Server{
 		Handler:           handler,

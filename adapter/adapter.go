@@ -27,6 +27,7 @@
 package adapter
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -77,6 +78,10 @@ type Options struct {
 	// the store implements Deleter. Off by default, as in Prometheus: it
 	// deletes data without asking.
 	EnableAdminAPI bool
+	// SeriesCacheSize bounds the series whose handle the write handler
+	// remembers, per generation (two are kept). It should exceed the
+	// series count of the senders; default 50,000.
+	SeriesCacheSize int
 }
 
 // New returns the adapter's HTTP handler.
@@ -108,6 +113,7 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		m:        m,
 		maxBytes: opts.MaxRequestBytes,
 		limit:    newLimiter(opts.MaxConcurrentWrites),
+		series:   newSeriesCache(cmp.Or(opts.SeriesCacheSize, 50_000)),
 	}
 	rh := &readHandler{
 		store:      store,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/prometheus/model/exemplar"
@@ -70,6 +71,7 @@ type fakeStore struct {
 	meta     map[string][]metadata.Metadata
 	commits  int
 	appended int // calls to Append*, committed or not
+	refs     int // calls to Ref
 
 	// Injected failures.
 	appendErr   func(ls labels.Labels) error
@@ -204,8 +206,23 @@ func (a *fakeAppender) Append(ls labels.Labels, t int64, v float64) error {
 	if err := a.check(ls); err != nil {
 		return err
 	}
-	a.ops = append(a.ops, fakeOp{ls: ls, s: &fakeSample{t: t, f: v}})
+	a.ops = append(a.ops, fakeOp{ls: ls.Copy(), s: &fakeSample{t: t, f: v}})
 	return nil
+}
+
+// Ref and AppendRef make the fake a refAppender, as the real store is.
+func (a *fakeAppender) Ref(ls labels.Labels) (any, error) {
+	a.s.mu.Lock()
+	a.s.refs++
+	a.s.mu.Unlock()
+	if ls.Get(labels.MetricName) == "" {
+		return nil, fmt.Errorf("%w: %s", errInvalidSeries, ls)
+	}
+	return ls.Copy(), nil
+}
+
+func (a *fakeAppender) AppendRef(ref any, t int64, v float64) error {
+	return a.Append(ref.(labels.Labels), t, v)
 }
 
 func (a *fakeAppender) AppendHistogram(ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error {
@@ -215,7 +232,7 @@ func (a *fakeAppender) AppendHistogram(ls labels.Labels, t int64, h *histogram.H
 	if err := a.check(ls); err != nil {
 		return err
 	}
-	a.ops = append(a.ops, fakeOp{ls: ls, s: &fakeSample{t: t, h: h, fh: fh}})
+	a.ops = append(a.ops, fakeOp{ls: ls.Copy(), s: &fakeSample{t: t, h: h, fh: fh}})
 	return nil
 }
 
@@ -226,7 +243,7 @@ func (a *fakeAppender) AppendExemplar(ls labels.Labels, e exemplar.Exemplar) err
 	if a.s.exemplarErr != nil {
 		return a.s.exemplarErr
 	}
-	a.ops = append(a.ops, fakeOp{ls: ls, e: &e})
+	a.ops = append(a.ops, fakeOp{ls: ls.Copy(), e: &e})
 	return nil
 }
 
@@ -234,7 +251,9 @@ func (a *fakeAppender) SetMetadata(family string, m metadata.Metadata) error {
 	if family == "" {
 		return errors.New("empty metric family name")
 	}
-	a.ops = append(a.ops, fakeOp{name: family, md: &m})
+	// Strings passed in are only valid during the call.
+	m = metadata.Metadata{Type: m.Type, Help: strings.Clone(m.Help), Unit: strings.Clone(m.Unit)}
+	a.ops = append(a.ops, fakeOp{name: strings.Clone(family), md: &m})
 	return nil
 }
 

@@ -31,8 +31,10 @@ type Store interface {
 
 // Appender buffers the items of one write request until Commit.
 //
-// The labels passed in are owned by the appender from then on: the handler
-// builds a fresh labels.Labels per series and never changes it afterwards.
+// Everything passed in (label sets, strings, metadata) is valid only during
+// the call: the handler rebuilds one labels.Labels in place for every series
+// and its strings point into the request buffer, so that decoding costs no
+// allocation per series. An appender copies what it keeps.
 type Appender interface {
 	// Append adds one float sample. A non-nil error means the series itself is invalid (bad labels): answer 400 naming it; nothing of that series is stored.
 	Append(ls labels.Labels, t int64, v float64) error

@@ -44,15 +44,22 @@ type writeHandler struct {
 	maxBytes int64
 	limit    limiter
 	states   sync.Pool // *writeState
+	series   *seriesCache
 }
 
 // writeState is what one request needs and the next can reuse.
 type writeState struct {
 	compressed, decoded []byte
 	b                   labels.ScratchBuilder
+	// ls is the label set of the series being appended. It is rebuilt in
+	// place for every series (ScratchBuilder.Overwrite), which the Appender
+	// contract allows: appenders copy what they keep.
+	ls labels.Labels
 	// Decoded requests, reused across requests (see unmarshal.go).
-	v1 prompb.WriteRequest
-	v2 writev2.Request
+	v1    rw1Request
+	arena []byte
+	v2    writev2.Request
+	key   []byte // a 2.0 series' labels, encoded as the series cache key
 	// metaSet remembers metadata already passed to SetMetadata in this
 	// request: RW2 repeats it on every series of a family.
 	metaSet map[string]metadata.Metadata
@@ -72,8 +79,11 @@ func (h *writeHandler) putState(st *writeState) {
 	if cap(st.decoded) > maxPooledBuffer {
 		st.decoded = nil
 	}
-	if cap(st.v1.Timeseries) > maxPooledSeries {
-		st.v1 = prompb.WriteRequest{}
+	if cap(st.v1.series) > maxPooledSeries {
+		st.v1 = rw1Request{}
+	}
+	if cap(st.arena) > maxPooledBuffer {
+		st.arena = nil
 	}
 	if cap(st.v2.Timeseries) > maxPooledSeries {
 		st.v2 = writev2.Request{}
@@ -174,21 +184,22 @@ func errorResult(err error) writeResult {
 // invalid one is reported (400) after the valid rest is committed.
 func (h *writeHandler) writeV1(ctx context.Context, st *writeState, body []byte) writeResult {
 	req := &st.v1
-	unknown, err := unmarshalWriteRequest(req, body)
+	unknown, arena, err := unmarshalV1Request(req, body, st.arena)
+	st.arena = arena
 	if err != nil {
 		return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV1, body, err.Error())}
 	}
-	if len(req.Timeseries) == 0 && len(req.Metadata) == 0 && unknown {
+	if len(req.series) == 0 && len(req.metadata) == 0 && unknown {
 		// A 2.0 (or read) body parses as an empty 1.0 message whose
 		// fields are all unknown (protocol doc §3.1, grafana/mimir#10423):
 		// answering 2xx would silently drop it.
 		return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV1, body, "it holds only unknown fields")}
 	}
-	for i := range req.Timeseries {
+	for i := range req.series {
 		// A ReadRequest whose queries carry no timestamps nor matchers
 		// decodes as series without labels (others fail to decode); reject
 		// it as a whole instead of reporting each "series".
-		if len(req.Timeseries[i].Labels) == 0 {
+		if len(req.series[i].labels) == 0 {
 			if guessMessage(body) == protoRead {
 				return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV1, body, "it has series without labels")}
 			}
@@ -197,23 +208,34 @@ func (h *writeHandler) writeV1(ctx context.Context, st *writeState, body []byte)
 	}
 
 	b := newBatch(h.store.NewAppender(), st)
-	for i := range req.Timeseries {
-		ts := &req.Timeseries[i]
-		b.received.add(counts{len(ts.Samples), len(ts.Histograms), len(ts.Exemplars)})
+	for i := range req.series {
+		ts := &req.series[i]
+		b.received.add(counts{len(ts.samples), len(ts.histograms), len(ts.exemplars)})
 	}
 	b.grow()
-	for i := range req.Timeseries {
-		ts := &req.Timeseries[i]
-		c := counts{len(ts.Samples), len(ts.Histograms), len(ts.Exemplars)}
-		ls, err := v1Labels(&st.b, ts.Labels)
-		if err == nil {
+	ra, _ := b.app.(refAppender)
+	for i := range req.series {
+		ts := &req.series[i]
+		c := counts{len(ts.samples), len(ts.histograms), len(ts.exemplars)}
+		var ls labels.Labels
+		var err error
+		if ra != nil && c.histograms == 0 && c.exemplars == 0 {
+			err = h.appendV1Floats(ra, st, ts)
+		} else if ls, err = v1Labels(&st.b, ts.labels, &st.ls); err == nil {
 			err = appendV1Series(b.app, &st.b, ls, ts)
+		}
+		if err != nil && ls.IsEmpty() {
+			ls, _ = v1Labels(&st.b, ts.labels, &st.ls) // to name the series
+		}
+		if _, bad := errors.AsType[*malformedError](err); bad {
+			// Nothing is committed: the request is refused as a whole.
+			return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV1, body, err.Error())}
 		}
 		if !b.done(ls, c, err) {
 			break
 		}
 	}
-	for _, md := range req.Metadata {
+	for _, md := range req.metadata {
 		if b.fatal != nil {
 			break
 		}
@@ -222,34 +244,69 @@ func (h *writeHandler) writeV1(ctx context.Context, st *writeState, body []byte)
 	return h.finish(ctx, b, writeV1)
 }
 
+// appendV1Floats appends the float samples of a series through its handle,
+// which the series cache knows for every series seen before: only a new
+// series has its labels decoded.
+func (h *writeHandler) appendV1Floats(ra refAppender, st *writeState, ts *rw1Series) error {
+	ref := h.series.get(ts.labels)
+	if ref == nil {
+		ls, err := v1Labels(&st.b, ts.labels, &st.ls)
+		if err != nil {
+			return err
+		}
+		if ref, err = ra.Ref(ls); err != nil {
+			return err
+		}
+		h.series.put(ts.labels, ref)
+	}
+	for _, s := range ts.samples {
+		if err := ra.AppendRef(ref, s.Timestamp, s.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// malformedError is a label field that does not decode. Label fields are
+// only framed when the request is read, and decoded when needed.
+type malformedError struct{ err error }
+
+func (e *malformedError) Error() string { return e.err.Error() }
+func (e *malformedError) Unwrap() error { return e.err }
+
 // v1Labels builds the series labels. Like Prometheus it sorts them rather
 // than trusting the sender, and rejects what the protobuf structure cannot
 // mean: no labels at all, or a name twice. Names and values themselves are
 // the store's to validate.
-func v1Labels(sb *labels.ScratchBuilder, pls []prompb.Label) (labels.Labels, error) {
-	if len(pls) == 0 {
+func v1Labels(sb *labels.ScratchBuilder, encoded []byte, dst *labels.Labels) (labels.Labels, error) {
+	if len(encoded) == 0 {
 		return labels.EmptyLabels(), errors.New("series has no labels")
 	}
 	sb.Reset()
-	for _, l := range pls {
+	emptyName := false
+	if err := decodeV1Labels(encoded, func(name, value string) {
 		// Checked here: the duplicate check below takes a first empty
 		// name for a repeat.
-		if l.Name == "" {
-			return labels.EmptyLabels(), errors.New("a label has an empty name")
-		}
-		sb.Add(l.Name, l.Value)
+		emptyName = emptyName || name == ""
+		sb.Add(name, value)
+	}); err != nil {
+		return labels.EmptyLabels(), &malformedError{err}
+	}
+	if emptyName {
+		return labels.EmptyLabels(), errors.New("a label has an empty name")
 	}
 	sb.Sort()
-	ls := sb.Labels()
+	sb.Overwrite(dst)
+	ls := *dst
 	if name, dup := ls.HasDuplicateLabelNames(); dup {
 		return ls, fmt.Errorf("label %q appears more than once", name)
 	}
 	return ls, nil
 }
 
-func appendV1Series(app Appender, sb *labels.ScratchBuilder, ls labels.Labels, ts *prompb.TimeSeries) error {
-	for i := range ts.Histograms {
-		hp := &ts.Histograms[i]
+func appendV1Series(app Appender, sb *labels.ScratchBuilder, ls labels.Labels, ts *rw1Series) error {
+	for i := range ts.histograms {
+		hp := &ts.histograms[i]
 		var err error
 		if hp.IsFloatHistogram() {
 			err = appendHistogram(app, ls, hp.Timestamp, nil, hp.ToFloatHistogram())
@@ -262,12 +319,12 @@ func appendV1Series(app Appender, sb *labels.ScratchBuilder, ls labels.Labels, t
 	}
 	// Samples after histograms: an appender cannot take back what it was
 	// given, so everything that can reject the series comes first.
-	for _, s := range ts.Samples {
+	for _, s := range ts.samples {
 		if err := app.Append(ls, s.Timestamp, s.Value); err != nil {
 			return err
 		}
 	}
-	for _, ep := range ts.Exemplars {
+	for _, ep := range ts.exemplars {
 		if err := app.AppendExemplar(ls, ep.ToExemplar(sb, nil)); err != nil {
 			return &exemplarsRejected{err}
 		}
@@ -382,6 +439,9 @@ func (b *batch) setMetadata(family string, md metadata.Metadata) {
 	if prev, ok := b.metaSet[family]; ok && prev == md {
 		return
 	}
+	// family may point into the series' label set, which is rebuilt for
+	// the next series, while metaSet keeps it for the whole request.
+	family = strings.Clone(family)
 	if err := b.app.SetMetadata(family, md); err != nil {
 		status := statusOf(err, http.StatusBadRequest)
 		if status >= 500 {

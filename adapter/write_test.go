@@ -114,6 +114,63 @@ func TestWriteV1(t *testing.T) {
 	}
 }
 
+// TestWriteSeriesCache sends the same series again, over both protocols and
+// with the labels of a 1.0 series split around its samples: each distinct
+// encoding of a series is translated once, and every sample lands in the
+// series its labels name.
+func TestWriteSeriesCache(t *testing.T) {
+	s := newFakeStore()
+	h, _ := newTestHandler(t, s, Options{})
+	a := []string{"__name__", "up", "instance", "a:9100", "job", "node"}
+	b := []string{"__name__", "up", "instance", "b:9100", "job", "node"}
+	first := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		v1Series(a, prompb.Sample{Timestamp: 1000, Value: 1}),
+		v1Series(b, prompb.Sample{Timestamp: 1000, Value: 2}),
+	}}
+	rec := writeV1Req(h, first)
+	require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
+	require.Equal(t, 2, s.refs)
+
+	// The same series again, 15 s later: no label is decoded again.
+	for i := range first.Timeseries {
+		first.Timeseries[i].Samples[0].Timestamp = 16000
+	}
+	rec = writeV1Req(h, first)
+	require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
+	require.Equal(t, 2, s.refs)
+
+	// 2.0 encodes labels as refs, which the cache key resolves: a hit.
+	v2 := newV2Builder()
+	v2.add(writev2.TimeSeries{LabelsRefs: v2.refs(a...), Samples: []writev2.Sample{{Timestamp: 31000, Value: 3}}})
+	rec = writeV2Req(h, v2.build())
+	require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
+	require.Equal(t, 2, s.refs)
+
+	// Label fields after the sample, and out of order: a new encoding,
+	// decoded once, gathered and sorted into the same series.
+	var body []byte
+	sample := prompb.Sample{Timestamp: 46000, Value: 4}
+	for _, part := range []marshaler{&prompb.Label{Name: "job", Value: "node"}, &sample, &prompb.Label{Name: "instance", Value: "b:9100"}, &prompb.Label{Name: "__name__", Value: "up"}} {
+		raw, err := part.Marshal()
+		require.NoError(t, err)
+		field := byte(1<<3 | 2)
+		if part == &sample {
+			field = 2<<3 | 2
+		}
+		body = append(append(append(body, field), byte(len(raw))), raw...)
+	}
+	for range 2 {
+		raw := append([]byte{1<<3 | 2, byte(len(body))}, body...)
+		rec = post(h, "/api/v1/write", ctV1, "snappy", gsnappy.Encode(nil, raw))
+		require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
+		require.Equal(t, 3, s.refs)
+	}
+
+	require.Equal(t, []fakeSample{{t: 1000, f: 1}, {t: 16000, f: 1}, {t: 31000, f: 3}}, s.get(`{__name__="up", instance="a:9100", job="node"}`).samples)
+	require.Equal(t, []fakeSample{{t: 1000, f: 2}, {t: 16000, f: 2}, {t: 46000, f: 4}}, s.get(`{__name__="up", instance="b:9100", job="node"}`).samples)
+	require.Equal(t, 2, s.numSeries())
+}
+
 func TestWriteV2(t *testing.T) {
 	s := newFakeStore()
 	h, _ := newTestHandler(t, s, Options{})

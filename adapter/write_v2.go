@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/http"
@@ -39,12 +40,19 @@ func (h *writeHandler) writeV2(ctx context.Context, st *writeState, body []byte)
 		return writeResult{status: http.StatusBadRequest, msg: "invalid symbol table, nothing stored: " + err.Error()}
 	}
 	b.grow()
+	ra, _ := b.app.(refAppender)
 	for i := range req.Timeseries {
 		ts := &req.Timeseries[i]
 		c := counts{len(ts.Samples), len(ts.Histograms), len(ts.Exemplars)}
-		ls, err := v2Labels(&st.b, ts.LabelsRefs, req.Symbols)
-		if err == nil {
+		var ls labels.Labels
+		var err error
+		if ra != nil && c.samples > 0 && c.histograms == 0 && c.exemplars == 0 {
+			err = h.appendV2Floats(ra, st, ts, req.Symbols)
+		} else if ls, err = v2Labels(&st.b, ts.LabelsRefs, req.Symbols, &st.ls); err == nil {
 			err = appendV2Series(b.app, &st.b, ls, ts, req.Symbols)
+		}
+		if err != nil && ls.IsEmpty() {
+			ls, _ = v2Labels(&st.b, ts.LabelsRefs, req.Symbols, &st.ls) // to name the series
 		}
 		if !b.done(ls, c, err) {
 			break
@@ -55,7 +63,7 @@ func (h *writeHandler) writeV2(ctx context.Context, st *writeState, body []byte)
 			// and foo_sum each carry their own copy, so no suffix is
 			// stripped (unlike RW1, which names families).
 			if md := v2Metadata(&ts.Metadata, req.Symbols); !md.IsEmpty() {
-				b.setMetadata(ls.Get(model.MetricNameLabel), md)
+				b.setMetadata(v2Name(ts.LabelsRefs, req.Symbols), md)
 			}
 		}
 	}
@@ -101,8 +109,77 @@ func checkRefs(refs []uint32, n uint64) error {
 	return nil
 }
 
+// appendV2Floats is appendV1Floats for a 2.0 series. Its cache key is the
+// 1.0 encoding of its labels, built from the symbols: refs only mean
+// something within one request.
+func (h *writeHandler) appendV2Floats(ra refAppender, st *writeState, ts *writev2.TimeSeries, symbols []string) error {
+	st.key = appendV1LabelFields(st.key[:0], ts.LabelsRefs, symbols)
+	ref := h.series.get(st.key)
+	if ref == nil {
+		ls, err := v2Labels(&st.b, ts.LabelsRefs, symbols, &st.ls)
+		if err != nil {
+			return err
+		}
+		if ref, err = ra.Ref(ls); err != nil {
+			return err
+		}
+		h.series.put(st.key, ref)
+	}
+	for _, s := range ts.Samples {
+		if err := ra.AppendRef(ref, s.Timestamp, s.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appendV1LabelFields appends the labels of refs as the label fields of a
+// prometheus.TimeSeries. The encoding is one-to-one, so 1.0 and 2.0 keys
+// share the series cache: equal bytes always mean equal labels.
+func appendV1LabelFields(dst []byte, refs []uint32, symbols []string) []byte {
+	for i := 0; i+1 < len(refs); i += 2 {
+		name, value := symbols[refs[i]], symbols[refs[i+1]]
+		if inner := 4 + len(name) + len(value); inner < 0x80 {
+			// All lengths fit a byte, as for almost every label.
+			dst = append(dst, 1<<3|2, byte(inner), 1<<3|2, byte(len(name)))
+			dst = append(dst, name...)
+			dst = append(dst, 2<<3|2, byte(len(value)))
+			dst = append(dst, value...)
+			continue
+		}
+		inner := 2 + uvarintLen(len(name)) + len(name) + uvarintLen(len(value)) + len(value)
+		dst = append(dst, 1<<3|2)
+		dst = binary.AppendUvarint(dst, uint64(inner))
+		dst = append(dst, 1<<3|2)
+		dst = binary.AppendUvarint(dst, uint64(len(name)))
+		dst = append(dst, name...)
+		dst = append(dst, 2<<3|2)
+		dst = binary.AppendUvarint(dst, uint64(len(value)))
+		dst = append(dst, value...)
+	}
+	return dst
+}
+
+func uvarintLen(n int) int {
+	l := 1
+	for ; n >= 0x80; n >>= 7 {
+		l++
+	}
+	return l
+}
+
+// v2Name is the __name__ of a series whose refs validateSymbols checked.
+func v2Name(refs []uint32, symbols []string) string {
+	for i := 0; i+1 < len(refs); i += 2 {
+		if symbols[refs[i]] == model.MetricNameLabel {
+			return symbols[refs[i+1]]
+		}
+	}
+	return ""
+}
+
 // v2Labels builds the labels of a series whose refs validateSymbols checked.
-func v2Labels(sb *labels.ScratchBuilder, refs []uint32, symbols []string) (labels.Labels, error) {
+func v2Labels(sb *labels.ScratchBuilder, refs []uint32, symbols []string, dst *labels.Labels) (labels.Labels, error) {
 	if len(refs) == 0 {
 		return labels.EmptyLabels(), errors.New("series has no labels")
 	}
@@ -116,7 +193,8 @@ func v2Labels(sb *labels.ScratchBuilder, refs []uint32, symbols []string) (label
 		sb.Add(symbols[refs[i]], symbols[refs[i+1]])
 	}
 	sb.Sort()
-	ls := sb.Labels()
+	sb.Overwrite(dst)
+	ls := *dst
 	if name, dup := ls.HasDuplicateLabelNames(); dup {
 		return ls, fmt.Errorf("label %q appears more than once", name)
 	}

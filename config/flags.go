@@ -47,7 +47,7 @@ var flags = []flag{
 	{"kairosdb.row-width", "Row width of a new keyspace; must match an existing keyspace's spec table, or the adapter refuses to start.", "3w", dur(func(c *Config) *model.Duration { return &c.KairosDB.RowWidth })},
 	{"kairosdb.row-time-unit", "Column time unit of a new keyspace, MILLISECONDS or SECONDS; must match an existing keyspace's spec table (LEGACY keyspaces count as MILLISECONDS).", "MILLISECONDS", str(func(c *Config) *string { return &c.KairosDB.RowTimeUnit })},
 	{"kairosdb.metric-prefix", "Prefix added to every KairosDB metric name written, and required of every name read.", "", str(func(c *Config) *string { return &c.KairosDB.MetricPrefix })},
-	{"kairosdb.index-cache-size", "Series-row and metric-row entries remembered so their index rows are written once per process.", "50000", integer(func(c *Config) *int { return &c.KairosDB.IndexCacheSize })},
+	{"kairosdb.index-cache-size", "Series, series rows and metric rows remembered per cache, so labels are translated and index rows written once per process.", "50000", integer(func(c *Config) *int { return &c.KairosDB.IndexCacheSize })},
 	{"query.max-metrics", "Most metric names one remote-read query may touch; 0 means no limit.", "1000", integer(func(c *Config) *int { return &c.Query.MaxMetrics })},
 	{"query.max-series", "Most series one remote-read query may return; 0 means no limit.", "0", integer(func(c *Config) *int { return &c.Query.MaxSeries })},
 	{"query.max-samples", "Most samples one remote-read query may return; 0 means no limit.", "50000000", integer(func(c *Config) *int { return &c.Query.MaxSamples })},

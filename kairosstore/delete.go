@@ -102,6 +102,7 @@ func (s *Store) Delete(ctx context.Context, start, end int64, ms ...*labels.Matc
 	if len(d.Rows) > 0 || len(d.MetricNames) > 0 {
 		s.rowKeys.clear()
 		s.metrics.clear()
+		s.epoch.Add(1)
 	}
 	return n, nil
 }

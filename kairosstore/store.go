@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,13 +55,20 @@ type Store struct {
 	rowKeys *cache // series rows whose row_keys entries are stored
 	metrics *cache // (metric, row time) whose row_key_time_index and string_index entries are stored
 	meta    *cache // metadata already stored, keyed by family and value
-	m       storeMetrics
+	series  *seriesCache
+	bufs    sync.Pool // *appendBuffers
+	// epoch counts deletes that removed index rows, from 1: a series row
+	// is known indexed only in the epoch it was confirmed in.
+	epoch atomic.Uint64
+	m     storeMetrics
 }
 
 type storeMetrics struct {
-	cacheHits, cacheMisses *prometheus.CounterVec
-	skipped                *prometheus.CounterVec
-	opDuration             *prometheus.HistogramVec
+	// The index cache counters, resolved once: Commit adds to them for
+	// every request.
+	rowKeyHits, rowKeyMisses, metricRowHits, metricRowMisses prometheus.Counter
+	skipped                                                  *prometheus.CounterVec
+	opDuration                                               *prometheus.HistogramVec
 }
 
 // Open reads or initialises the keyspace's spec and returns a Store. The
@@ -92,15 +101,8 @@ func Open(ctx context.Context, eng Engine, opts Options, logger *slog.Logger, re
 		rowKeys: newCache(opts.IndexCacheSize),
 		metrics: newCache(opts.IndexCacheSize),
 		meta:    newCache(4096),
+		series:  newSeriesCache(opts.IndexCacheSize),
 		m: storeMetrics{
-			cacheHits: f.NewCounterVec(prometheus.CounterOpts{
-				Namespace: "kairos_adapter", Name: "index_cache_hits_total",
-				Help: "Index rows not written again because this process already stored them.",
-			}, []string{"cache"}),
-			cacheMisses: f.NewCounterVec(prometheus.CounterOpts{
-				Namespace: "kairos_adapter", Name: "index_cache_misses_total",
-				Help: "Index rows written because this process had not stored them yet.",
-			}, []string{"cache"}),
 			skipped: f.NewCounterVec(prometheus.CounterOpts{
 				Namespace: "kairos_adapter", Name: "read_skipped_values_total",
 				Help: "Stored values a read skipped because they are not numbers (kairos_string, unknown types, empty null values).",
@@ -112,6 +114,17 @@ func Open(ctx context.Context, eng Engine, opts Options, logger *slog.Logger, re
 			}, []string{"operation"}),
 		},
 	}
+	hits := f.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "kairos_adapter", Name: "index_cache_hits_total",
+		Help: "Index rows not written again because this process already stored them.",
+	}, []string{"cache"})
+	misses := f.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "kairos_adapter", Name: "index_cache_misses_total",
+		Help: "Index rows written because this process had not stored them yet.",
+	}, []string{"cache"})
+	s.m.rowKeyHits, s.m.rowKeyMisses = hits.WithLabelValues("row_keys"), misses.WithLabelValues("row_keys")
+	s.m.metricRowHits, s.m.metricRowMisses = hits.WithLabelValues("row_key_time_index"), misses.WithLabelValues("row_key_time_index")
+	s.epoch.Store(1)
 	spec, err := s.initSpec(ctx, opts.Spec)
 	if err != nil {
 		return nil, err
