@@ -42,6 +42,7 @@ type Engine struct {
 	// policy is ks's host selection policy, which groupReplicas asks for the
 	// replica of each data_points partition (§5.6).
 	policy gocql.HostSelectionPolicy
+	routes *routeCache
 }
 
 var _ kairosstore.Engine = (*Engine)(nil)
@@ -56,7 +57,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Engine, error)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{cfg: cfg, set: set, logger: logger, grouping: defaultGrouping}
+	e := &Engine{cfg: cfg, set: set, logger: logger, grouping: defaultGrouping, routes: newRouteCache()}
 
 	boot, _, err := e.connect("")
 	if err != nil {

@@ -685,5 +685,8 @@ func TestReplicaOfNamesAHost(t *testing.T) {
 		id := cql.ReplicaOf(e, key)
 		require.Contains(t, ids, id)
 		require.Equal(t, id, cql.ReplicaOf(e, key))
+		// The route cache answers the same, on a miss and on a hit.
+		require.Equal(t, id, cql.CachedReplicaOf(e, key))
+		require.Equal(t, id, cql.CachedReplicaOf(e, key))
 	}
 }

@@ -17,3 +17,8 @@ func SetGrouping(e *Engine, g Grouping) { e.grouping = g }
 
 // ReplicaOf is the host ID groupReplicas batches a data_points key under.
 func ReplicaOf(e *Engine, key []byte) string { return replicaOf(e.router(), e.set.keyspace, key) }
+
+// CachedReplicaOf is the replica groupReplicas uses, through the route cache.
+func CachedReplicaOf(e *Engine, key []byte) string {
+	return e.routes.replica(e.router(), e.set.keyspace, key)
+}

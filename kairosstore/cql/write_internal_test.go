@@ -24,11 +24,22 @@ func TestByReplicaCapsBatches(t *testing.T) {
 		return out
 	}
 
-	// Without a policy every partition maps to one host: batches of 50.
-	require.Equal(t, []int{50, 50, 20}, sizes(byReplica(data(120, 8), nil, "ks")))
+	oneHost := func([]byte) string { return "" }
+	// One host: batches of 50.
+	require.Equal(t, []int{50, 50, 20}, sizes(byReplica(data(120, 8), oneHost)))
+
+	// Two hosts: a batch per host, each filled to 50 before a new one opens.
+	evenOdd := func(key []byte) string { return []string{"even", "odd"}[key[len(key)-1]%2] }
+	reqs := byReplica(data(120, 8), evenOdd)
+	require.Equal(t, []int{50, 50, 10, 10}, sizes(reqs))
+	for _, r := range reqs {
+		for _, st := range r {
+			require.Equal(t, evenOdd(r[0].route), evenOdd(st.route), "one host per batch")
+		}
+	}
 
 	// Large values: the byte cap, not the count, closes the batches.
-	reqs := byReplica(data(10, 1000), nil, "ks")
+	reqs = byReplica(data(10, 1000), oneHost)
 	require.Equal(t, []int{3, 3, 3, 1}, sizes(reqs))
 	for _, r := range reqs {
 		n := 0
@@ -42,7 +53,7 @@ func TestByReplicaCapsBatches(t *testing.T) {
 	idx := []stmt{
 		{cql: insertRowKey, part: "r1"}, {cql: insertRowKey, part: "r2"}, {cql: insertRowKey, part: "r1"},
 	}
-	reqs = byReplica(append(data(3, 8), idx...), nil, "ks")
+	reqs = byReplica(append(data(3, 8), idx...), oneHost)
 	require.Equal(t, []int{3, 2, 1}, sizes(reqs))
 	require.Equal(t, "r1", reqs[1][1].part)
 }
