@@ -89,12 +89,15 @@ func BenchmarkPipeline(b *testing.B) {
 					}
 					raw, err = req.Marshal()
 				} else {
+					// With the metadata Prometheus sends on every 2.0 series.
 					st := writev2.NewSymbolTable()
+					help := st.Symbolize("Node metric.")
 					req := writev2.Request{}
 					for i := q * perReq; i < (q+1)*perReq; i++ {
 						req.Timeseries = append(req.Timeseries, writev2.TimeSeries{
 							LabelsRefs: st.SymbolizeLabels(series[i], nil),
 							Samples:    []writev2.Sample{{Timestamp: ts, Value: float64(i) + float64(r)*0.5}},
+							Metadata:   writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_GAUGE, HelpRef: help},
 						})
 					}
 					req.Symbols = st.Symbols()

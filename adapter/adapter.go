@@ -114,6 +114,9 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		maxBytes: opts.MaxRequestBytes,
 		limit:    newLimiter(opts.MaxConcurrentWrites),
 		series:   newSeriesCache(cmp.Or(opts.SeriesCacheSize, 50_000)),
+		// A series has a few symbols of its own (instance, pod...); the
+		// rest are shared.
+		symbols: newSymbolTable(8 * cmp.Or(opts.SeriesCacheSize, 50_000)),
 	}
 	rh := &readHandler{
 		store:      store,

@@ -1,6 +1,8 @@
 package adapter
 
 import (
+	"encoding/binary"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -57,4 +59,53 @@ func (c *seriesCache) putLocked(key string, ref any) {
 		c.old, c.cur = c.cur, make(map[string]any, c.size)
 	}
 	c.cur[key] = ref
+}
+
+// symbolTable numbers the symbols of 2.0 requests the same way across
+// requests, so that a 2.0 series' cache key is its label refs renumbered,
+// four bytes a symbol, instead of its label strings: refs alone only mean
+// something within one request. It holds at most max symbols; when full it
+// starts over in a new generation, which is part of every key, so a number
+// given out again never names a series of the old generation.
+type symbolTable struct {
+	mu  sync.Mutex
+	max int
+	gen uint32
+	ids map[string]uint32
+}
+
+func newSymbolTable(max int) *symbolTable {
+	return &symbolTable{max: max, ids: map[string]uint32{}}
+}
+
+// resolve appends the number of each symbol to dst, and returns them with
+// their generation.
+func (t *symbolTable) resolve(dst []uint32, symbols []string) ([]uint32, uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.ids)+len(symbols) > t.max {
+		t.ids = map[string]uint32{}
+		t.gen++
+	}
+	for _, s := range symbols {
+		id, ok := t.ids[s]
+		if !ok {
+			id = uint32(len(t.ids))
+			t.ids[strings.Clone(s)] = id // s points into the request buffer
+		}
+		dst = append(dst, id)
+	}
+	return dst, t.gen
+}
+
+// appendSymbolKey appends the cache key of a 2.0 series: a 0 byte (1.0 keys
+// start with the tag of a label field, 0x0a, so the two never meet), the
+// generation, and the numbers of its label refs.
+func appendSymbolKey(dst []byte, gen uint32, refs []uint32, ids []uint32) []byte {
+	dst = append(dst, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, gen)
+	for _, r := range refs {
+		dst = binary.LittleEndian.AppendUint32(dst, ids[r])
+	}
+	return dst
 }

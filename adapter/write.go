@@ -45,6 +45,7 @@ type writeHandler struct {
 	limit    limiter
 	states   sync.Pool // *writeState
 	series   *seriesCache
+	symbols  *symbolTable
 }
 
 // writeState is what one request needs and the next can reuse.
@@ -59,7 +60,8 @@ type writeState struct {
 	v1    rw1Request
 	arena []byte
 	v2    writev2.Request
-	key   []byte // a 2.0 series' labels, encoded as the series cache key
+	key   []byte   // a 2.0 series' cache key
+	ids   []uint32 // the numbers of a 2.0 request's symbols (symbolTable)
 	// metaSet remembers metadata already passed to SetMetadata in this
 	// request: RW2 repeats it on every series of a family.
 	metaSet map[string]metadata.Metadata

@@ -116,8 +116,8 @@ func TestWriteV1(t *testing.T) {
 
 // TestWriteSeriesCache sends the same series again, over both protocols and
 // with the labels of a 1.0 series split around its samples: each distinct
-// encoding of a series is translated once, and every sample lands in the
-// series its labels name.
+// encoding of a series (1.0 label fields, 2.0 symbols) is translated once,
+// and every sample lands in the series its labels name.
 func TestWriteSeriesCache(t *testing.T) {
 	s := newFakeStore()
 	h, _ := newTestHandler(t, s, Options{})
@@ -139,12 +139,19 @@ func TestWriteSeriesCache(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
 	require.Equal(t, 2, s.refs)
 
-	// 2.0 encodes labels as refs, which the cache key resolves: a hit.
+	// 2.0 refs mean something only within a request: the second request
+	// numbers its symbols differently, and still hits the first's entry.
 	v2 := newV2Builder()
 	v2.add(writev2.TimeSeries{LabelsRefs: v2.refs(a...), Samples: []writev2.Sample{{Timestamp: 31000, Value: 3}}})
 	rec = writeV2Req(h, v2.build())
 	require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
-	require.Equal(t, 2, s.refs)
+	require.Equal(t, 3, s.refs)
+	v2 = newV2Builder()
+	v2.refs("job", "other", "instance", "z")
+	v2.add(writev2.TimeSeries{LabelsRefs: v2.refs(a...), Samples: []writev2.Sample{{Timestamp: 32000, Value: 3.5}}})
+	rec = writeV2Req(h, v2.build())
+	require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
+	require.Equal(t, 3, s.refs)
 
 	// Label fields after the sample, and out of order: a new encoding,
 	// decoded once, gathered and sorted into the same series.
@@ -163,10 +170,10 @@ func TestWriteSeriesCache(t *testing.T) {
 		raw := append([]byte{1<<3 | 2, byte(len(body))}, body...)
 		rec = post(h, "/api/v1/write", ctV1, "snappy", gsnappy.Encode(nil, raw))
 		require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
-		require.Equal(t, 3, s.refs)
+		require.Equal(t, 4, s.refs)
 	}
 
-	require.Equal(t, []fakeSample{{t: 1000, f: 1}, {t: 16000, f: 1}, {t: 31000, f: 3}}, s.get(`{__name__="up", instance="a:9100", job="node"}`).samples)
+	require.Equal(t, []fakeSample{{t: 1000, f: 1}, {t: 16000, f: 1}, {t: 31000, f: 3}, {t: 32000, f: 3.5}}, s.get(`{__name__="up", instance="a:9100", job="node"}`).samples)
 	require.Equal(t, []fakeSample{{t: 1000, f: 2}, {t: 16000, f: 2}, {t: 46000, f: 4}}, s.get(`{__name__="up", instance="b:9100", job="node"}`).samples)
 	require.Equal(t, 2, s.numSeries())
 }

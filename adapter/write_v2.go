@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/http"
@@ -41,13 +40,17 @@ func (h *writeHandler) writeV2(ctx context.Context, st *writeState, body []byte)
 	}
 	b.grow()
 	ra, _ := b.app.(refAppender)
+	var gen uint32
+	if ra != nil {
+		st.ids, gen = h.symbols.resolve(st.ids[:0], req.Symbols)
+	}
 	for i := range req.Timeseries {
 		ts := &req.Timeseries[i]
 		c := counts{len(ts.Samples), len(ts.Histograms), len(ts.Exemplars)}
 		var ls labels.Labels
 		var err error
 		if ra != nil && c.samples > 0 && c.histograms == 0 && c.exemplars == 0 {
-			err = h.appendV2Floats(ra, st, ts, req.Symbols)
+			err = h.appendV2Floats(ra, st, ts, req.Symbols, gen)
 		} else if ls, err = v2Labels(&st.b, ts.LabelsRefs, req.Symbols, &st.ls); err == nil {
 			err = appendV2Series(b.app, &st.b, ls, ts, req.Symbols)
 		}
@@ -109,11 +112,10 @@ func checkRefs(refs []uint32, n uint64) error {
 	return nil
 }
 
-// appendV2Floats is appendV1Floats for a 2.0 series. Its cache key is the
-// 1.0 encoding of its labels, built from the symbols: refs only mean
-// something within one request.
-func (h *writeHandler) appendV2Floats(ra refAppender, st *writeState, ts *writev2.TimeSeries, symbols []string) error {
-	st.key = appendV1LabelFields(st.key[:0], ts.LabelsRefs, symbols)
+// appendV2Floats is appendV1Floats for a 2.0 series, keyed by its label
+// refs renumbered through the symbol table.
+func (h *writeHandler) appendV2Floats(ra refAppender, st *writeState, ts *writev2.TimeSeries, symbols []string, gen uint32) error {
+	st.key = appendSymbolKey(st.key[:0], gen, ts.LabelsRefs, st.ids)
 	ref := h.series.get(st.key)
 	if ref == nil {
 		ls, err := v2Labels(&st.b, ts.LabelsRefs, symbols, &st.ls)
@@ -131,41 +133,6 @@ func (h *writeHandler) appendV2Floats(ra refAppender, st *writeState, ts *writev
 		}
 	}
 	return nil
-}
-
-// appendV1LabelFields appends the labels of refs as the label fields of a
-// prometheus.TimeSeries. The encoding is one-to-one, so 1.0 and 2.0 keys
-// share the series cache: equal bytes always mean equal labels.
-func appendV1LabelFields(dst []byte, refs []uint32, symbols []string) []byte {
-	for i := 0; i+1 < len(refs); i += 2 {
-		name, value := symbols[refs[i]], symbols[refs[i+1]]
-		if inner := 4 + len(name) + len(value); inner < 0x80 {
-			// All lengths fit a byte, as for almost every label.
-			dst = append(dst, 1<<3|2, byte(inner), 1<<3|2, byte(len(name)))
-			dst = append(dst, name...)
-			dst = append(dst, 2<<3|2, byte(len(value)))
-			dst = append(dst, value...)
-			continue
-		}
-		inner := 2 + uvarintLen(len(name)) + len(name) + uvarintLen(len(value)) + len(value)
-		dst = append(dst, 1<<3|2)
-		dst = binary.AppendUvarint(dst, uint64(inner))
-		dst = append(dst, 1<<3|2)
-		dst = binary.AppendUvarint(dst, uint64(len(name)))
-		dst = append(dst, name...)
-		dst = append(dst, 2<<3|2)
-		dst = binary.AppendUvarint(dst, uint64(len(value)))
-		dst = append(dst, value...)
-	}
-	return dst
-}
-
-func uvarintLen(n int) int {
-	l := 1
-	for ; n >= 0x80; n >>= 7 {
-		l++
-	}
-	return l
 }
 
 // v2Name is the __name__ of a series whose refs validateSymbols checked.
