@@ -54,7 +54,7 @@ type Store struct {
 	log     *slog.Logger
 	rowKeys *cache // series rows whose row_keys entries are stored
 	metrics *cache // (metric, row time) whose row_key_time_index and string_index entries are stored
-	meta    *cache // metadata already stored, keyed by family and value
+	meta    metadataCache
 	series  *seriesCache
 	bufs    sync.Pool // *appendBuffers
 	// epoch counts deletes that removed index rows, from 1: a series row
@@ -100,7 +100,6 @@ func Open(ctx context.Context, eng Engine, opts Options, logger *slog.Logger, re
 		log:     logger,
 		rowKeys: newCache(opts.IndexCacheSize),
 		metrics: newCache(opts.IndexCacheSize),
-		meta:    newCache(4096),
 		series:  newSeriesCache(opts.IndexCacheSize),
 		m: storeMetrics{
 			skipped: f.NewCounterVec(prometheus.CounterOpts{

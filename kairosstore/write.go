@@ -51,7 +51,7 @@ type Appender struct {
 	indexed  int    // distinct rows found already indexed, for the hit counter
 	values   []byte // backing store of all cell values
 	batch    Batch
-	meta     map[string]string // metric family -> JSON
+	meta     map[string]pendingMetadata // by metric family
 }
 
 type pendingRow struct {
@@ -266,16 +266,25 @@ func (a *Appender) SetMetadata(family string, m metadata.Metadata) error {
 	if family == "" {
 		return badRequest("metadata without a metric family name")
 	}
+	if a.s.meta.stored(family, m) {
+		return nil
+	}
 	b, err := json.Marshal(storedMetadata{Type: string(m.Type), Help: m.Help, Unit: m.Unit})
 	if err != nil {
 		return err
 	}
 	if a.meta == nil {
-		a.meta = map[string]string{}
+		a.meta = map[string]pendingMetadata{}
 	}
-	// family may alias the caller's request buffer.
-	a.meta[strings.Clone(family)] = string(b)
+	// The strings may point into the caller's request buffer.
+	m = metadata.Metadata{Type: m.Type, Help: strings.Clone(m.Help), Unit: strings.Clone(m.Unit)}
+	a.meta[strings.Clone(family)] = pendingMetadata{md: m, json: string(b)}
 	return nil
+}
+
+type pendingMetadata struct {
+	md   metadata.Metadata
+	json string
 }
 
 type storedMetadata struct {
@@ -389,15 +398,14 @@ func (a *Appender) Commit(ctx context.Context) error {
 	for _, r := range confirmed {
 		r.indexedIn.Store(epoch)
 	}
-	for family, v := range a.meta {
-		key := family + "\x00" + v
-		if s.meta.has([]byte(key)) {
-			continue
+	for family, p := range a.meta {
+		if s.meta.stored(family, p.md) {
+			continue // another request stored it meanwhile
 		}
-		if err := s.eng.SetServiceValue(ctx, metadataService, metadataServiceKey, family, v, b.WriteTime); err != nil {
+		if err := s.eng.SetServiceValue(ctx, metadataService, metadataServiceKey, family, p.json, b.WriteTime); err != nil {
 			return fmt.Errorf("store metadata of %s: %w", family, err)
 		}
-		s.meta.add(key)
+		s.meta.add(family, p.md)
 	}
 	return nil
 }
