@@ -262,16 +262,10 @@ func unmarshalTimeSeries(ts *rw1Series, b []byte, arena []byte) ([]byte, error) 
 			b = b[n:]
 			continue
 		}
-		if len(b) >= 13 && b[0] == 2<<3|2 && b[1] >= 11 && b[1] < 0x80 && int(b[1]) <= len(b)-2 &&
-			b[2] == 1<<3|1 && b[11] == 2<<3 {
-			// A sample of value and timestamp only, in field order.
-			payload := b[2 : 2+int(b[1])]
-			if t, n := binary.Uvarint(payload[10:]); n > 0 && n == len(payload)-10 {
-				v := math.Float64frombits(binary.LittleEndian.Uint64(payload[1:9]))
-				ts.samples = append(ts.samples, prompb.Sample{Value: v, Timestamp: int64(t)})
-				b = b[2+len(payload):]
-				continue
-			}
+		if v, t, n, ok := plainSample(b); ok {
+			ts.samples = append(ts.samples, prompb.Sample{Value: v, Timestamp: t})
+			b = b[n:]
+			continue
 		}
 		field, wire, payload, rest, err := nextField(b)
 		if err != nil {
@@ -378,6 +372,23 @@ func unmarshalLabel(b []byte) (prompb.Label, error) {
 	return l, nil
 }
 
+// plainSample decodes the sample field at the start of b when it holds a
+// value and a timestamp only, in field order, with a one-byte length: what
+// Prometheus sends for every sample but a zero value or time. n is the
+// length of the whole field.
+func plainSample(b []byte) (v float64, t int64, n int, ok bool) {
+	if len(b) < 13 || b[0] != 2<<3|2 || b[1] < 11 || b[1] >= 0x80 || int(b[1]) > len(b)-2 ||
+		b[2] != 1<<3|1 || b[11] != 2<<3 {
+		return 0, 0, 0, false
+	}
+	payload := b[2 : 2+int(b[1])]
+	ut, m := binary.Uvarint(payload[10:])
+	if m <= 0 || m != len(payload)-10 {
+		return 0, 0, 0, false
+	}
+	return math.Float64frombits(binary.LittleEndian.Uint64(payload[1:9])), int64(ut), 2 + len(payload), true
+}
+
 // unmarshalSample decodes a sample of either version: value (1), timestamp
 // (2) and the 2.0 start_timestamp (3).
 func unmarshalSample(b []byte) (v float64, t, start int64, err error) {
@@ -412,16 +423,10 @@ func unmarshalSample(b []byte) (v float64, t, start int64, err error) {
 // to ts's slices.
 func unmarshalV2Series(ts *writev2.TimeSeries, b []byte) error {
 	for len(b) > 0 {
-		if b[0] == 2<<3|2 && len(b) >= 13 && b[1] >= 11 && b[1] < 0x80 && int(b[1]) <= len(b)-2 &&
-			b[2] == 1<<3|1 && b[11] == 2<<3 {
-			// A sample of value and timestamp only, in field order.
-			payload := b[2 : 2+int(b[1])]
-			if t, n := binary.Uvarint(payload[10:]); n > 0 && n == len(payload)-10 {
-				v := math.Float64frombits(binary.LittleEndian.Uint64(payload[1:9]))
-				ts.Samples = append(ts.Samples, writev2.Sample{Value: v, Timestamp: int64(t)})
-				b = b[2+len(payload):]
-				continue
-			}
+		if v, t, n, ok := plainSample(b); ok {
+			ts.Samples = append(ts.Samples, writev2.Sample{Value: v, Timestamp: t})
+			b = b[n:]
+			continue
 		}
 		field, wire, payload, rest, err := nextField(b)
 		if err != nil {

@@ -246,20 +246,13 @@ func (h *writeHandler) writeV1(ctx context.Context, st *writeState, body []byte)
 	return h.finish(ctx, b, writeV1)
 }
 
-// appendV1Floats appends the float samples of a series through its handle,
-// which the series cache knows for every series seen before: only a new
-// series has its labels decoded.
+// appendV1Floats appends the float samples of a series through its handle.
 func (h *writeHandler) appendV1Floats(ra refAppender, st *writeState, ts *rw1Series) error {
-	ref := h.series.get(ts.labels)
-	if ref == nil {
-		ls, err := v1Labels(&st.b, ts.labels, &st.ls)
-		if err != nil {
-			return err
-		}
-		if ref, err = ra.Ref(ls); err != nil {
-			return err
-		}
-		h.series.put(ts.labels, ref)
+	ref, err := h.seriesRef(ra, ts.labels, func() (labels.Labels, error) {
+		return v1Labels(&st.b, ts.labels, &st.ls)
+	})
+	if err != nil {
+		return err
 	}
 	for _, s := range ts.samples {
 		if err := ra.AppendRef(ref, s.Timestamp, s.Value); err != nil {
@@ -267,6 +260,25 @@ func (h *writeHandler) appendV1Floats(ra refAppender, st *writeState, ts *rw1Ser
 		}
 	}
 	return nil
+}
+
+// seriesRef returns the store's handle on the series whose cache key is
+// key. The cache knows every series seen before, so only a new series has
+// its labels decoded (by build).
+func (h *writeHandler) seriesRef(ra refAppender, key []byte, build func() (labels.Labels, error)) (any, error) {
+	if ref := h.series.get(key); ref != nil {
+		return ref, nil
+	}
+	ls, err := build()
+	if err != nil {
+		return nil, err
+	}
+	ref, err := ra.Ref(ls)
+	if err != nil {
+		return nil, err
+	}
+	h.series.put(key, ref)
+	return ref, nil
 }
 
 // malformedError is a label field that does not decode. Label fields are

@@ -116,16 +116,11 @@ func checkRefs(refs []uint32, n uint64) error {
 // refs renumbered through the symbol table.
 func (h *writeHandler) appendV2Floats(ra refAppender, st *writeState, ts *writev2.TimeSeries, symbols []string, gen uint32) error {
 	st.key = appendSymbolKey(st.key[:0], gen, ts.LabelsRefs, st.ids)
-	ref := h.series.get(st.key)
-	if ref == nil {
-		ls, err := v2Labels(&st.b, ts.LabelsRefs, symbols, &st.ls)
-		if err != nil {
-			return err
-		}
-		if ref, err = ra.Ref(ls); err != nil {
-			return err
-		}
-		h.series.put(st.key, ref)
+	ref, err := h.seriesRef(ra, st.key, func() (labels.Labels, error) {
+		return v2Labels(&st.b, ts.LabelsRefs, symbols, &st.ls)
+	})
+	if err != nil {
+		return err
 	}
 	for _, s := range ts.Samples {
 		if err := ra.AppendRef(ref, s.Timestamp, s.Value); err != nil {
