@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -318,7 +319,16 @@ type seriesSet struct {
 	launched   int
 	cur        storage.Series
 	err        error
+	// lastLen is the sample count of the last series read. The series of
+	// one query mostly share a scrape interval, so it sizes the next
+	// series' slices once instead of growing them sample by sample, and
+	// it narrows the read-ahead window for long series.
+	lastLen atomic.Int64
 }
+
+// maxSizeHint caps the preallocation from lastLen, so that one long series
+// cannot make every following short one allocate 1 MiB.
+const maxSizeHint = 1 << 16
 
 type fetched struct {
 	series *listSeries
@@ -327,10 +337,19 @@ type fetched struct {
 
 func newSeriesSet(ctx context.Context, s *Store, refs []*seriesRef, start, end int64) *seriesSet {
 	ss := &seriesSet{ctx: ctx, s: s, refs: refs, start: start, end: end, pending: make([]chan fetched, len(refs))}
-	for ss.launched < len(refs) && ss.launched < s.opts.ReadConcurrency {
+	ss.fill()
+	return ss
+}
+
+// fill launches reads until the read-ahead window is full.
+func (ss *seriesSet) fill() {
+	window := ss.s.opts.ReadConcurrency
+	if n := ss.lastLen.Load(); n > 0 {
+		window = int(max(1, min(int64(window), ss.s.opts.ReadAheadSamples/n)))
+	}
+	for ss.launched < len(ss.refs) && ss.launched < window {
 		ss.launch()
 	}
-	return ss
 }
 
 func (ss *seriesSet) launch() {
@@ -339,8 +358,12 @@ func (ss *seriesSet) launch() {
 	ch := make(chan fetched, 1)
 	ss.pending[i] = ch
 	ref := ss.refs[i]
+	hint := int(min(ss.lastLen.Load(), maxSizeHint))
 	go func() {
-		series, err := ss.s.readSeries(ss.ctx, ref, ss.start, ss.end)
+		series, err := ss.s.readSeries(ss.ctx, ref, ss.start, ss.end, hint)
+		if err == nil {
+			ss.lastLen.Store(int64(len(series.ts)))
+		}
 		ch <- fetched{series, err}
 	}()
 }
@@ -352,9 +375,7 @@ func (ss *seriesSet) Next() bool {
 		ss.refs[0] = nil // let the consumed series be collected
 		ss.refs = ss.refs[1:]
 		ss.launched--
-		if ss.launched < len(ss.refs) {
-			ss.launch()
-		}
+		ss.fill()
 		var r fetched
 		select {
 		case r = <-ch:
@@ -385,8 +406,11 @@ func (ss *seriesSet) Warnings() annotations.Annotations { return nil }
 // Samples at the same timestamp in rows of different types (possible only
 // for data KairosDB wrote, or a series that was re-typed) are kept once: the
 // one of the row first in (row time, type name) order.
-func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64) (*listSeries, error) {
+func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64, sizeHint int) (*listSeries, error) {
 	out := &listSeries{lset: ref.lset}
+	if sizeHint > 0 {
+		out.ts, out.vs = make([]int64, 0, sizeHint), make([]float64, 0, sizeHint)
+	}
 	sorted := true
 	t0 := time.Now()
 	defer s.observe("data_points", t0)

@@ -41,6 +41,12 @@ type Options struct {
 	MaxMetrics, MaxSeries int
 	// ReadConcurrency bounds the data_points slices read at once per query.
 	ReadConcurrency int
+	// ReadAheadSamples bounds the samples a query reads ahead of its
+	// consumer (16 bytes each): the window of ReadConcurrency series
+	// shrinks to ReadAheadSamples / samples per series, never below one,
+	// so a query of long series holds about 64 MiB of them by default, not
+	// ReadConcurrency whole series. Default 4 Mi.
+	ReadAheadSamples int64
 	// Now is the clock for write timestamps; nil means time.Now.
 	Now func() time.Time
 }
@@ -85,6 +91,9 @@ func Open(ctx context.Context, eng Engine, opts Options, logger *slog.Logger, re
 	}
 	if opts.ReadConcurrency <= 0 {
 		opts.ReadConcurrency = 16
+	}
+	if opts.ReadAheadSamples <= 0 {
+		opts.ReadAheadSamples = 1 << 22
 	}
 	if opts.IndexCacheSize <= 0 {
 		opts.IndexCacheSize = 50000
