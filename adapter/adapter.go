@@ -32,6 +32,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"slices"
 	"strconv"
 	"time"
@@ -157,6 +158,14 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		handle("POST /api/v1/admin/tsdb/delete_series", "delete_series", h)
 		handle("PUT /api/v1/admin/tsdb/delete_series", "delete_series", h)
 	}
+	// Go's profiler, served as Prometheus serves it: what an operator asks
+	// for first when the adapter is slow, and where BENCHMARKS.md's profiles
+	// come from. The web config's TLS and basic auth cover it like any path.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	if opts.Gatherer != nil {
 		handle("GET /metrics", "metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
 			EnableOpenMetrics: true,

@@ -42,6 +42,9 @@ func TestRouting(t *testing.T) {
 		{method: http.MethodGet, path: "/-/ready", wantCode: http.StatusOK},
 		{method: http.MethodGet, path: "/metrics", wantCode: http.StatusOK},
 		{method: http.MethodGet, path: "/api/v1/metadata", wantCode: http.StatusOK},
+		{method: http.MethodGet, path: "/debug/pprof/", wantCode: http.StatusOK},
+		{method: http.MethodGet, path: "/debug/pprof/heap", wantCode: http.StatusOK},
+		{method: http.MethodPost, path: "/debug/pprof/heap", wantCode: http.StatusMethodNotAllowed, wantAllow: "GET, HEAD"},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			rec := serve(h, tc.method, tc.path)
