@@ -232,7 +232,14 @@ func (e *Engine) run(ctx context.Context, s *gocql.Session, stmts []stmt, cons g
 	switch e.grouping {
 	case groupReplicas:
 		policy, ks := e.router(), e.set.keyspace
-		reqs = byReplica(stmts, func(key []byte) string { return e.routes.replica(policy, ks, key) })
+		replica := func(key []byte) string { return e.routes.replica(policy, ks, key) }
+		if len(s.GetHosts()) == 1 {
+			// One node is the replica of every key: no lookup at all. The
+			// route cache's map lookups, ~250 ns each on a 100k-series
+			// load, were a tenth of the adapter's CPU on one node.
+			replica = func([]byte) string { return "" }
+		}
+		reqs = byReplica(stmts, replica)
 	case groupPartitions:
 		reqs = byPartition(stmts, maxBatch)
 	default:
