@@ -183,37 +183,38 @@ func unmarshalV1Request(req *rw1Request, b []byte, arena []byte) (unknown bool, 
 }
 
 // unmarshalV2Request decodes an io.prometheus.write.v2.Request into req,
-// reusing req's slices; unknown as for unmarshalWriteRequest (fields 1-3 are
-// reserved in 2.0 so that a 1.0 body shows up here).
-func unmarshalV2Request(req *writev2.Request, b []byte) (unknown bool, err error) {
+// reusing req's slices; unknown as for unmarshalV1Request (fields 1-3 are
+// reserved in 2.0 so that a 1.0 body shows up here). maxRef is the largest
+// labels ref of all series, so that validating them is one comparison.
+func unmarshalV2Request(req *writev2.Request, b []byte) (unknown bool, maxRef uint32, err error) {
 	req.Symbols, req.Timeseries = req.Symbols[:0], req.Timeseries[:0]
 	for len(b) > 0 {
 		field, wire, payload, rest, err := nextField(b)
 		if err != nil {
-			return unknown, err
+			return unknown, maxRef, err
 		}
 		b = rest
 		switch field {
 		case 4: // symbols
 			if wire != 2 {
-				return unknown, fmt.Errorf("proto: wrong wire type %d for field symbols", wire)
+				return unknown, maxRef, fmt.Errorf("proto: wrong wire type %d for field symbols", wire)
 			}
 			req.Symbols = append(req.Symbols, bodyString(payload))
 		case 5: // timeseries
 			if wire != 2 {
-				return unknown, fmt.Errorf("proto: wrong wire type %d for field timeseries", wire)
+				return unknown, maxRef, fmt.Errorf("proto: wrong wire type %d for field timeseries", wire)
 			}
 			req.Timeseries = growOne(req.Timeseries)
 			ts := &req.Timeseries[len(req.Timeseries)-1]
 			*ts = writev2.TimeSeries{LabelsRefs: ts.LabelsRefs[:0], Samples: ts.Samples[:0]}
-			if err := unmarshalV2Series(ts, payload); err != nil {
-				return unknown, err
+			if err := unmarshalV2Series(ts, payload, &maxRef); err != nil {
+				return unknown, maxRef, err
 			}
 		default:
 			unknown = true
 		}
 	}
-	return unknown, nil
+	return unknown, maxRef, nil
 }
 
 // growOne extends s by one element, keeping the element's old contents when
@@ -372,6 +373,35 @@ func unmarshalLabel(b []byte) (prompb.Label, error) {
 	return l, nil
 }
 
+// unmarshalV2Metadata decodes an io.prometheus.write.v2.Metadata: three
+// varints, which the generated decoder spent a tenth of a 2.0 series'
+// decoding time on.
+func unmarshalV2Metadata(m *writev2.Metadata, b []byte) error {
+	for len(b) > 0 {
+		field, wire, payload, rest, err := nextField(b)
+		if err != nil {
+			return err
+		}
+		b = rest
+		if field != 1 && field != 3 && field != 4 {
+			continue
+		}
+		if wire != 0 {
+			return wrongWire(wire, "metadata")
+		}
+		v := uvarint(payload)
+		switch field {
+		case 1:
+			m.Type = writev2.Metadata_MetricType(v)
+		case 3:
+			m.HelpRef = uint32(v)
+		case 4:
+			m.UnitRef = uint32(v)
+		}
+	}
+	return nil
+}
+
 // plainSample decodes the sample field at the start of b when it holds a
 // value and a timestamp only, in field order, with a one-byte length: what
 // Prometheus sends for every sample but a zero value or time. n is the
@@ -420,8 +450,8 @@ func unmarshalSample(b []byte) (v float64, t, start int64, err error) {
 }
 
 // unmarshalV2Series decodes an io.prometheus.write.v2.TimeSeries, appending
-// to ts's slices.
-func unmarshalV2Series(ts *writev2.TimeSeries, b []byte) error {
+// to ts's slices and raising *maxRef to its largest labels ref.
+func unmarshalV2Series(ts *writev2.TimeSeries, b []byte, maxRef *uint32) error {
 	for len(b) > 0 {
 		if v, t, n, ok := plainSample(b); ok {
 			ts.Samples = append(ts.Samples, writev2.Sample{Value: v, Timestamp: t})
@@ -435,7 +465,7 @@ func unmarshalV2Series(ts *writev2.TimeSeries, b []byte) error {
 		b = rest
 		switch field {
 		case 1: // labels_refs, packed or not
-			if ts.LabelsRefs, err = appendRefs(ts.LabelsRefs, wire, payload); err != nil {
+			if ts.LabelsRefs, err = appendRefs(ts.LabelsRefs, wire, payload, maxRef); err != nil {
 				return err
 			}
 		case 2: // samples
@@ -467,7 +497,7 @@ func unmarshalV2Series(ts *writev2.TimeSeries, b []byte) error {
 			if wire != 2 {
 				return wrongWire(wire, "metadata")
 			}
-			if err := ts.Metadata.Unmarshal(payload); err != nil {
+			if err := unmarshalV2Metadata(&ts.Metadata, payload); err != nil {
 				return err
 			}
 		}
@@ -475,38 +505,40 @@ func unmarshalV2Series(ts *writev2.TimeSeries, b []byte) error {
 	return nil
 }
 
-// appendRefs appends the uint32 refs of a repeated field: one varint, or a
-// packed run of them.
-func appendRefs(refs []uint32, wire uint64, payload []byte) ([]uint32, error) {
+// appendRefs appends the uint32 refs of a repeated field, one varint or a
+// packed run of them, raising *maxRef to the largest.
+func appendRefs(refs []uint32, wire uint64, payload []byte, maxRef *uint32) ([]uint32, error) {
 	switch wire {
 	case 0:
 		v := uvarint(payload)
 		if v > math.MaxUint32 {
 			return refs, fmt.Errorf("proto: labels_refs value %d overflows uint32", v)
 		}
+		*maxRef = max(*maxRef, uint32(v))
 		return append(refs, uint32(v)), nil
 	case 2:
+		m := *maxRef
 		for len(payload) > 0 {
-			if payload[0] < 0x80 { // one-byte varint
-				refs = append(refs, uint32(payload[0]))
-				payload = payload[1:]
-				continue
+			var r uint32
+			switch {
+			case payload[0] < 0x80: // one-byte varint
+				r, payload = uint32(payload[0]), payload[1:]
+			case len(payload) > 1 && payload[1] < 0x80: // two bytes
+				r, payload = uint32(payload[0]&0x7f)|uint32(payload[1])<<7, payload[2:]
+			default:
+				v, n := binary.Uvarint(payload)
+				if n <= 0 {
+					return refs, errBadProtobuf
+				}
+				if v > math.MaxUint32 {
+					return refs, fmt.Errorf("proto: labels_refs value %d overflows uint32", v)
+				}
+				r, payload = uint32(v), payload[n:]
 			}
-			if len(payload) > 1 && payload[1] < 0x80 { // two bytes
-				refs = append(refs, uint32(payload[0]&0x7f)|uint32(payload[1])<<7)
-				payload = payload[2:]
-				continue
-			}
-			v, n := binary.Uvarint(payload)
-			if n <= 0 {
-				return refs, errBadProtobuf
-			}
-			if v > math.MaxUint32 {
-				return refs, fmt.Errorf("proto: labels_refs value %d overflows uint32", v)
-			}
-			refs = append(refs, uint32(v))
-			payload = payload[n:]
+			m = max(m, r)
+			refs = append(refs, r)
 		}
+		*maxRef = m
 		return refs, nil
 	default:
 		return refs, wrongWire(wire, "labels_refs")

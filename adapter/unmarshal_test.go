@@ -78,6 +78,17 @@ func unmarshalSeeds(t testing.TB) [][]byte {
 	}
 }
 
+// maxLabelsRef is the largest labels ref of a request's series.
+func maxLabelsRef(req *writev2.Request) uint32 {
+	var m uint32
+	for _, ts := range req.Timeseries {
+		for _, r := range ts.LabelsRefs {
+			m = max(m, r)
+		}
+	}
+	return m
+}
+
 // toPrompb turns a decoded 1.0 request back into the generated type, for
 // comparing the two decoders. Labels are decoded here, as the handler
 // decodes them, and a failure rejects the whole request there.
@@ -127,13 +138,14 @@ func TestUnmarshalMatchesGenerated(t *testing.T) {
 		var want2 writev2.Request
 		wantErr = want2.Unmarshal(body)
 		got2 := *v2Request()
-		unknown, err = unmarshalV2Request(&got2, body)
+		unknown, maxRef, err := unmarshalV2Request(&got2, body)
 		if wantErr != nil {
 			require.Error(t, err, "seed %d", i)
 		} else {
 			require.NoError(t, err, "seed %d", i)
 			require.Equal(t, marshalV2(t, &want2), marshalV2(t, &got2), "seed %d", i)
 			require.Equal(t, len(want2.XXX_unrecognized) > 0, unknown, "seed %d", i)
+			require.Equal(t, maxLabelsRef(&want2), maxRef, "seed %d", i)
 		}
 	}
 }
@@ -160,11 +172,12 @@ func FuzzUnmarshal(f *testing.F) {
 			require.Equal(t, len(want.XXX_unrecognized) > 0, unknown)
 		}
 		got2 := *v2Request()
-		if unknown, err := unmarshalV2Request(&got2, body); err == nil {
+		if unknown, maxRef, err := unmarshalV2Request(&got2, body); err == nil {
 			var want writev2.Request
 			require.NoError(t, want.Unmarshal(body))
 			require.Equal(t, marshalV2(t, &want), marshalV2(t, &got2))
 			require.Equal(t, len(want.XXX_unrecognized) > 0, unknown)
+			require.Equal(t, maxLabelsRef(&want), maxRef)
 		}
 	})
 }

@@ -18,7 +18,7 @@ import (
 // (spec §"Partial Write").
 func (h *writeHandler) writeV2(ctx context.Context, st *writeState, body []byte) writeResult {
 	req := &st.v2
-	unknown, err := unmarshalV2Request(req, body)
+	unknown, maxRef, err := unmarshalV2Request(req, body)
 	if err != nil {
 		return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV2, body, err.Error())}
 	}
@@ -33,7 +33,7 @@ func (h *writeHandler) writeV2(ctx context.Context, st *writeState, body []byte)
 		ts := &req.Timeseries[i]
 		b.received.add(counts{len(ts.Samples), len(ts.Histograms), len(ts.Exemplars)})
 	}
-	if err := validateSymbols(req); err != nil {
+	if err := validateSymbols(req, maxRef); err != nil {
 		h.m.countFailed(writeV2, reasonInvalid, b.received)
 		h.m.countReceived(writeV2, b.received)
 		return writeResult{status: http.StatusBadRequest, msg: "invalid symbol table, nothing stored: " + err.Error()}
@@ -41,6 +41,7 @@ func (h *writeHandler) writeV2(ctx context.Context, st *writeState, body []byte)
 	b.grow()
 	ra, _ := b.app.(refAppender)
 	var gen uint32
+	lastMeta := v2MetaKey{} // no metadata, of the series without a name
 	if ra != nil {
 		st.ids, gen = h.symbols.resolve(st.ids[:0], req.Symbols)
 	}
@@ -64,9 +65,16 @@ func (h *writeHandler) writeV2(ctx context.Context, st *writeState, body []byte)
 			// The metric family is the series' __name__ as is: RW2
 			// metadata belongs to the series, and foo_bucket, foo_count
 			// and foo_sum each carry their own copy, so no suffix is
-			// stripped (unlike RW1, which names families).
-			if md := v2Metadata(&ts.Metadata, req.Symbols); !md.IsEmpty() {
-				b.setMetadata(v2Name(ts.LabelsRefs, req.Symbols), md)
+			// stripped (unlike RW1, which names families). The series of
+			// a family come one after another, each with the same
+			// metadata: only a change is looked at.
+			m := &ts.Metadata
+			key := v2MetaKey{m.Type, m.HelpRef, m.UnitRef, v2NameRef(ts.LabelsRefs, req.Symbols)}
+			if key != lastMeta {
+				if md := v2Metadata(m, req.Symbols); !md.IsEmpty() {
+					b.setMetadata(req.Symbols[key.name], md)
+				}
+				lastMeta = key
 			}
 		}
 	}
@@ -75,8 +83,11 @@ func (h *writeHandler) writeV2(ctx context.Context, st *writeState, body []byte)
 
 // validateSymbols checks every reference of the request (spec §"Symbols"):
 // symbols[0] is "", each ref is inside the table, labels_refs come in pairs.
-func validateSymbols(req *writev2.Request) error {
+// maxLabelRef is the largest labels ref of all series: when it is inside
+// the table, so are all of them.
+func validateSymbols(req *writev2.Request, maxLabelRef uint32) error {
 	n := uint64(len(req.Symbols))
+	labelsInside := uint64(maxLabelRef) < n
 	if n > 0 && req.Symbols[0] != "" {
 		return fmt.Errorf("symbols[0] must be the empty string, got %q", req.Symbols[0])
 	}
@@ -85,8 +96,10 @@ func validateSymbols(req *writev2.Request) error {
 	}
 	for i := range req.Timeseries {
 		ts := &req.Timeseries[i]
-		if err := checkRefs(ts.LabelsRefs, n); err != nil {
-			return fmt.Errorf("series %d: %w", i, err)
+		if !labelsInside || len(ts.LabelsRefs)%2 != 0 {
+			if err := checkRefs(ts.LabelsRefs, n); err != nil {
+				return fmt.Errorf("series %d: %w", i, err)
+			}
 		}
 		for j := range ts.Exemplars {
 			if err := checkRefs(ts.Exemplars[j].LabelsRefs, n); err != nil {
@@ -130,14 +143,21 @@ func (h *writeHandler) appendV2Floats(ra refAppender, st *writeState, ts *writev
 	return nil
 }
 
-// v2Name is the __name__ of a series whose refs validateSymbols checked.
-func v2Name(refs []uint32, symbols []string) string {
+// v2MetaKey identifies a series' metadata and family within a request.
+type v2MetaKey struct {
+	typ              writev2.Metadata_MetricType
+	help, unit, name uint32 // refs
+}
+
+// v2NameRef is the ref of the __name__ value of a series whose refs
+// validateSymbols checked; 0 (the empty string) when there is none.
+func v2NameRef(refs []uint32, symbols []string) uint32 {
 	for i := 0; i+1 < len(refs); i += 2 {
 		if symbols[refs[i]] == model.MetricNameLabel {
-			return symbols[refs[i+1]]
+			return refs[i+1]
 		}
 	}
-	return ""
+	return 0
 }
 
 // v2Labels builds the labels of a series whose refs validateSymbols checked.
