@@ -66,10 +66,12 @@ func BenchmarkPipeline(b *testing.B) {
 		nSeries   = 20_000
 		perReq    = 2_000
 		rounds    = 4
-		startMs   = 1_763_700_000_000
 		interval  = 15_000
 		reqRounds = nSeries / perReq
 	)
+	// Samples of now, as Prometheus sends them: the row window is the
+	// current one.
+	startMs := time.Now().UnixMilli()
 	series := make([]labels.Labels, nSeries)
 	for i := range series {
 		series[i] = pipelineLabels(i)
