@@ -26,7 +26,7 @@ type refAppender interface {
 // two generations of size entries, where a hit in the old one moves the
 // entry forward. A miss only costs decoding the labels once more.
 type seriesCache struct {
-	mu       sync.Mutex
+	mu       sync.RWMutex
 	size     int
 	cur, old map[string]any
 }
@@ -35,17 +35,34 @@ func newSeriesCache(size int) *seriesCache {
 	return &seriesCache{size: size, cur: make(map[string]any, size)}
 }
 
-func (c *seriesCache) get(key []byte) any {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if ref, ok := c.cur[string(key)]; ok {
-		return ref
+// lookup appends to refs the handle of each key: nil for a nil key or an
+// unknown series. A request's series are looked up together under one read
+// lock: a lock per series was a tenth of the write path's CPU, and
+// concurrent requests do not wait for each other.
+func (c *seriesCache) lookup(refs []any, keys [][]byte) []any {
+	var promote []int // hits in the old generation
+	c.mu.RLock()
+	for i, k := range keys {
+		var ref any
+		if k != nil {
+			var ok bool
+			if ref, ok = c.cur[string(k)]; !ok {
+				if ref, ok = c.old[string(k)]; ok {
+					promote = append(promote, i)
+				}
+			}
+		}
+		refs = append(refs, ref)
 	}
-	if ref, ok := c.old[string(key)]; ok {
-		c.putLocked(string(key), ref)
-		return ref
+	c.mu.RUnlock()
+	if len(promote) > 0 {
+		c.mu.Lock()
+		for _, i := range promote {
+			c.putLocked(string(keys[i]), refs[i])
+		}
+		c.mu.Unlock()
 	}
-	return nil
+	return refs
 }
 
 func (c *seriesCache) put(key []byte, ref any) {

@@ -60,8 +60,11 @@ type writeState struct {
 	v1    rw1Request
 	arena []byte
 	v2    writev2.Request
-	key   []byte   // a 2.0 series' cache key
+	key   []byte   // the 2.0 series' cache keys, one after the other
 	ids   []uint32 // the numbers of a 2.0 request's symbols (symbolTable)
+	ends  []int    // where each 2.0 series' key ends in key
+	keys  [][]byte // the cache key of each series, nil for none
+	refs  []any    // the store handle of each series, nil when unknown
 	// metaSet remembers metadata already passed to SetMetadata in this
 	// request: RW2 repeats it on every series of a family.
 	metaSet map[string]metadata.Metadata
@@ -87,6 +90,15 @@ func (h *writeHandler) putState(st *writeState) {
 	if cap(st.arena) > maxPooledBuffer {
 		st.arena = nil
 	}
+	if cap(st.key) > maxPooledBuffer {
+		st.key = nil
+	}
+	if cap(st.keys) > maxPooledSeries {
+		st.keys, st.refs, st.ends = nil, nil, nil
+	}
+	// The handles and keys must not keep anything alive in the pool.
+	clear(st.refs)
+	clear(st.keys)
 	if cap(st.v2.Timeseries) > maxPooledSeries {
 		st.v2 = writev2.Request{}
 	}
@@ -216,13 +228,27 @@ func (h *writeHandler) writeV1(ctx context.Context, st *writeState, body []byte)
 	}
 	b.grow()
 	ra, _ := b.app.(refAppender)
+	if ra != nil {
+		// Series of floats only go through handles, keyed by their
+		// encoded labels.
+		st.keys = st.keys[:0]
+		for i := range req.series {
+			ts := &req.series[i]
+			var key []byte
+			if len(ts.histograms) == 0 && len(ts.exemplars) == 0 {
+				key = ts.labels
+			}
+			st.keys = append(st.keys, key)
+		}
+		st.refs = h.series.lookup(st.refs[:0], st.keys)
+	}
 	for i := range req.series {
 		ts := &req.series[i]
 		c := counts{len(ts.samples), len(ts.histograms), len(ts.exemplars)}
 		var ls labels.Labels
 		var err error
-		if ra != nil && c.histograms == 0 && c.exemplars == 0 {
-			err = h.appendV1Floats(ra, st, ts)
+		if ra != nil && st.keys[i] != nil {
+			err = h.appendV1Floats(ra, st, ts, st.refs[i])
 		} else if ls, err = v1Labels(&st.b, ts.labels, &st.ls); err == nil {
 			err = appendV1Series(b.app, &st.b, ls, ts)
 		}
@@ -246,9 +272,10 @@ func (h *writeHandler) writeV1(ctx context.Context, st *writeState, body []byte)
 	return h.finish(ctx, b, writeV1)
 }
 
-// appendV1Floats appends the float samples of a series through its handle.
-func (h *writeHandler) appendV1Floats(ra refAppender, st *writeState, ts *rw1Series) error {
-	ref, err := h.seriesRef(ra, ts.labels, func() (labels.Labels, error) {
+// appendV1Floats appends the float samples of a series through its handle
+// ref, which is nil for a series the cache does not know.
+func (h *writeHandler) appendV1Floats(ra refAppender, st *writeState, ts *rw1Series, ref any) error {
+	ref, err := h.seriesRef(ra, ref, ts.labels, func() (labels.Labels, error) {
 		return v1Labels(&st.b, ts.labels, &st.ls)
 	})
 	if err != nil {
@@ -262,19 +289,18 @@ func (h *writeHandler) appendV1Floats(ra refAppender, st *writeState, ts *rw1Ser
 	return nil
 }
 
-// seriesRef returns the store's handle on the series whose cache key is
-// key. The cache knows every series seen before, so only a new series has
-// its labels decoded (by build).
-func (h *writeHandler) seriesRef(ra refAppender, key []byte, build func() (labels.Labels, error)) (any, error) {
-	if ref := h.series.get(key); ref != nil {
+// seriesRef returns ref, the handle the cache found, or for a series it
+// does not know, asks the store for one, decoding its labels (build), and
+// remembers it under key.
+func (h *writeHandler) seriesRef(ra refAppender, ref any, key []byte, build func() (labels.Labels, error)) (any, error) {
+	if ref != nil {
 		return ref, nil
 	}
 	ls, err := build()
 	if err != nil {
 		return nil, err
 	}
-	ref, err := ra.Ref(ls)
-	if err != nil {
+	if ref, err = ra.Ref(ls); err != nil {
 		return nil, err
 	}
 	h.series.put(key, ref)

@@ -43,15 +43,37 @@ func (h *writeHandler) writeV2(ctx context.Context, st *writeState, body []byte)
 	var gen uint32
 	lastMeta := v2MetaKey{} // no metadata, of the series without a name
 	if ra != nil {
+		// Series of floats only go through handles, keyed by their label
+		// refs renumbered through the symbol table.
 		st.ids, gen = h.symbols.resolve(st.ids[:0], req.Symbols)
+		// All keys go into one buffer first, and are sliced from it once
+		// it no longer moves.
+		st.key, st.ends, st.keys = st.key[:0], st.ends[:0], st.keys[:0]
+		for i := range req.Timeseries {
+			ts := &req.Timeseries[i]
+			if len(ts.Samples) > 0 && len(ts.Histograms) == 0 && len(ts.Exemplars) == 0 {
+				st.key = appendSymbolKey(st.key, gen, ts.LabelsRefs, st.ids)
+			}
+			st.ends = append(st.ends, len(st.key))
+		}
+		start := 0
+		for _, end := range st.ends {
+			var key []byte
+			if end > start {
+				key = st.key[start:end:end]
+				start = end
+			}
+			st.keys = append(st.keys, key)
+		}
+		st.refs = h.series.lookup(st.refs[:0], st.keys)
 	}
 	for i := range req.Timeseries {
 		ts := &req.Timeseries[i]
 		c := counts{len(ts.Samples), len(ts.Histograms), len(ts.Exemplars)}
 		var ls labels.Labels
 		var err error
-		if ra != nil && c.samples > 0 && c.histograms == 0 && c.exemplars == 0 {
-			err = h.appendV2Floats(ra, st, ts, req.Symbols, gen)
+		if ra != nil && st.keys[i] != nil {
+			err = h.appendV2Floats(ra, st, ts, req.Symbols, st.keys[i], st.refs[i])
 		} else if ls, err = v2Labels(&st.b, ts.LabelsRefs, req.Symbols, &st.ls); err == nil {
 			err = appendV2Series(b.app, &st.b, ls, ts, req.Symbols)
 		}
@@ -125,11 +147,9 @@ func checkRefs(refs []uint32, n uint64) error {
 	return nil
 }
 
-// appendV2Floats is appendV1Floats for a 2.0 series, keyed by its label
-// refs renumbered through the symbol table.
-func (h *writeHandler) appendV2Floats(ra refAppender, st *writeState, ts *writev2.TimeSeries, symbols []string, gen uint32) error {
-	st.key = appendSymbolKey(st.key[:0], gen, ts.LabelsRefs, st.ids)
-	ref, err := h.seriesRef(ra, st.key, func() (labels.Labels, error) {
+// appendV2Floats is appendV1Floats for a 2.0 series.
+func (h *writeHandler) appendV2Floats(ra refAppender, st *writeState, ts *writev2.TimeSeries, symbols []string, key []byte, ref any) error {
+	ref, err := h.seriesRef(ra, ref, key, func() (labels.Labels, error) {
 		return v2Labels(&st.b, ts.LabelsRefs, symbols, &st.ls)
 	})
 	if err != nil {
