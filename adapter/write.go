@@ -346,14 +346,7 @@ func v1Labels(sb *labels.ScratchBuilder, encoded []byte, dst *labels.Labels) (la
 
 func appendV1Series(app Appender, sb *labels.ScratchBuilder, ls labels.Labels, ts *rw1Series) error {
 	for i := range ts.histograms {
-		hp := &ts.histograms[i]
-		var err error
-		if hp.IsFloatHistogram() {
-			err = appendHistogram(app, ls, hp.Timestamp, nil, hp.ToFloatHistogram())
-		} else {
-			err = appendHistogram(app, ls, hp.Timestamp, hp.ToIntHistogram(), nil)
-		}
-		if err != nil {
+		if err := appendHistogram(app, ls, ts.histograms[i].Timestamp, &ts.histograms[i]); err != nil {
 			return err
 		}
 	}
@@ -380,29 +373,42 @@ type exemplarsRejected struct{ err error }
 func (e *exemplarsRejected) Error() string { return "exemplars not stored: " + e.err.Error() }
 func (e *exemplarsRejected) Unwrap() error { return e.err }
 
+// wireHistogram is a native histogram as either protocol carries it
+// (prompb.Histogram, writev2.Histogram).
+type wireHistogram interface {
+	IsFloatHistogram() bool
+	ToIntHistogram() *histogram.Histogram
+	ToFloatHistogram() *histogram.FloatHistogram
+}
+
 // appendHistogram validates a native histogram the way Prometheus's receiver
 // and TSDB do before storing it: schemas 9..52 are reduced to 8, the
 // exponential maximum; a histogram whose spans, buckets and counts disagree
 // is a bad series (400), not something to store and fail on at read time.
-func appendHistogram(app Appender, ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error {
-	if h != nil {
-		if histogram.IsExponentialSchemaReserved(h.Schema) && h.Schema > histogram.ExponentialSchemaMax {
-			if err := h.ReduceResolution(histogram.ExponentialSchemaMax); err != nil {
-				return fmt.Errorf("invalid native histogram at %d: %w", t, err)
-			}
+func appendHistogram(app Appender, ls labels.Labels, t int64, wh wireHistogram) error {
+	var (
+		h       *histogram.Histogram
+		fh      *histogram.FloatHistogram
+		checked interface {
+			ReduceResolution(targetSchema int32) error
+			Validate() error
 		}
-		if err := h.Validate(); err != nil {
-			return fmt.Errorf("invalid native histogram at %d: %w", t, err)
-		}
+		schema int32
+	)
+	if wh.IsFloatHistogram() {
+		fh = wh.ToFloatHistogram()
+		checked, schema = fh, fh.Schema
 	} else {
-		if histogram.IsExponentialSchemaReserved(fh.Schema) && fh.Schema > histogram.ExponentialSchemaMax {
-			if err := fh.ReduceResolution(histogram.ExponentialSchemaMax); err != nil {
-				return fmt.Errorf("invalid native histogram at %d: %w", t, err)
-			}
-		}
-		if err := fh.Validate(); err != nil {
+		h = wh.ToIntHistogram()
+		checked, schema = h, h.Schema
+	}
+	if histogram.IsExponentialSchemaReserved(schema) && schema > histogram.ExponentialSchemaMax {
+		if err := checked.ReduceResolution(histogram.ExponentialSchemaMax); err != nil {
 			return fmt.Errorf("invalid native histogram at %d: %w", t, err)
 		}
+	}
+	if err := checked.Validate(); err != nil {
+		return fmt.Errorf("invalid native histogram at %d: %w", t, err)
 	}
 	return app.AppendHistogram(ls, t, h, fh)
 }

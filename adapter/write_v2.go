@@ -223,14 +223,7 @@ func appendV2Series(app Appender, sb *labels.ScratchBuilder, ls labels.Labels, t
 		}
 	}
 	for i := range ts.Histograms {
-		hp := &ts.Histograms[i]
-		var err error
-		if hp.IsFloatHistogram() {
-			err = appendHistogram(app, ls, hp.Timestamp, nil, hp.ToFloatHistogram())
-		} else {
-			err = appendHistogram(app, ls, hp.Timestamp, hp.ToIntHistogram(), nil)
-		}
-		if err != nil {
+		if err := appendHistogram(app, ls, ts.Histograms[i].Timestamp, &ts.Histograms[i]); err != nil {
 			return err
 		}
 	}
