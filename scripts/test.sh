@@ -2,7 +2,7 @@
 # The project's test command.
 #
 #   scripts/test.sh                        go vet ./..., go test -race -count=1 ./...,
-#                                          then every fuzz target for 5 s (scripts/fuzz.sh)
+#                                          then every fuzz target for 10,000 runs (scripts/fuzz.sh)
 #   scripts/test.sh -run Foo               same, only tests matching Foo
 #   scripts/test.sh -run Foo ./kairosstore/...   only these packages (vet too)
 #
