@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"encoding/binary"
+	"slices"
 	"strings"
 	"sync"
 
@@ -119,10 +120,14 @@ func (t *symbolTable) resolve(dst []uint32, symbols []string) ([]uint32, uint32)
 // start with the tag of a label field, 0x0a, so the two never meet), the
 // generation, and the numbers of its label refs.
 func appendSymbolKey(dst []byte, gen uint32, refs []uint32, ids []uint32) []byte {
-	dst = append(dst, 0)
-	dst = binary.LittleEndian.AppendUint32(dst, gen)
+	n := len(dst)
+	dst = slices.Grow(dst, 5+4*len(refs))[:n+5+4*len(refs)]
+	dst[n] = 0
+	binary.LittleEndian.PutUint32(dst[n+1:], gen)
+	k := dst[n+5:]
 	for _, r := range refs {
-		dst = binary.LittleEndian.AppendUint32(dst, ids[r])
+		binary.LittleEndian.PutUint32(k, ids[r])
+		k = k[4:]
 	}
 	return dst
 }

@@ -1,6 +1,8 @@
 package adapter
 
 import (
+	"encoding/binary"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -78,12 +80,19 @@ func unmarshalSeeds(t testing.TB) [][]byte {
 	}
 }
 
-// maxLabelsRef is the largest labels ref of a request's series.
-func maxLabelsRef(req *writev2.Request) uint32 {
+// maxRef is the largest symbol ref of a request: of its series' labels,
+// exemplar labels and metadata.
+func maxRef(req *writev2.Request) uint32 {
 	var m uint32
 	for _, ts := range req.Timeseries {
+		m = max(m, ts.Metadata.HelpRef, ts.Metadata.UnitRef)
 		for _, r := range ts.LabelsRefs {
 			m = max(m, r)
+		}
+		for _, e := range ts.Exemplars {
+			for _, r := range e.LabelsRefs {
+				m = max(m, r)
+			}
 		}
 	}
 	return m
@@ -114,6 +123,16 @@ func dirtyV1(t testing.TB) (*rw1Request, []byte) {
 	return &req, arena
 }
 
+// dirtyV2 is dirtyV1 for 2.0: a request and arena that decoded another
+// request before.
+func dirtyV2(t testing.TB) (*writev2.Request, *v2Arena) {
+	var req writev2.Request
+	var a v2Arena
+	_, err := unmarshalV2Request(&req, rawBody(t, v2Request()), &a)
+	require.NoError(t, err)
+	return &req, &a
+}
+
 // The hand-written top level decodes exactly what the generated decoder
 // does, into a struct reused from a different earlier request, and fails
 // where it fails.
@@ -137,15 +156,15 @@ func TestUnmarshalMatchesGenerated(t *testing.T) {
 
 		var want2 writev2.Request
 		wantErr = want2.Unmarshal(body)
-		got2 := *v2Request()
-		unknown, maxRef, err := unmarshalV2Request(&got2, body)
+		got2, a := dirtyV2(t)
+		sum, err := unmarshalV2Request(got2, body, a)
 		if wantErr != nil {
 			require.Error(t, err, "seed %d", i)
 		} else {
 			require.NoError(t, err, "seed %d", i)
-			require.Equal(t, marshalV2(t, &want2), marshalV2(t, &got2), "seed %d", i)
-			require.Equal(t, len(want2.XXX_unrecognized) > 0, unknown, "seed %d", i)
-			require.Equal(t, maxLabelsRef(&want2), maxRef, "seed %d", i)
+			require.Equal(t, marshalV2(t, &want2), marshalV2(t, got2), "seed %d", i)
+			require.Equal(t, len(want2.XXX_unrecognized) > 0, sum.unknown, "seed %d", i)
+			require.Equal(t, maxRef(&want2), sum.maxRef, "seed %d", i)
 		}
 	}
 }
@@ -171,13 +190,56 @@ func FuzzUnmarshal(f *testing.F) {
 			require.Equal(t, marshalV1(t, &want), marshalV1(t, gotReq))
 			require.Equal(t, len(want.XXX_unrecognized) > 0, unknown)
 		}
-		got2 := *v2Request()
-		if unknown, maxRef, err := unmarshalV2Request(&got2, body); err == nil {
+		got2, a := dirtyV2(t)
+		if sum, err := unmarshalV2Request(got2, body, a); err == nil {
 			var want writev2.Request
 			require.NoError(t, want.Unmarshal(body))
-			require.Equal(t, marshalV2(t, &want), marshalV2(t, &got2))
-			require.Equal(t, len(want.XXX_unrecognized) > 0, unknown)
-			require.Equal(t, maxLabelsRef(&want), maxRef)
+			require.Equal(t, marshalV2(t, &want), marshalV2(t, got2))
+			require.Equal(t, len(want.XXX_unrecognized) > 0, sum.unknown)
+			require.Equal(t, maxRef(&want), sum.maxRef)
 		}
 	})
+}
+
+// appendRefs decodes packed runs mixing one-, two- and longer varints, as
+// a symbols table past 16,384 entries produces, appends them after what
+// refs held, and rejects what the generated decoder rejects.
+func TestAppendRefs(t *testing.T) {
+	packed := func(vs ...uint64) []byte {
+		var b []byte
+		for _, v := range vs {
+			b = binary.AppendUvarint(b, v)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name    string
+		wire    uint64
+		payload []byte
+		want    []uint32
+		wantMax uint32
+		wantErr string
+	}{
+		{"one byte", 2, packed(1, 2, 127), []uint32{1, 2, 127}, 127, ""},
+		{"two bytes", 2, packed(128, 16383, 5), []uint32{128, 16383, 5}, 16383, ""},
+		{"three and five bytes", 2, packed(16384, 7, math.MaxUint32), []uint32{16384, 7, math.MaxUint32}, math.MaxUint32, ""},
+		{"empty run", 2, nil, nil, 0, ""},
+		{"not packed", 0, packed(300), []uint32{300}, 300, ""},
+		{"overflow", 2, packed(3, math.MaxUint32+1), nil, 0, "overflows uint32"},
+		{"truncated", 2, []byte{5, 0x80}, nil, 0, "malformed"},
+		{"wrong wire", 5, []byte{1, 2, 3, 4}, nil, 0, "wrong wire type"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prev := []uint32{9, 9}
+			var maxRef uint32
+			got, err := appendRefs(prev, tc.wire, tc.payload, &maxRef)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, append([]uint32{9, 9}, tc.want...), got)
+			require.Equal(t, tc.wantMax, maxRef)
+		})
+	}
 }

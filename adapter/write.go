@@ -57,14 +57,15 @@ type writeState struct {
 	// contract allows: appenders copy what they keep.
 	ls labels.Labels
 	// Decoded requests, reused across requests (see unmarshal.go).
-	v1    rw1Request
-	arena []byte
-	v2    writev2.Request
-	key   []byte   // the 2.0 series' cache keys, one after the other
-	ids   []uint32 // the numbers of a 2.0 request's symbols (symbolTable)
-	ends  []int    // where each 2.0 series' key ends in key
-	keys  [][]byte // the cache key of each series, nil for none
-	refs  []any    // the store handle of each series, nil when unknown
+	v1      rw1Request
+	arena   []byte
+	v2      writev2.Request
+	v2arena v2Arena
+	key     []byte   // the 2.0 series' cache keys, one after the other
+	ids     []uint32 // the numbers of a 2.0 request's symbols (symbolTable)
+	ends    []int    // where each 2.0 series' key ends in key
+	keys    [][]byte // the cache key of each series, nil for none
+	refs    []any    // the store handle of each series, nil when unknown
 	// metaSet remembers metadata already passed to SetMetadata in this
 	// request: RW2 repeats it on every series of a family.
 	metaSet map[string]metadata.Metadata
@@ -101,6 +102,9 @@ func (h *writeHandler) putState(st *writeState) {
 	clear(st.keys)
 	if cap(st.v2.Timeseries) > maxPooledSeries {
 		st.v2 = writev2.Request{}
+	}
+	if cap(st.v2arena.refs)*4 > maxPooledBuffer || cap(st.v2arena.samples)*24 > maxPooledBuffer {
+		st.v2arena = v2Arena{}
 	}
 	clear(st.metaSet)
 	h.states.Put(st)

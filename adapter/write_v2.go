@@ -18,22 +18,19 @@ import (
 // (spec §"Partial Write").
 func (h *writeHandler) writeV2(ctx context.Context, st *writeState, body []byte) writeResult {
 	req := &st.v2
-	unknown, maxRef, err := unmarshalV2Request(req, body)
+	sum, err := unmarshalV2Request(req, body, &st.v2arena)
 	if err != nil {
 		return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV2, body, err.Error())}
 	}
-	if len(req.Symbols) == 0 && len(req.Timeseries) == 0 && unknown {
+	if len(req.Symbols) == 0 && len(req.Timeseries) == 0 && sum.unknown {
 		// A 1.0 (or read) body parses as an empty 2.0 message: fields
 		// 1-3 are reserved in 2.0 precisely so this can be detected.
 		return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV2, body, "it holds only unknown fields")}
 	}
 
 	b := newBatch(h.store.NewAppender(), st)
-	for i := range req.Timeseries {
-		ts := &req.Timeseries[i]
-		b.received.add(counts{len(ts.Samples), len(ts.Histograms), len(ts.Exemplars)})
-	}
-	if err := validateSymbols(req, maxRef); err != nil {
+	b.received = sum.received
+	if err := validateSymbols(req, sum); err != nil {
 		h.m.countFailed(writeV2, reasonInvalid, b.received)
 		h.m.countReceived(writeV2, b.received)
 		return writeResult{status: http.StatusBadRequest, msg: "invalid symbol table, nothing stored: " + err.Error()}
@@ -42,6 +39,7 @@ func (h *writeHandler) writeV2(ctx context.Context, st *writeState, body []byte)
 	ra, _ := b.app.(refAppender)
 	var gen uint32
 	lastMeta := v2MetaKey{} // no metadata, of the series without a name
+	name := nameSymbol(req.Symbols)
 	if ra != nil {
 		// Series of floats only go through handles, keyed by their label
 		// refs renumbered through the symbol table.
@@ -91,7 +89,7 @@ func (h *writeHandler) writeV2(ctx context.Context, st *writeState, body []byte)
 			// a family come one after another, each with the same
 			// metadata: only a change is looked at.
 			m := &ts.Metadata
-			key := v2MetaKey{m.Type, m.HelpRef, m.UnitRef, v2NameRef(ts.LabelsRefs, req.Symbols)}
+			key := v2MetaKey{m.Type, m.HelpRef, m.UnitRef, v2NameRef(ts.LabelsRefs, req.Symbols, name)}
 			if key != lastMeta {
 				if md := v2Metadata(m, req.Symbols); !md.IsEmpty() {
 					b.setMetadata(req.Symbols[key.name], md)
@@ -105,23 +103,23 @@ func (h *writeHandler) writeV2(ctx context.Context, st *writeState, body []byte)
 
 // validateSymbols checks every reference of the request (spec §"Symbols"):
 // symbols[0] is "", each ref is inside the table, labels_refs come in pairs.
-// maxLabelRef is the largest labels ref of all series: when it is inside
-// the table, so are all of them.
-func validateSymbols(req *writev2.Request, maxLabelRef uint32) error {
+// The series are only walked, to say which one is wrong, when the summary
+// shows that one is.
+func validateSymbols(req *writev2.Request, sum v2Summary) error {
 	n := uint64(len(req.Symbols))
-	labelsInside := uint64(maxLabelRef) < n
 	if n > 0 && req.Symbols[0] != "" {
 		return fmt.Errorf("symbols[0] must be the empty string, got %q", req.Symbols[0])
 	}
 	if n == 0 && len(req.Timeseries) > 0 {
 		return fmt.Errorf("symbols table is empty but the request has %d series", len(req.Timeseries))
 	}
+	if uint64(sum.maxRef) < n && !sum.oddRefs {
+		return nil
+	}
 	for i := range req.Timeseries {
 		ts := &req.Timeseries[i]
-		if !labelsInside || len(ts.LabelsRefs)%2 != 0 {
-			if err := checkRefs(ts.LabelsRefs, n); err != nil {
-				return fmt.Errorf("series %d: %w", i, err)
-			}
+		if err := checkRefs(ts.LabelsRefs, n); err != nil {
+			return fmt.Errorf("series %d: %w", i, err)
 		}
 		for j := range ts.Exemplars {
 			if err := checkRefs(ts.Exemplars[j].LabelsRefs, n); err != nil {
@@ -170,14 +168,32 @@ type v2MetaKey struct {
 }
 
 // v2NameRef is the ref of the __name__ value of a series whose refs
-// validateSymbols checked; 0 (the empty string) when there is none.
-func v2NameRef(refs []uint32, symbols []string) uint32 {
+// validateSymbols checked; 0 (the empty string) when there is none. name is
+// nameSymbol's answer: when the table holds "__name__" once, or not at all,
+// refs are compared instead of the strings they point to, which are spread
+// over the request and cost a cache miss each.
+func v2NameRef(refs []uint32, symbols []string, name int) uint32 {
 	for i := 0; i+1 < len(refs); i += 2 {
-		if symbols[refs[i]] == model.MetricNameLabel {
+		if name >= -1 && int(refs[i]) == name || name < -1 && symbols[refs[i]] == model.MetricNameLabel {
 			return refs[i+1]
 		}
 	}
 	return 0
+}
+
+// nameSymbol is the index of "__name__" in symbols: -1 when it is not
+// there, -2 when it is there more than once.
+func nameSymbol(symbols []string) int {
+	name := -1
+	for i, s := range symbols {
+		if s == model.MetricNameLabel {
+			if name >= 0 {
+				return -2
+			}
+			name = i
+		}
+	}
+	return name
 }
 
 // v2Labels builds the labels of a series whose refs validateSymbols checked.
