@@ -181,7 +181,7 @@ func unmarshalV1Request(req *rw1Request, b []byte, arena []byte) (unknown bool, 
 		switch field {
 		case 1: // timeseries
 			if wire != 2 {
-				return unknown, arena, fmt.Errorf("proto: wrong wire type %d for field timeseries", wire)
+				return unknown, arena, wrongWire(wire, "timeseries")
 			}
 			req.series = growOne(req.series)
 			ts := &req.series[len(req.series)-1]
@@ -191,10 +191,9 @@ func unmarshalV1Request(req *rw1Request, b []byte, arena []byte) (unknown bool, 
 			}
 		case 3: // metadata
 			if wire != 2 {
-				return unknown, arena, fmt.Errorf("proto: wrong wire type %d for field metadata", wire)
+				return unknown, arena, wrongWire(wire, "metadata")
 			}
-			req.metadata = append(req.metadata, prompb.MetricMetadata{})
-			if err := req.metadata[len(req.metadata)-1].Unmarshal(payload); err != nil {
+			if req.metadata, err = appendDecoded(req.metadata, payload); err != nil {
 				return unknown, arena, err
 			}
 		default:
@@ -232,8 +231,8 @@ func unmarshalV2Request(req *writev2.Request, b []byte, a *v2Arena) (v2Summary, 
 	for len(b) > 0 {
 		field, payload, rest, ok := shortField(b)
 		wire := uint64(2)
+		var err error
 		if !ok {
-			var err error
 			if field, wire, payload, rest, err = nextField(b); err != nil {
 				return sum, err
 			}
@@ -242,12 +241,12 @@ func unmarshalV2Request(req *writev2.Request, b []byte, a *v2Arena) (v2Summary, 
 		switch field {
 		case 4: // symbols
 			if wire != 2 {
-				return sum, fmt.Errorf("proto: wrong wire type %d for field symbols", wire)
+				return sum, wrongWire(wire, "symbols")
 			}
 			req.Symbols = append(req.Symbols, bodyString(payload))
 		case 5: // timeseries
 			if wire != 2 {
-				return sum, fmt.Errorf("proto: wrong wire type %d for field timeseries", wire)
+				return sum, wrongWire(wire, "timeseries")
 			}
 			req.Timeseries = growOne(req.Timeseries)
 			ts := &req.Timeseries[len(req.Timeseries)-1]
@@ -286,6 +285,16 @@ func growOne[S ~[]E, E any](s S) S {
 // without copying it (see the top of this file for why that is safe).
 func bodyString(b []byte) string {
 	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// appendDecoded appends to s the message payload holds, decoded by its
+// generated Unmarshal: for the fields rare enough not to be decoded by hand.
+func appendDecoded[T any, P interface {
+	*T
+	Unmarshal([]byte) error
+}](s []T, payload []byte) ([]T, error) {
+	s = append(s, *new(T))
+	return s, P(&s[len(s)-1]).Unmarshal(payload)
 }
 
 func wrongWire(wire uint64, field string) error {
@@ -345,16 +354,14 @@ func unmarshalTimeSeries(ts *rw1Series, b []byte, arena []byte) ([]byte, error) 
 			if wire != 2 {
 				return arena, wrongWire(wire, "exemplars")
 			}
-			ts.exemplars = append(ts.exemplars, prompb.Exemplar{})
-			if err := ts.exemplars[len(ts.exemplars)-1].Unmarshal(payload); err != nil {
+			if ts.exemplars, err = appendDecoded(ts.exemplars, payload); err != nil {
 				return arena, err
 			}
 		case 4: // histograms
 			if wire != 2 {
 				return arena, wrongWire(wire, "histograms")
 			}
-			ts.histograms = append(ts.histograms, prompb.Histogram{})
-			if err := ts.histograms[len(ts.histograms)-1].Unmarshal(payload); err != nil {
+			if ts.histograms, err = appendDecoded(ts.histograms, payload); err != nil {
 				return arena, err
 			}
 		}
@@ -550,8 +557,8 @@ func unmarshalV2Series(ts *writev2.TimeSeries, b []byte, maxRef *uint32, a *v2Ar
 		}
 		field, payload, rest, ok := shortField(b)
 		wire := uint64(2)
+		var err error
 		if !ok {
-			var err error
 			if field, wire, payload, rest, err = nextField(b); err != nil {
 				return err
 			}
@@ -559,7 +566,6 @@ func unmarshalV2Series(ts *writev2.TimeSeries, b []byte, maxRef *uint32, a *v2Ar
 		b = rest
 		switch field {
 		case 1: // labels_refs, packed or not
-			var err error
 			if a.refs, err = appendRefs(a.refs, wire, payload, maxRef); err != nil {
 				return err
 			}
@@ -576,16 +582,14 @@ func unmarshalV2Series(ts *writev2.TimeSeries, b []byte, maxRef *uint32, a *v2Ar
 			if wire != 2 {
 				return wrongWire(wire, "histograms")
 			}
-			ts.Histograms = append(ts.Histograms, writev2.Histogram{})
-			if err := ts.Histograms[len(ts.Histograms)-1].Unmarshal(payload); err != nil {
+			if ts.Histograms, err = appendDecoded(ts.Histograms, payload); err != nil {
 				return err
 			}
 		case 4: // exemplars
 			if wire != 2 {
 				return wrongWire(wire, "exemplars")
 			}
-			ts.Exemplars = append(ts.Exemplars, writev2.Exemplar{})
-			if err := ts.Exemplars[len(ts.Exemplars)-1].Unmarshal(payload); err != nil {
+			if ts.Exemplars, err = appendDecoded(ts.Exemplars, payload); err != nil {
 				return err
 			}
 		case 5: // metadata
