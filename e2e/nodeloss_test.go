@@ -52,7 +52,7 @@ var nodeLossT0 = time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
 // hints or repair having brought the killed node up to date).
 func TestNodeLoss(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs a three-node Cassandra cluster")
+		cassandratest.SkipUnlessCI(t, "runs a three-node Cassandra cluster")
 	}
 	began := time.Now()
 	c := startCluster(t, 3)

@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 )
 
 // Timing of TestCassandraOutage.
@@ -50,7 +52,7 @@ const (
 // whole window readable through remote read afterwards, bit for bit.
 func TestCassandraOutage(t *testing.T) {
 	if testing.Short() {
-		t.Skip("takes over two minutes (a 60 s outage)")
+		cassandratest.SkipUnlessCI(t, "takes over two minutes (a 60 s outage)")
 	}
 	promBin := envOrSkip(t, "KAIROS_TEST_PROMETHEUS", "the Prometheus server binary printed by scripts/prometheus.sh")
 	node := startCassandraNode(t, nodeOptions{})

@@ -18,6 +18,8 @@ import (
 	"github.com/golang/snappy"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 )
 
 // Shape of TestOverload.
@@ -58,7 +60,7 @@ const (
 // would all be admitted at once: 16 times the bound.
 func TestOverload(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("reads the adapter's peak RSS from /proc")
+		cassandratest.SkipUnlessCI(t, "reads the adapter's peak RSS from /proc")
 	}
 	ad := startAdapter(t, "", append(embeddedStorage(t.TempDir()),
 		"--web.max-concurrent-writes="+strconv.Itoa(overloadWriters)))
