@@ -144,10 +144,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		EnableAdminAPI:      cfg.Web.EnableAdminAPI,
 		SeriesCacheSize:     cfg.KairosDB.IndexCacheSize,
 	}, logger, reg)
+	// --web.read-timeout bounds the whole request, headers included: a
+	// client that trickles its headers holds a connection no longer than
+	// one that trickles its body.
+	readTimeout := time.Duration(cfg.Web.ReadTimeout)
 	srv := &http.Server{
 		Handler:           handler,
-		ReadTimeout:       time.Duration(cfg.Web.ReadTimeout),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       readTimeout,
+		ReadHeaderTimeout: readTimeout,
 		// Handler panics and TLS handshake errors go to our log.
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError),
 	}

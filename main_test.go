@@ -12,6 +12,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -294,4 +295,25 @@ func TestCassandraSpecContradictionExits(t *testing.T) {
 	require.Equal(t, 1, code, log.String())
 	require.NoError(t, ctx.Err(), "the program must stop by itself")
 	require.Contains(t, log.String(), "set --kairosdb.row-time-unit=MILLISECONDS and --kairosdb.row-width=1h0m0s")
+}
+
+// TestHeaderTricklingBoundedByReadTimeout sends half a request line and then
+// nothing: with --web.read-timeout=1s the server must close the connection
+// after about a second, not hold it for a fixed longer header timeout. The
+// client waits up to 8 s, so only a server that ignores the read timeout
+// (the old fixed 10 s) fails.
+func TestHeaderTricklingBoundedByReadTimeout(t *testing.T) {
+	p := startRun(t, "--storage=embedded", "--storage.path="+filepath.Join(t.TempDir(), "data"), "--web.read-timeout=1s")
+	conn, err := net.Dial("tcp", p.addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.Write([]byte("GET /-/healthy HTTP/1.1\r\nHost: x\r\n"))
+	require.NoError(t, err)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(8*time.Second)))
+	_, err = io.ReadAll(conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("the server still held the connection 8 s after the 1 s read timeout")
+	}
+	p.stop(t)
 }

@@ -119,6 +119,11 @@ func (c *Config) Validate() error {
 	if c.Web.ListenAddress == "" {
 		bad("web.listen-address", "web.listen_address", "must not be empty")
 	}
+	if c.Web.ReadTimeout <= 0 {
+		// No limit would let a client hold a connection forever by
+		// trickling its headers or body.
+		bad("web.read-timeout", "web.read_timeout", "must be positive, got %s", c.Web.ReadTimeout)
+	}
 	if c.Web.MaxRequestBytes <= 0 {
 		bad("web.max-request-bytes", "web.max_request_bytes", "must be positive, got %d", c.Web.MaxRequestBytes)
 	}

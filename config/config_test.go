@@ -88,6 +88,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{name: "bad unit", args: []string{"--kairosdb.row-time-unit=HOURS"}, want: "must be MILLISECONDS or SECONDS"},
 		{name: "bad keyspace", args: []string{"--cassandra.keyspace=a-b"}, want: "invalid --cassandra.keyspace"},
 		{name: "bad log level", args: []string{"--log.level=loud"}, want: "invalid --log.level"},
+		{name: "read timeout off", args: []string{"--web.read-timeout=0s"}, want: "invalid --web.read-timeout (web.read_timeout): must be positive"},
 		{name: "bad int", args: []string{"--web.max-concurrent-writes=many"}, want: "invalid --web.max-concurrent-writes"},
 		{name: "unknown flag", args: []string{"--web.listen"}, want: "unknown long flag '--web.listen'"},
 		{name: "password without user", args: []string{"--cassandra.password-file=/x"}, want: "needs --cassandra.username"},
