@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -55,6 +56,13 @@ func deleteSeriesHandler(d Deleter, logger *slog.Logger) http.Handler {
 			ms, err := parser.NewParser(parser.Options{}).ParseMetricSelector(s)
 			if err != nil {
 				http.Error(w, fmt.Sprintf("invalid match[] %q: %v", s, err), http.StatusBadRequest)
+				return
+			}
+			// As Prometheus: a selector whose every matcher also matches
+			// the empty string selects every series (even {} parses), so
+			// it is refused rather than deleting the whole store.
+			if !slices.ContainsFunc(ms, func(m *labels.Matcher) bool { return !m.Matches("") }) {
+				http.Error(w, fmt.Sprintf("invalid match[] %q: match[] must contain at least one non-empty matcher", s), http.StatusBadRequest)
 				return
 			}
 			sets = append(sets, ms)

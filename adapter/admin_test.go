@@ -62,6 +62,12 @@ func TestDeleteSeries(t *testing.T) {
 			calls: []deleteCall{{1500, 1704067200000, `job=~"a|b",__name__="up"`}, {1500, 1704067200000, `__name__="down"`}}},
 		{name: "no selector", form: url.Values{}, code: 400, msg: "no match[] parameter"},
 		{name: "bad selector deletes nothing", form: url.Values{"match[]": {`{job="x"}`, `{job=`}}, code: 400, msg: "invalid match[]"},
+		// Prometheus refuses selectors that select everything; {} parses.
+		{name: "empty selector deletes nothing", form: url.Values{"match[]": {`{}`}}, code: 400, msg: "match[] must contain at least one non-empty matcher"},
+		{name: "match-all regex deletes nothing", form: url.Values{"match[]": {`{job=~".*"}`}}, code: 400, msg: "at least one non-empty matcher"},
+		{name: "only empty-matching matchers delete nothing", form: url.Values{"match[]": {`{job=""}`, `{a!="x",b=~"|y"}`}}, code: 400, msg: "at least one non-empty matcher"},
+		{name: "one empty selector among good ones deletes nothing", form: url.Values{"match[]": {`{job="x"}`, `{job=~".*"}`}}, code: 400, msg: `invalid match[] "{job=~\".*\"}"`},
+		{name: "a non-empty matcher beside match-all ones is enough", form: url.Values{"match[]": {`{job=~".*",env=~".+"}`}}, code: 204, calls: []deleteCall{{math.MinInt64, math.MaxInt64, `job=~".*",env=~".+"`}}},
 		{name: "bad time", form: url.Values{"match[]": {`{job="x"}`}, "start": {"yesterday"}}, code: 400, msg: "invalid start"},
 		{name: "start after end", form: url.Values{"match[]": {`{job="x"}`}, "start": {"10"}, "end": {"5"}}, code: 400, msg: "start is after end"},
 	} {
