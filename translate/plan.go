@@ -45,7 +45,9 @@ type Plan struct {
 // accepted, including one without a __name__ matcher or one that only
 // matches empty values, which PromQL would refuse but remote read may send.
 func (m Mapper) Plan(ms []*labels.Matcher) (Plan, error) {
-	p := Plan{prefix: m.Prefix}
+	// No matchers select nothing, as in Prometheus's TSDB (an intersection
+	// of no postings lists is empty): never every series of the keyspace.
+	p := Plan{prefix: m.Prefix, empty: len(ms) == 0}
 	for _, lm := range ms {
 		if err := checkMatcher(lm); err != nil {
 			return Plan{}, err

@@ -160,8 +160,12 @@ func TestPlanMatchesPrometheus(t *testing.T) {
 }
 
 // matchesPrometheus is Prometheus's own rule: every matcher against the
-// label's value, "" when absent.
+// label's value, "" when absent; and no matchers at all select nothing
+// (tsdb.PostingsForMatchers intersects no postings lists).
 func matchesPrometheus(ms []*labels.Matcher, ls labels.Labels) bool {
+	if len(ms) == 0 {
+		return false
+	}
 	for _, m := range ms {
 		if !m.Matches(ls.Get(m.Name)) {
 			return false
@@ -185,7 +189,7 @@ func TestPlanFields(t *testing.T) {
 		wantTags    map[string][]string
 		wantEmpty   bool
 	}{
-		{ms: nil},
+		{ms: nil, wantEmpty: true},
 		{ms: []*labels.Matcher{eq(name, "up")}, wantMetrics: []string{"p.up"}},
 		{ms: []*labels.Matcher{re(name, "up|foo|up")}, wantMetrics: []string{"p.foo", "p.up"}},
 		{ms: []*labels.Matcher{re(name, "up|foo"), neq(name, "foo")}, wantMetrics: []string{"p.up"}},
