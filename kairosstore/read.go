@@ -78,6 +78,7 @@ func (q *querier) Select(ctx context.Context, _ bool, _ *storage.SelectHints, ms
 	if err != nil {
 		return storage.ErrSeriesSet(err)
 	}
+	series = withoutOrphans(series)
 	if s.opts.MaxSeries > 0 && len(series) > s.opts.MaxSeries {
 		return storage.ErrSeriesSet(badRequest("the query selects %d series, more than the limit of %d (--query.max-series)", len(series), s.opts.MaxSeries))
 	}
@@ -192,6 +193,36 @@ func (s *Store) findSeries(ctx context.Context, metrics []string, plan translate
 	}
 	sort.Slice(out, func(i, j int) bool { return labels.Compare(out[i].lset, out[j].lset) < 0 })
 	return out, nil
+}
+
+// withoutOrphans drops the non-finite rows (those indexed under the side
+// metric, NonFiniteSuffix) of every row window in which the series has no row
+// in its metric's own index, and the series left with no rows. KairosDB's
+// delete (docs/kairosdb-layout.md §8) finds keys only in that index, so a
+// non-finite row without such a sibling is what a delete of the window, by
+// KairosDB or an operator, left behind. The writer indexes the series'
+// kairos_double row of the window with every non-finite sample, so rows it
+// wrote always have one. Store.Delete reads findSeries unfiltered, so it
+// still removes the orphans.
+func withoutOrphans(refs []*seriesRef) []*seriesRef {
+	out := refs[:0]
+	for _, ref := range refs {
+		if slices.ContainsFunc(ref.rows, func(r rowRef) bool { return r.indexMetric != "" }) {
+			own := map[int64]bool{}
+			for _, r := range ref.rows {
+				if r.indexMetric == "" {
+					own[r.rowTime] = true
+				}
+			}
+			ref.rows = slices.DeleteFunc(ref.rows, func(r rowRef) bool { return r.indexMetric != "" && !own[r.rowTime] })
+			if len(ref.rows) == 0 {
+				continue
+			}
+		}
+		out = append(out, ref)
+	}
+	clear(refs[len(out):])
+	return out
 }
 
 // lowestRowTime is the lowest row time that can hold a sample at or after
