@@ -34,6 +34,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
+	"github.com/kairos-remote/kairos-adapter/queryapi"
 )
 
 func main() {
@@ -144,6 +145,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		EnableAdminAPI:      cfg.Web.EnableAdminAPI,
 		SeriesCacheSize:     cfg.KairosDB.IndexCacheSize,
 	}, logger, reg)
+	// Prometheus's query API, so Grafana can query the adapter directly.
+	handler = queryapi.New(store, queryapi.Options{
+		Timeout:        time.Duration(cfg.Query.Timeout),
+		LookbackDelta:  time.Duration(cfg.Query.LookbackDelta),
+		MaxConcurrency: cfg.Query.MaxConcurrency,
+		MaxSamples:     cfg.Query.MaxSamples,
+	}, logger, reg).Mount(handler)
 	// --web.read-timeout bounds the whole request, headers included: a
 	// client that trickles its headers holds a connection no longer than
 	// one that trickles its body.
@@ -325,6 +333,13 @@ func (l *lazyStore) Delete(ctx context.Context, start, end int64, ms ...*labels.
 		return s.Delete(ctx, start, end, ms...)
 	}
 	return 0, errStarting
+}
+
+func (l *lazyStore) Exemplars(ctx context.Context, start, end int64, ms ...*labels.Matcher) ([]exemplar.QueryResult, error) {
+	if s := l.get(); s != nil {
+		return s.Exemplars(ctx, start, end, ms...)
+	}
+	return nil, errStarting
 }
 
 func (l *lazyStore) Ready(ctx context.Context) error {

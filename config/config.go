@@ -77,11 +77,14 @@ type KairosDB struct {
 	IndexCacheSize    int            `yaml:"index_cache_size"`
 }
 
-// Query bounds what one remote-read query may cost.
+// Query bounds what one remote-read or PromQL query may cost.
 type Query struct {
-	MaxMetrics int `yaml:"max_metrics"`
-	MaxSeries  int `yaml:"max_series"`
-	MaxSamples int `yaml:"max_samples"`
+	MaxMetrics     int            `yaml:"max_metrics"`
+	MaxSeries      int            `yaml:"max_series"`
+	MaxSamples     int            `yaml:"max_samples"`
+	Timeout        model.Duration `yaml:"timeout"`
+	LookbackDelta  model.Duration `yaml:"lookback_delta"`
+	MaxConcurrency int            `yaml:"max_concurrency"`
 }
 
 // Log configures log/slog output.
@@ -218,6 +221,15 @@ func (c *Config) Validate() error {
 		if q.v < 0 {
 			bad(q.flag, q.key, "must not be negative (0 means no limit)")
 		}
+	}
+	if c.Query.Timeout <= 0 {
+		bad("query.timeout", "query.timeout", "must be positive, got %s", c.Query.Timeout)
+	}
+	if c.Query.LookbackDelta <= 0 {
+		bad("query.lookback-delta", "query.lookback_delta", "must be positive, got %s", c.Query.LookbackDelta)
+	}
+	if c.Query.MaxConcurrency <= 0 {
+		bad("query.max-concurrency", "query.max_concurrency", "must be positive, got %d", c.Query.MaxConcurrency)
 	}
 	if !contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		bad("log.level", "log.level", "%q must be debug, info, warn or error", c.Log.Level)

@@ -50,7 +50,10 @@ var flags = []flag{
 	{"kairosdb.index-cache-size", "Series, series rows and metric rows remembered per cache, so labels are translated and index rows written once per process.", "50000", integer(func(c *Config) *int { return &c.KairosDB.IndexCacheSize })},
 	{"query.max-metrics", "Most metric names one remote-read query may touch; 0 means no limit.", "1000", integer(func(c *Config) *int { return &c.Query.MaxMetrics })},
 	{"query.max-series", "Most series one remote-read query may return; 0 means no limit.", "0", integer(func(c *Config) *int { return &c.Query.MaxSeries })},
-	{"query.max-samples", "Most samples one remote-read query may return; 0 means no limit.", "50000000", integer(func(c *Config) *int { return &c.Query.MaxSamples })},
+	{"query.max-samples", "Most samples one remote-read query may return, and one PromQL query of the query API may hold in memory at once, as Prometheus's flag; 0 means no limit.", "50000000", integer(func(c *Config) *int { return &c.Query.MaxSamples })},
+	{"query.timeout", "Maximum time one PromQL query of the query API may take (503 timeout beyond).", "2m", dur(func(c *Config) *model.Duration { return &c.Query.Timeout })},
+	{"query.lookback-delta", "How far back PromQL looks for the latest sample of a series at an evaluation time.", "5m", dur(func(c *Config) *model.Duration { return &c.Query.LookbackDelta })},
+	{"query.max-concurrency", "PromQL queries of the query API evaluated at once; more wait for a slot.", "20", integer(func(c *Config) *int { return &c.Query.MaxConcurrency })},
 	{"log.level", "Only log messages at this level or above: debug, info, warn, error.", "info", str(func(c *Config) *string { return &c.Log.Level })},
 	{"log.format", "Log format: logfmt or json.", "logfmt", str(func(c *Config) *string { return &c.Log.Format })},
 }

@@ -31,14 +31,6 @@ type querier struct {
 	mint, maxt int64
 }
 
-func (q *querier) LabelValues(context.Context, string, *storage.LabelHints, ...*labels.Matcher) ([]string, annotations.Annotations, error) {
-	return nil, nil, nil
-}
-
-func (q *querier) LabelNames(context.Context, *storage.LabelHints, ...*labels.Matcher) ([]string, annotations.Annotations, error) {
-	return nil, nil, nil
-}
-
 func (q *querier) Close() error { return nil }
 
 // Select runs KairosDB's three-phase read (§7): row times from
@@ -47,7 +39,10 @@ func (q *querier) Close() error { return nil }
 // come sorted by labels whatever sortSeries says; their samples are read
 // lazily, a bounded number of series ahead of the consumer, so memory does
 // not grow with the size of the result.
-func (q *querier) Select(ctx context.Context, _ bool, _ *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	if hints != nil && hints.Func == "series" {
+		return q.selectIndex(ctx, ms) // labels.go: no sample needed
+	}
 	s := q.s
 	plan, err := s.mapper.Plan(ms)
 	if err != nil {

@@ -1,0 +1,360 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
+)
+
+// TestQueryAPIMatchesPrometheus writes the same samples to the adapter and,
+// through its remote-write receiver, to a real Prometheus, then asks both
+// the same PromQL (instant and range queries) and the same /series,
+// /labels and /label/<name>/values questions: the adapter's own query API
+// must answer as Prometheus does. Every time in the test is fixed relative
+// to the data, so nothing depends on when the queries run.
+func TestQueryAPIMatchesPrometheus(t *testing.T) {
+	promBin := envOrSkip(t, "KAIROS_TEST_PROMETHEUS", "the Prometheus server binary printed by scripts/prometheus.sh")
+	prom := startPrometheus(t, promBin, "prometheus", "global: {scrape_interval: 1m}\n", "--web.enable-remote-write-receiver")
+	promAsAdapter := &adapter{addr: strings.TrimPrefix(prom, "http://")}
+	// A whole minute, 30 minutes back: the samples (one hour up to t0) are
+	// all within Prometheus's head, which accepts them in any order of
+	// series.
+	t0 := time.Now().Truncate(time.Minute).Add(-30 * time.Minute)
+	data := queryAPISeries(t0)
+	mustWrite(t, promAsAdapter, false, data)
+
+	engines := map[string]func(t *testing.T) storageArgs{
+		"embedded": func(t *testing.T) storageArgs { return embeddedStorage(t.TempDir()) },
+		"cassandra": func(t *testing.T) storageArgs {
+			addr, keyspace := cassandratest.Keyspace(t)
+			return cassandraStorage(addr, keyspace)
+		},
+	}
+	for name, storage := range engines {
+		t.Run(name, func(t *testing.T) {
+			a := startAdapter(t, "", storage(t))
+			mustWrite(t, a, false, data)
+			compareQueryAPI(t, prom, a.url(""), t0)
+		})
+	}
+}
+
+// queryAPISeries is an hour of 15 s samples up to t0: counters (one resets),
+// a classic histogram, gauges, an info metric for joins, a series that ends
+// with a stale marker and one that starts late, and a native histogram.
+func queryAPISeries(t0 time.Time) []series {
+	const step = 15 * time.Second
+	n := int(time.Hour/step) + 1
+	start := t0.Add(-time.Hour).UnixMilli()
+	at := func(i int) int64 { return start + int64(i)*step.Milliseconds() }
+	float := func(v float64) uint64 { return math.Float64bits(v) }
+	var out []series
+	add := func(ls labels.Labels, f func(i int) (float64, bool)) {
+		s := series{Labels: ls}
+		for i := range n {
+			if v, ok := f(i); ok {
+				s.Samples = append(s.Samples, sample{at(i), float(v)})
+			}
+		}
+		out = append(out, s)
+	}
+	for k, inst := range []string{"a", "b", "c"} {
+		for c, code := range []string{"200", "500"} {
+			perStep := float64(10*(k+1)) / float64(1+4*c)
+			add(labels.FromStrings("__name__", "http_requests_total", "job", "api", "instance", inst, "code", code), func(i int) (float64, bool) {
+				if inst == "b" && i >= 150 {
+					return perStep * float64(i-150), true // the process restarted: a counter reset
+				}
+				return perStep * float64(i), true
+			})
+		}
+		add(labels.FromStrings("__name__", "info_meta", "job", "api", "instance", inst, "version", fmt.Sprintf("1.%d", k)), func(int) (float64, bool) { return 1, true })
+		// A classic histogram of request durations, cumulative buckets.
+		bounds := []string{"0.1", "0.5", "1", "+Inf"}
+		for b, le := range bounds {
+			add(labels.FromStrings("__name__", "req_duration_seconds_bucket", "job", "api", "instance", inst, "le", le), func(i int) (float64, bool) {
+				return float64(i * (b + 1) * (k + 2)), true
+			})
+		}
+		add(labels.FromStrings("__name__", "req_duration_seconds_count", "job", "api", "instance", inst), func(i int) (float64, bool) {
+			return float64(i * len(bounds) * (k + 2)), true
+		})
+		add(labels.FromStrings("__name__", "req_duration_seconds_sum", "job", "api", "instance", inst), func(i int) (float64, bool) {
+			return float64(i*(k+2)) * 0.75, true
+		})
+	}
+	for r, room := range []string{"r1", "r2", "r3"} {
+		add(labels.FromStrings("__name__", "temperature", "job", "sensors", "room", room), func(i int) (float64, bool) {
+			return 18 + float64(r)*2.5 + 3*math.Sin(float64(i)/17+float64(r)), true
+		})
+	}
+	// Ends 30 minutes before t0 with a stale marker, as a scrape that lost
+	// its target writes it.
+	add(labels.FromStrings("__name__", "flaky_gauge", "job", "x", "id", "gone"), func(i int) (float64, bool) {
+		switch {
+		case i < 120:
+			return float64(i % 7), true
+		case i == 120:
+			return math.Float64frombits(value.StaleNaN), true
+		}
+		return 0, false
+	})
+	add(labels.FromStrings("__name__", "flaky_gauge", "job", "x", "id", "late"), func(i int) (float64, bool) {
+		return float64(i % 5), i >= 180
+	})
+	// A native histogram counter.
+	h := series{Labels: labels.FromStrings("__name__", "native_latency_seconds", "job", "api")}
+	for i := range n {
+		c := uint64(i)
+		h.Histograms = append(h.Histograms, hsample{T: at(i), H: &histogram.Histogram{
+			Schema: 0, Count: 3 * c, Sum: 1.5 * float64(c), ZeroThreshold: 0.001, ZeroCount: c,
+			PositiveSpans: []histogram.Span{{Offset: 0, Length: 2}}, PositiveBuckets: []int64{int64(c), 0},
+		}})
+	}
+	out = append(out, h)
+	return out
+}
+
+// compareQueryAPI runs the comparison table against Prometheus at prom and
+// the adapter at adapterURL.
+func compareQueryAPI(t *testing.T, prom, adapterURL string, t0 time.Time) {
+	sec := func(d time.Duration) string { return strconv.FormatInt(t0.Add(d).Unix(), 10) }
+	exprs := []string{
+		`http_requests_total`,
+		`http_requests_total{code="500"}`,
+		`http_requests_total{instance=~"a|b", code!="500"}`,
+		`{__name__=~"http_.*|info_.*", instance="c"}`,
+		`rate(http_requests_total[5m])`,
+		`increase(http_requests_total[10m])`,
+		`resets(http_requests_total[1h])`,
+		`irate(http_requests_total[1m])`,
+		`sum by (job) (rate(http_requests_total[5m]))`,
+		`sum without (instance) (rate(http_requests_total[5m]))`,
+		`count by (__name__) ({job="api"})`,
+		`histogram_quantile(0.9, sum by (le) (rate(req_duration_seconds_bucket[5m])))`,
+		`histogram_quantile(0.5, rate(req_duration_seconds_bucket[10m]))`,
+		`rate(req_duration_seconds_sum[5m]) / rate(req_duration_seconds_count[5m])`,
+		`rate(http_requests_total[5m]) * on (instance) group_left (version) info_meta`,
+		`rate(http_requests_total{code="500"}[5m]) / ignoring (code) rate(http_requests_total{code="200"}[5m])`,
+		`max_over_time(rate(http_requests_total[5m])[20m:1m])`,
+		`avg_over_time(temperature[10m:])`,
+		`temperature offset 10m`,
+		`temperature @ ` + sec(-40*time.Minute),
+		`rate(http_requests_total[5m] @ end())`,
+		`absent(nonexistent_metric{job="x"})`,
+		`absent(temperature)`,
+		`label_replace(temperature, "place", "room $1", "room", "r(.*)")`,
+		`label_join(info_meta, "id", "-", "instance", "version")`,
+		`topk(2, temperature)`,
+		`bottomk(1, rate(http_requests_total[5m]))`,
+		`sort_desc(sum by (instance) (http_requests_total))`,
+		`quantile(0.5, temperature)`,
+		`avg by (job) (temperature)`,
+		`stddev(temperature)`,
+		`temperature > 20`,
+		`temperature > bool 20`,
+		`delta(temperature[10m])`,
+		`deriv(temperature[10m])`,
+		`predict_linear(temperature[10m], 600)`,
+		`changes(temperature[30m])`,
+		`clamp(temperature, 18, 21)`,
+		`round(temperature, 0.5)`,
+		`flaky_gauge`,
+		`count_over_time(flaky_gauge[10m])`,
+		`last_over_time(flaky_gauge[10m])`,
+		`max_over_time(flaky_gauge[5m])`,
+		`timestamp(flaky_gauge)`,
+		`native_latency_seconds`,
+		`rate(native_latency_seconds[5m])`,
+		`histogram_quantile(0.5, rate(native_latency_seconds[5m]))`,
+		`histogram_count(rate(native_latency_seconds[5m]))`,
+		`scalar(sum(temperature))`,
+		`vector(1) + 2`,
+		`time()`,
+		`"a string"`,
+	}
+	instantAt := []time.Duration{0, -5 * time.Minute, -29*time.Minute - 50*time.Second, -45 * time.Minute}
+	for _, expr := range exprs {
+		for _, at := range instantAt {
+			params := url.Values{"query": {expr}, "time": {sec(at)}}
+			compareAnswers(t, prom, adapterURL, "/api/v1/query", params)
+		}
+		if strings.HasPrefix(expr, "sort") || strings.HasPrefix(expr, `"`) {
+			// A range query of a string is refused, and sort in a
+			// range query is a warning, which queryAPI refuses.
+			continue
+		}
+		params := url.Values{"query": {expr}, "start": {sec(-55 * time.Minute)}, "end": {sec(0)}, "step": {"60"}}
+		compareAnswers(t, prom, adapterURL, "/api/v1/query_range", params)
+	}
+
+	// Label and series lookups, over the data's range and over everything.
+	window := url.Values{"start": {sec(-time.Hour)}, "end": {sec(0)}}
+	with := func(v url.Values, kv ...string) url.Values {
+		out := url.Values{}
+		for k, vs := range v {
+			out[k] = vs
+		}
+		for i := 0; i < len(kv); i += 2 {
+			out.Add(kv[i], kv[i+1])
+		}
+		return out
+	}
+	for _, params := range []url.Values{{}, window, with(window, "match[]", `{job="api"}`), with(nil, "match[]", `temperature`, "match[]", `flaky_gauge`)} {
+		compareJSON(t, prom, adapterURL, "/api/v1/labels", params)
+		for _, name := range []string{"__name__", "instance", "le", "room", "id", "nothing"} {
+			compareJSON(t, prom, adapterURL, "/api/v1/label/"+name+"/values", params)
+		}
+	}
+	for _, m := range [][]string{{`http_requests_total`}, {`{job="api", instance="b"}`}, {`temperature`, `info_meta{instance="a"}`}, {`{__name__=~"req_.*", le="+Inf"}`}} {
+		params := with(window)
+		params["match[]"] = m
+		compareJSON(t, prom, adapterURL, "/api/v1/series", params)
+		params = with(nil)
+		params["match[]"] = m
+		compareJSON(t, prom, adapterURL, "/api/v1/series", params)
+	}
+	// A limit truncates both to as many items, with the same warning;
+	// which items is up to the storage in Prometheus (its TSDB cuts before
+	// sorting).
+	for _, u := range []string{"/api/v1/label/__name__/values?limit=2", "/api/v1/labels?limit=3", "/api/v1/series?limit=3&match[]=http_requests_total"} {
+		a, b := rawGet(t, prom+u), rawGet(t, adapterURL+u)
+		require.Equal(t, len(a.list(t)), len(b.list(t)), u)
+		require.Equal(t, a.Warnings, b.Warnings, u)
+		require.NotEmpty(t, b.Warnings, u)
+	}
+
+	// Bad requests get the same status and error type.
+	for _, c := range []struct{ path, query string }{
+		{"/api/v1/query", "query=sum(" + url.QueryEscape("rate(x[5m]")},
+		{"/api/v1/query", "query=up&time=yesterday"},
+		{"/api/v1/query_range", "query=up&start=10&end=5&step=1"},
+		{"/api/v1/query_range", "query=up&start=0&end=100000&step=1"},
+		{"/api/v1/query_range", "query=up&start=0&end=10&step=0"},
+		{"/api/v1/series", ""},
+		{"/api/v1/series", "match[]=" + url.QueryEscape(`{job=~".*"}`)},
+		{"/api/v1/labels", "limit=-1"},
+		{"/api/v1/label/%ff/values", ""},
+	} {
+		pa, pb := rawGet(t, prom+c.path+"?"+c.query), rawGet(t, adapterURL+c.path+"?"+c.query)
+		require.Equal(t, pa.code, pb.code, "%s?%s: status (Prometheus said %s)", c.path, c.query, pa.body)
+		require.Equal(t, pa.errorType, pb.errorType, "%s?%s: error type", c.path, c.query)
+		require.Equal(t, "error", pb.status, "%s?%s", c.path, c.query)
+	}
+
+	// POST with a form body answers as GET.
+	resp, err := http.PostForm(adapterURL+"/api/v1/query", url.Values{"query": {"sum(temperature)"}, "time": {sec(0)}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// compareAnswers compares two query answers line by line (queryAPI's
+// lines): the same series and timestamps, and values equal up to a relative
+// 1e-9, which leaves room for summation order; histograms must be equal as
+// printed.
+func compareAnswers(t *testing.T, prom, adapterURL, path string, params url.Values) {
+	t.Helper()
+	desc := path + "?" + params.Encode()
+	typA, a := queryAPI(t, prom, path, params)
+	typB, b := queryAPI(t, adapterURL, path, params)
+	require.Equal(t, typA, typB, "result type of %s", desc)
+	if slices.Equal(a, b) {
+		return
+	}
+	if len(a) == len(b) {
+		same := true
+		for i := range a {
+			if !closeLines(a[i], b[i]) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return
+		}
+	}
+	t.Fatalf("%s: Prometheus (-) and the adapter (+) differ:\n%s", desc, diffLines(a, b, 40))
+}
+
+// closeLines reports whether two lines "metric @t value" differ only by a
+// small relative error in the value.
+func closeLines(a, b string) bool {
+	ia, ib := strings.LastIndexByte(a, ' '), strings.LastIndexByte(b, ' ')
+	if ia < 0 || ib < 0 || a[:ia] != b[:ib] {
+		return false
+	}
+	va, errA := strconv.ParseFloat(a[ia+1:], 64)
+	vb, errB := strconv.ParseFloat(b[ib+1:], 64)
+	if errA != nil || errB != nil {
+		return false
+	}
+	return va == vb || math.Abs(va-vb) <= 1e-9*math.Max(math.Abs(va), math.Abs(vb))
+}
+
+// compareJSON requires the same data and warnings from both for a lookup
+// whose result is a list (labels, label values, series); order aside.
+func compareJSON(t *testing.T, prom, adapterURL, path string, params url.Values) {
+	t.Helper()
+	desc := path + "?" + params.Encode()
+	a, b := rawGet(t, prom+path+"?"+params.Encode()), rawGet(t, adapterURL+path+"?"+params.Encode())
+	require.Equal(t, http.StatusOK, a.code, "Prometheus: %s: %s", desc, a.body)
+	require.Equal(t, http.StatusOK, b.code, "adapter: %s: %s", desc, b.body)
+	require.Equal(t, a.list(t), b.list(t), "%s: data", desc)
+	require.Equal(t, a.Warnings, b.Warnings, "%s: warnings", desc)
+}
+
+type rawAnswer struct {
+	code      int
+	body      string
+	status    string
+	errorType string
+	Warnings  []string
+	data      json.RawMessage
+}
+
+func rawGet(t *testing.T, u string) rawAnswer {
+	t.Helper()
+	code, body, err := httpGet(u)
+	require.NoError(t, err)
+	var r struct {
+		Status    string          `json:"status"`
+		ErrorType string          `json:"errorType"`
+		Warnings  []string        `json:"warnings"`
+		Data      json.RawMessage `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &r), "%s: %s", u, body)
+	return rawAnswer{code: code, body: body, status: r.Status, errorType: r.ErrorType, Warnings: r.Warnings, data: r.Data}
+}
+
+// list is the data as sorted strings: label values as they are, label sets
+// as JSON objects (whose keys encoding/json sorts).
+func (r rawAnswer) list(t *testing.T) []string {
+	t.Helper()
+	var items []json.RawMessage
+	require.NoError(t, json.Unmarshal(r.data, &items), r.body)
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		var v any
+		require.NoError(t, json.Unmarshal(it, &v))
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		out = append(out, string(b))
+	}
+	slices.Sort(out)
+	return out
+}

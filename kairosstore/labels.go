@@ -1,0 +1,167 @@
+package kairosstore
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/kairos-remote/kairos-adapter/translate"
+)
+
+// The label lookups of the query API (/api/v1/labels, /label/<name>/values,
+// /series) come from the indexes alone: metric names from string_index
+// (docs/kairosdb-layout.md §9.1), tags from the row keys of the row windows
+// that overlap the range (§7.3, §7.4). No data_points row is read, so a
+// series counts when it has a row in a window that overlaps the range,
+// even if none of its samples falls inside: the answer is at row-window
+// granularity, as Prometheus's is at block granularity.
+
+// everything selects every series, for lookups without matchers: the label
+// APIs then mean "all", where a selector without matchers means nothing.
+var everything = []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+")}
+
+// LabelNames returns the label names of the series the matchers select, or
+// of every series without matchers, sorted.
+func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	refs, err := q.seriesIndex(ctx, ms)
+	if err != nil {
+		return nil, nil, err
+	}
+	set := map[string]struct{}{}
+	for _, ref := range refs {
+		ref.lset.Range(func(l labels.Label) { set[l.Name] = struct{}{} })
+	}
+	return sortedLimit(set, hints), nil, nil
+}
+
+// LabelValues returns the values of label name over the series the matchers
+// select (every series without matchers), sorted. The values of __name__
+// without matchers are the metric names of string_index, which has no time
+// range: a metric whose samples all lie outside the range is listed too.
+func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	set := map[string]struct{}{}
+	if name == labels.MetricName && len(ms) == 0 {
+		err := q.s.eng.MetricNames(ctx, func(metric string) error {
+			if n, ok := strings.CutPrefix(metric, q.s.mapper.Prefix); ok && n != "" && !isExemplarMetric(metric) {
+				set[n] = struct{}{}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return sortedLimit(set, hints), nil, nil
+	}
+	refs, err := q.seriesIndex(ctx, ms)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, ref := range refs {
+		if v := ref.lset.Get(name); v != "" {
+			set[v] = struct{}{}
+		}
+	}
+	return sortedLimit(set, hints), nil, nil
+}
+
+func sortedLimit(set map[string]struct{}, hints *storage.LabelHints) []string {
+	out := make([]string, 0, len(set))
+	for v := range set {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	if hints != nil && hints.Limit > 0 && len(out) > hints.Limit {
+		out = out[:hints.Limit]
+	}
+	return out
+}
+
+// selectIndex answers a Select whose hints say that no sample is needed
+// (Func "series", as /api/v1/series asks): the series come from the row
+// keys alone, with no samples.
+func (q *querier) selectIndex(ctx context.Context, ms []*labels.Matcher) storage.SeriesSet {
+	if len(ms) == 0 {
+		return storage.EmptySeriesSet()
+	}
+	refs, err := q.seriesIndex(ctx, ms)
+	if err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	return &indexSeriesSet{refs: refs, i: -1}
+}
+
+// indexSeriesSet is a series set of label sets without samples.
+type indexSeriesSet struct {
+	refs []*seriesRef
+	i    int
+}
+
+func (ss *indexSeriesSet) Next() bool {
+	ss.i++
+	return ss.i < len(ss.refs)
+}
+
+func (ss *indexSeriesSet) At() storage.Series {
+	return storage.NewListSeries(ss.refs[ss.i].lset, nil)
+}
+
+func (ss *indexSeriesSet) Err() error                        { return nil }
+func (ss *indexSeriesSet) Warnings() annotations.Annotations { return nil }
+
+// seriesIndex runs phases 0 to 2 of the read (§7.2 to §7.4) for the matchers,
+// or for every metric without matchers, and returns the series sorted by
+// labels, orphaned non-finite rows left out as Select leaves them out.
+func (q *querier) seriesIndex(ctx context.Context, ms []*labels.Matcher) ([]*seriesRef, error) {
+	s := q.s
+	if len(ms) == 0 {
+		ms = everything
+	}
+	plan, err := s.mapper.Plan(ms)
+	if err != nil {
+		return nil, badRequest("%w", err)
+	}
+	if plan.Empty() || q.mint > q.maxt {
+		return nil, nil
+	}
+	metrics, err := s.planMetrics(ctx, plan)
+	if err != nil {
+		return nil, err
+	}
+	refs, err := s.findSeries(ctx, metrics, plan, q.mint, q.maxt)
+	if err != nil {
+		return nil, err
+	}
+	refs = withoutOrphans(refs)
+	if s.opts.MaxSeries > 0 && len(refs) > s.opts.MaxSeries {
+		return nil, badRequest("the query selects %d series, more than the limit of %d (--query.max-series)", len(refs), s.opts.MaxSeries)
+	}
+	return refs, nil
+}
+
+// planMetrics is the metric names a plan reads: its pinned names, or those
+// of string_index that its __name__ matchers accept, at most
+// --query.max-metrics of them.
+func (s *Store) planMetrics(ctx context.Context, plan translate.Plan) ([]string, error) {
+	if plan.Metrics != nil {
+		return plan.Metrics, nil
+	}
+	var metrics []string
+	start := time.Now()
+	err := s.eng.MetricNames(ctx, func(name string) error {
+		// Exemplar metrics hold no samples (exemplar.go).
+		if !isExemplarMetric(name) && plan.MatchName(name) {
+			metrics = append(metrics, name)
+			if s.opts.MaxMetrics > 0 && len(metrics) > s.opts.MaxMetrics {
+				return badRequest("the selector matches more than %d metric names (--query.max-metrics); add a __name__ matcher", s.opts.MaxMetrics)
+			}
+		}
+		return nil
+	})
+	s.observe("metric_names", start)
+	return metrics, err
+}

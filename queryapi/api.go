@@ -1,0 +1,545 @@
+// Package queryapi serves Prometheus's query API (/api/v1/query,
+// /api/v1/query_range, /api/v1/series, /api/v1/labels, ...) over the store,
+// with PromQL evaluated by Prometheus's own engine, so Grafana's Prometheus
+// data source can point at the adapter directly.
+//
+// It does not import Prometheus's web/api/v1: that package brings the
+// scrape, rules, remote-storage and service-discovery code (cloud SDKs
+// included) into the binary. The handlers here are small and follow its
+// parameters, JSON shapes, status codes and error types.
+package queryapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/exemplar"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// Store is what the query API reads: the adapter's Store has it.
+type Store interface {
+	Querier(mint, maxt int64) (storage.Querier, error)
+}
+
+// ExemplarStore is what /api/v1/query_exemplars needs; without it the
+// endpoint answers an empty list.
+type ExemplarStore interface {
+	Exemplars(ctx context.Context, start, end int64, ms ...*labels.Matcher) ([]exemplar.QueryResult, error)
+}
+
+// Options are the engine's limits, named after Prometheus's --query.* flags.
+type Options struct {
+	// Timeout bounds one query; a request's timeout parameter can only
+	// shorten it. Default 2m.
+	Timeout time.Duration
+	// LookbackDelta is how far back an instant selector looks for a
+	// sample; default 5m.
+	LookbackDelta time.Duration
+	// MaxConcurrency is the number of queries evaluated at once; more wait
+	// for a slot (until their timeout). Default 20.
+	MaxConcurrency int
+	// MaxSamples is the number of samples one query may hold in memory at
+	// once (over it: 422 execution); 0 means no limit.
+	MaxSamples int
+	// EvaluationInterval is the step of a subquery that gives none, as
+	// Prometheus's global evaluation_interval; default 1m.
+	EvaluationInterval time.Duration
+}
+
+// API serves the query endpoints.
+type API struct {
+	store  Store
+	engine *promql.Engine
+	parser parser.Parser
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+// maxPoints is the most points a range query may return per series, as in
+// Prometheus: a week at 60 s resolution.
+const maxPoints = 11000
+
+// New builds the engine; its metrics (prometheus_engine_*) go to reg.
+func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Registerer) *API {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	opts.Timeout = cmpOr(opts.Timeout, 2*time.Minute)
+	opts.LookbackDelta = cmpOr(opts.LookbackDelta, 5*time.Minute)
+	opts.EvaluationInterval = cmpOr(opts.EvaluationInterval, time.Minute)
+	if opts.MaxConcurrency <= 0 {
+		opts.MaxConcurrency = 20
+	}
+	if opts.MaxSamples <= 0 {
+		// The engine has no "no limit" value.
+		opts.MaxSamples = math.MaxInt
+	}
+	p := parser.NewParser(parser.Options{})
+	interval := opts.EvaluationInterval.Milliseconds()
+	eng := promql.NewEngine(promql.EngineOpts{
+		Logger:                   logger,
+		Reg:                      reg,
+		MaxSamples:               opts.MaxSamples,
+		Timeout:                  opts.Timeout,
+		ActiveQueryTracker:       newGate(opts.MaxConcurrency),
+		LookbackDelta:            opts.LookbackDelta,
+		NoStepSubqueryIntervalFn: func(int64) int64 { return interval },
+		// Both are always on in Prometheus 3.
+		EnableAtModifier:     true,
+		EnableNegativeOffset: true,
+		Parser:               p,
+	})
+	return &API{store: store, engine: eng, parser: p, logger: logger, now: time.Now}
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// Mount returns a handler that serves the query API and passes every other
+// request to next.
+func (a *API) Mount(next http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	for path, h := range map[string]func(*http.Request) (any, annotations.Annotations, *apiError){
+		"/api/v1/query":           a.query,
+		"/api/v1/query_range":     a.queryRange,
+		"/api/v1/series":          a.series,
+		"/api/v1/labels":          a.labelNames,
+		"/api/v1/query_exemplars": a.queryExemplars,
+		"/api/v1/format_query":    a.formatQuery,
+	} {
+		mux.Handle("GET "+path, a.handler(h))
+		mux.Handle("POST "+path, a.handler(h))
+	}
+	mux.Handle("GET /api/v1/label/{name}/values", a.handler(a.labelValues))
+	mux.Handle("GET /api/v1/status/buildinfo", a.handler(a.buildInfo))
+	mux.Handle("/", next)
+	return mux
+}
+
+// handler parses the form (query string and, for POST, a form-encoded
+// body) and writes the envelope.
+func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiError)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			respondError(w, a.logger, badData(fmt.Errorf("error parsing form values: %w", err)), nil, "")
+			return
+		}
+		data, ann, apiErr := f(r)
+		q := r.FormValue("query")
+		if apiErr != nil {
+			respondError(w, a.logger, apiErr, ann, q)
+			return
+		}
+		respond(w, a.logger, data, ann, q)
+	})
+}
+
+// queryData is the data of a query answer. Matrix, Vector, Scalar and
+// String marshal themselves in the API's shape.
+type queryData struct {
+	ResultType parser.ValueType `json:"resultType"`
+	Result     parser.Value     `json:"result"`
+}
+
+func (a *API) query(r *http.Request) (any, annotations.Annotations, *apiError) {
+	limit, err := parseLimit(r.FormValue("limit"))
+	if err != nil {
+		return nil, nil, badParam(err, "limit")
+	}
+	ts, err := timeParam(r, "time", a.now())
+	if err != nil {
+		return nil, nil, badParam(err, "time")
+	}
+	ctx, cancel, apiErr := a.timeoutContext(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
+	}
+	defer cancel()
+	opts, apiErr := queryOpts(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
+	}
+	qry, err := a.engine.NewInstantQuery(ctx, a.queryable(), opts, r.FormValue("query"), ts)
+	if err != nil {
+		return nil, nil, badParam(err, "query")
+	}
+	return a.exec(ctx, qry, limit)
+}
+
+func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiError) {
+	limit, err := parseLimit(r.FormValue("limit"))
+	if err != nil {
+		return nil, nil, badParam(err, "limit")
+	}
+	start, err := parseTime(r.FormValue("start"))
+	if err != nil {
+		return nil, nil, badParam(err, "start")
+	}
+	end, err := parseTime(r.FormValue("end"))
+	if err != nil {
+		return nil, nil, badParam(err, "end")
+	}
+	if end.Before(start) {
+		return nil, nil, badParam(errors.New("end timestamp must not be before start time"), "end")
+	}
+	step, err := parseDuration(r.FormValue("step"))
+	if err != nil {
+		return nil, nil, badParam(err, "step")
+	}
+	if step <= 0 {
+		return nil, nil, badParam(errors.New("zero or negative query resolution step widths are not accepted. Try a positive integer"), "step")
+	}
+	if end.Sub(start)/step > maxPoints {
+		return nil, nil, badData(errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))
+	}
+	ctx, cancel, apiErr := a.timeoutContext(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
+	}
+	defer cancel()
+	opts, apiErr := queryOpts(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
+	}
+	qry, err := a.engine.NewRangeQuery(ctx, a.queryable(), opts, r.FormValue("query"), start, end, step)
+	if err != nil {
+		return nil, nil, badParam(err, "query")
+	}
+	return a.exec(ctx, qry, limit)
+}
+
+// queryable opens the store's querier for the range the engine asks for; the
+// engine passes each selector's matchers and hints to Select.
+func (a *API) queryable() storage.Queryable {
+	return storage.QueryableFunc(func(mint, maxt int64) (storage.Querier, error) {
+		return a.store.Querier(mint, maxt)
+	})
+}
+
+func (a *API) exec(ctx context.Context, qry promql.Query, limit int) (any, annotations.Annotations, *apiError) {
+	defer qry.Close()
+	res := qry.Exec(ctx)
+	if res.Err != nil {
+		return nil, res.Warnings, classify(res.Err)
+	}
+	ann := res.Warnings
+	if limit > 0 && truncate(res, limit) {
+		ann = ann.Add(errors.New("results truncated due to limit"))
+	}
+	// The result refers to the engine's pooled slices, reused after
+	// Close: encode it now.
+	b, err := json.Marshal(queryData{ResultType: res.Value.Type(), Result: res.Value})
+	if err != nil {
+		return nil, ann, &apiError{errInternal, err}
+	}
+	return json.RawMessage(b), ann, nil
+}
+
+// truncate keeps the first limit series of a vector or matrix.
+func truncate(res *promql.Result, limit int) bool {
+	switch v := res.Value.(type) {
+	case promql.Vector:
+		if len(v) > limit {
+			res.Value = v[:limit]
+			return true
+		}
+	case promql.Matrix:
+		if len(v) > limit {
+			res.Value = v[:limit]
+			return true
+		}
+	}
+	return false
+}
+
+// timeoutContext applies the timeout parameter.
+func (a *API) timeoutContext(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
+	s := r.FormValue("timeout")
+	if s == "" {
+		return r.Context(), func() {}, nil
+	}
+	d, err := parseDuration(s)
+	if err != nil {
+		return nil, nil, badParam(err, "timeout")
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), d)
+	return ctx, cancel, nil
+}
+
+func queryOpts(r *http.Request) (promql.QueryOpts, *apiError) {
+	var lookback time.Duration
+	if s := r.FormValue("lookback_delta"); s != "" {
+		d, err := parseDuration(s)
+		if err != nil {
+			return nil, badData(fmt.Errorf("error parsing lookback delta duration: %w", err))
+		}
+		lookback = d
+	}
+	return promql.NewPrometheusQueryOpts(false, lookback), nil
+}
+
+// labelParams are the parameters /labels, /label/<name>/values and /series
+// share.
+type labelParams struct {
+	limit      int
+	start, end int64
+	sets       [][]*labels.Matcher
+}
+
+func (a *API) labelParams(r *http.Request) (labelParams, *apiError) {
+	var p labelParams
+	var err error
+	if p.limit, err = parseLimit(r.FormValue("limit")); err != nil {
+		return p, badParam(err, "limit")
+	}
+	start, err := timeParam(r, "start", minTime)
+	if err != nil {
+		return p, badParam(err, "start")
+	}
+	end, err := timeParam(r, "end", maxTime)
+	if err != nil {
+		return p, badParam(err, "end")
+	}
+	p.start, p.end = start.UnixMilli(), end.UnixMilli()
+	if p.sets, err = parseMatchers(a.parser, r.Form["match[]"]); err != nil {
+		return p, badData(err)
+	}
+	return p, nil
+}
+
+// hintLimit asks the store for one more than the limit, so that a truncated
+// answer can say so.
+func hintLimit(limit int) int {
+	if limit > 0 && limit < math.MaxInt {
+		return limit + 1
+	}
+	return limit
+}
+
+func (a *API) labelNames(r *http.Request) (any, annotations.Annotations, *apiError) {
+	p, apiErr := a.labelParams(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
+	}
+	return a.labelQuery(p, func(q storage.Querier, hints *storage.LabelHints, ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return q.LabelNames(r.Context(), hints, ms...)
+	})
+}
+
+func (a *API) labelValues(r *http.Request) (any, annotations.Annotations, *apiError) {
+	name := r.PathValue("name")
+	if strings.HasPrefix(name, "U__") {
+		name = model.UnescapeName(name, model.ValueEncodingEscaping)
+	}
+	if !model.UTF8Validation.IsValidLabelName(name) {
+		return nil, nil, badData(fmt.Errorf("invalid label name: %q", name))
+	}
+	p, apiErr := a.labelParams(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
+	}
+	return a.labelQuery(p, func(q storage.Querier, hints *storage.LabelHints, ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return q.LabelValues(r.Context(), name, hints, ms...)
+	})
+}
+
+// labelQuery runs a label names or values lookup once per match[] set (or
+// once without matchers) and merges the answers, sorted.
+func (a *API) labelQuery(p labelParams, f func(storage.Querier, *storage.LabelHints, []*labels.Matcher) ([]string, annotations.Annotations, error)) (any, annotations.Annotations, *apiError) {
+	q, err := a.store.Querier(p.start, p.end)
+	if err != nil {
+		return nil, nil, classify(err)
+	}
+	defer q.Close()
+	hints := &storage.LabelHints{Limit: hintLimit(p.limit)}
+	sets := p.sets
+	if len(sets) == 0 {
+		sets = [][]*labels.Matcher{nil}
+	}
+	var (
+		out []string
+		ann annotations.Annotations
+	)
+	for _, ms := range sets {
+		vals, w, err := f(q, hints, ms)
+		ann.Merge(w)
+		if err != nil {
+			return nil, ann, classify(err)
+		}
+		out = append(out, vals...)
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if out == nil {
+		out = []string{}
+	}
+	if p.limit > 0 && len(out) > p.limit {
+		out = out[:p.limit]
+		ann = ann.Add(errors.New("results truncated due to limit"))
+	}
+	return out, ann, nil
+}
+
+func (a *API) series(r *http.Request) (any, annotations.Annotations, *apiError) {
+	if len(r.Form["match[]"]) == 0 {
+		return nil, nil, badData(errors.New("no match[] parameter provided"))
+	}
+	p, apiErr := a.labelParams(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
+	}
+	q, err := a.store.Querier(p.start, p.end)
+	if err != nil {
+		return nil, nil, classify(err)
+	}
+	defer q.Close()
+	ctx := r.Context()
+	// Func "series" tells the store that no sample is needed.
+	hints := &storage.SelectHints{Start: p.start, End: p.end, Func: "series", Limit: hintLimit(p.limit)}
+	var set storage.SeriesSet
+	if len(p.sets) == 1 {
+		set = q.Select(ctx, false, hints, p.sets[0]...)
+	} else {
+		sets := make([]storage.SeriesSet, 0, len(p.sets))
+		for _, ms := range p.sets {
+			sets = append(sets, q.Select(ctx, true, hints, ms...))
+		}
+		set = storage.NewMergeSeriesSet(sets, 0, storage.ChainedSeriesMerge)
+	}
+	out := []labels.Labels{}
+	var ann annotations.Annotations
+	for set.Next() {
+		if p.limit > 0 && len(out) == p.limit {
+			ann = ann.Add(errors.New("results truncated due to limit"))
+			break
+		}
+		out = append(out, set.At().Labels())
+	}
+	ann.Merge(set.Warnings())
+	if err := set.Err(); err != nil {
+		return nil, ann, classify(err)
+	}
+	return out, ann, nil
+}
+
+// exemplarJSON is one exemplar in the API's shape: value as a string and
+// the timestamp in seconds, like sample values.
+type exemplarJSON struct {
+	Labels    labels.Labels `json:"labels"`
+	Value     string        `json:"value"`
+	Timestamp float64       `json:"timestamp"`
+}
+
+type exemplarSeriesJSON struct {
+	SeriesLabels labels.Labels  `json:"seriesLabels"`
+	Exemplars    []exemplarJSON `json:"exemplars"`
+}
+
+func (a *API) queryExemplars(r *http.Request) (any, annotations.Annotations, *apiError) {
+	start, err := timeParam(r, "start", minTime)
+	if err != nil {
+		return nil, nil, badParam(err, "start")
+	}
+	end, err := timeParam(r, "end", maxTime)
+	if err != nil {
+		return nil, nil, badParam(err, "end")
+	}
+	if end.Before(start) {
+		return nil, nil, badData(errors.New("end timestamp must not be before start timestamp"))
+	}
+	expr, err := a.parser.ParseExpr(r.FormValue("query"))
+	if err != nil {
+		return nil, nil, badData(err)
+	}
+	out := []exemplarSeriesJSON{}
+	es, ok := a.store.(ExemplarStore)
+	if !ok {
+		return out, nil, nil
+	}
+	seen := map[uint64]bool{}
+	for _, ms := range parser.ExtractSelectors(expr) {
+		res, err := es.Exemplars(r.Context(), start.UnixMilli(), end.UnixMilli(), ms...)
+		if err != nil {
+			return nil, nil, classify(err)
+		}
+		for _, qr := range res {
+			if h := qr.SeriesLabels.Hash(); seen[h] {
+				continue
+			} else {
+				seen[h] = true
+			}
+			s := exemplarSeriesJSON{SeriesLabels: qr.SeriesLabels, Exemplars: make([]exemplarJSON, 0, len(qr.Exemplars))}
+			for _, e := range qr.Exemplars {
+				s.Exemplars = append(s.Exemplars, exemplarJSON{Labels: e.Labels, Value: strconv.FormatFloat(e.Value, 'f', -1, 64), Timestamp: float64(e.Ts) / 1000})
+			}
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(x, y exemplarSeriesJSON) int { return labels.Compare(x.SeriesLabels, y.SeriesLabels) })
+	return out, nil, nil
+}
+
+func (a *API) formatQuery(r *http.Request) (any, annotations.Annotations, *apiError) {
+	expr, err := a.parser.ParseExpr(r.FormValue("query"))
+	if err != nil {
+		return nil, nil, badParam(err, "query")
+	}
+	return expr.Pretty(0), nil, nil
+}
+
+// buildInfo answers as Prometheus's /api/v1/status/buildinfo. Version is
+// the Prometheus release whose PromQL engine the adapter embeds (module
+// v0.313.5 is Prometheus 3.13.5), because clients such as Grafana read it
+// to decide which PromQL features they may use; revision and date are the
+// adapter's own.
+func (a *API) buildInfo(*http.Request) (any, annotations.Annotations, *apiError) {
+	info := map[string]string{"version": "", "revision": "", "branch": "", "buildUser": "", "buildDate": "", "goVersion": runtime.Version()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/prometheus/prometheus" {
+				info["version"] = promRelease(d.Version)
+			}
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				info["revision"] = s.Value
+			case "vcs.time":
+				info["buildDate"] = s.Value
+			}
+		}
+	}
+	return info, nil, nil
+}
+
+// promRelease turns the Go module version of Prometheus into its release:
+// v0.313.5 is 3.13.5.
+func promRelease(v string) string {
+	var minor, patch int
+	if _, err := fmt.Sscanf(v, "v0.%d.%d", &minor, &patch); err != nil || minor < 300 {
+		return strings.TrimPrefix(v, "v")
+	}
+	return fmt.Sprintf("%d.%d.%d", minor/100, minor%100, patch)
+}

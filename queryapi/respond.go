@@ -1,0 +1,132 @@
+package queryapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// errorType is the errorType field of an error answer; each has the HTTP
+// status Prometheus's API gives it, which clients such as Grafana rely on to
+// tell a bad query (do not retry) from an overloaded server.
+type errorType string
+
+const (
+	errBadData     errorType = "bad_data"
+	errExec        errorType = "execution"
+	errTimeout     errorType = "timeout"
+	errCanceled    errorType = "canceled"
+	errInternal    errorType = "internal"
+	errUnavailable errorType = "unavailable"
+)
+
+func (t errorType) status() int {
+	switch t {
+	case errBadData:
+		return http.StatusBadRequest
+	case errExec:
+		return http.StatusUnprocessableEntity
+	case errTimeout, errUnavailable:
+		return http.StatusServiceUnavailable
+	case errCanceled:
+		return 499 // client closed request, as Prometheus answers
+	}
+	return http.StatusInternalServerError
+}
+
+type apiError struct {
+	typ errorType
+	err error
+}
+
+func (e *apiError) Error() string { return e.err.Error() }
+
+func badData(err error) *apiError { return &apiError{errBadData, err} }
+
+// badParam names the parameter that was wrong, in Prometheus's words.
+func badParam(err error, name string) *apiError {
+	return badData(fmt.Errorf("invalid parameter %q: %w", name, err))
+}
+
+// httpStatusError is what the store's errors offer to say how they should
+// be answered (adapter.HTTPStatusError); declared again here so this package
+// does not depend on the adapter package.
+type httpStatusError interface {
+	error
+	HTTPStatus() int
+}
+
+// classify maps an error from the engine or the store to an error type:
+// the engine's own error types first, then what the store says of itself
+// (a query over --query.max-metrics is the caller's fault, a store still
+// connecting is unavailable), then execution, as Prometheus does.
+func classify(err error) *apiError {
+	var (
+		canceled promql.ErrQueryCanceled
+		timeout  promql.ErrQueryTimeout
+		st       httpStatusError
+	)
+	switch {
+	case errors.As(err, &canceled):
+		return &apiError{errCanceled, err}
+	case errors.As(err, &timeout), errors.Is(err, context.DeadlineExceeded):
+		return &apiError{errTimeout, err}
+	case errors.Is(err, context.Canceled):
+		return &apiError{errCanceled, err}
+	case errors.As(err, &st):
+		switch code := st.HTTPStatus(); {
+		case code >= 400 && code < 500:
+			return &apiError{errBadData, err}
+		case code == http.StatusServiceUnavailable:
+			return &apiError{errUnavailable, err}
+		}
+		return &apiError{errInternal, err}
+	}
+	var storageErr promql.ErrStorage
+	if errors.As(err, &storageErr) {
+		return &apiError{errInternal, err}
+	}
+	return &apiError{errExec, err}
+}
+
+// response is Prometheus's API envelope.
+type response struct {
+	Status    string    `json:"status"`
+	Data      any       `json:"data,omitempty"`
+	ErrorType errorType `json:"errorType,omitempty"`
+	Error     string    `json:"error,omitempty"`
+	Warnings  []string  `json:"warnings,omitempty"`
+	Infos     []string  `json:"infos,omitempty"`
+}
+
+// maxAnnotations caps warnings and infos per answer, as Prometheus does, so
+// that a query over many series cannot make the answer mostly warnings.
+const maxAnnotations = 10
+
+func write(w http.ResponseWriter, logger *slog.Logger, code int, resp *response) {
+	b, err := json.Marshal(resp)
+	if err != nil {
+		logger.Error("Cannot encode query API answer", "err", err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+func respond(w http.ResponseWriter, logger *slog.Logger, data any, ann annotations.Annotations, query string) {
+	warn, info := ann.AsStrings(query, maxAnnotations, maxAnnotations)
+	write(w, logger, http.StatusOK, &response{Status: "success", Data: data, Warnings: warn, Infos: info})
+}
+
+func respondError(w http.ResponseWriter, logger *slog.Logger, e *apiError, ann annotations.Annotations, query string) {
+	warn, info := ann.AsStrings(query, maxAnnotations, maxAnnotations)
+	write(w, logger, e.typ.status(), &response{Status: "error", ErrorType: e.typ, Error: e.err.Error(), Warnings: warn, Infos: info})
+}
