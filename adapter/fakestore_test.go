@@ -76,6 +76,10 @@ type fakeStore struct {
 	// Injected failures.
 	appendErr   func(ls labels.Labels) error
 	exemplarErr error // AppendExemplar fails, the series' samples stay
+	// minTime, when set, makes items before it refused alone (an
+	// ItemError), as the real store refuses timestamps its layout cannot
+	// hold.
+	minTime     *int64
 	grown       []int // sizes announced through Grow, one per request
 	commitErr   error
 	readyErr    error
@@ -202,8 +206,25 @@ func (a *fakeAppender) check(ls labels.Labels) error {
 	return err
 }
 
+// fakeTimeError is the fake's ItemError.
+type fakeTimeError struct{ t int64 }
+
+func (e fakeTimeError) Error() string  { return fmt.Sprintf("timestamp %d is out of range", e.t) }
+func (fakeTimeError) HTTPStatus() int  { return 400 }
+func (fakeTimeError) RefusesItemOnly() {}
+
+func (a *fakeAppender) checkTime(t int64) error {
+	if a.s.minTime != nil && t < *a.s.minTime {
+		return fakeTimeError{t}
+	}
+	return nil
+}
+
 func (a *fakeAppender) Append(ls labels.Labels, t int64, v float64) error {
 	if err := a.check(ls); err != nil {
+		return err
+	}
+	if err := a.checkTime(t); err != nil {
 		return err
 	}
 	a.ops = append(a.ops, fakeOp{ls: ls.Copy(), s: &fakeSample{t: t, f: v}})
@@ -232,6 +253,15 @@ func (a *fakeAppender) AppendHistogram(ls labels.Labels, t int64, h *histogram.H
 	if err := a.check(ls); err != nil {
 		return err
 	}
+	if err := a.checkTime(t); err != nil {
+		return err
+	}
+	// Like the labels, the histogram is only valid during the call.
+	if h != nil {
+		h = h.Copy()
+	} else {
+		fh = fh.Copy()
+	}
 	a.ops = append(a.ops, fakeOp{ls: ls.Copy(), s: &fakeSample{t: t, h: h, fh: fh}})
 	return nil
 }
@@ -243,6 +273,11 @@ func (a *fakeAppender) AppendExemplar(ls labels.Labels, e exemplar.Exemplar) err
 	if a.s.exemplarErr != nil {
 		return a.s.exemplarErr
 	}
+	if err := a.checkTime(e.Ts); err != nil {
+		return err
+	}
+	// The exemplar's labels, like ls, are only valid during the call.
+	e.Labels = e.Labels.Copy()
 	a.ops = append(a.ops, fakeOp{ls: ls.Copy(), e: &e})
 	return nil
 }

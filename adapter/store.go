@@ -31,12 +31,17 @@ type Store interface {
 
 // Appender buffers the items of one write request until Commit.
 //
-// Everything passed in (label sets, strings, metadata) is valid only during
-// the call: the handler rebuilds one labels.Labels in place for every series
-// and its strings point into the request buffer, so that decoding costs no
-// allocation per series. An appender copies what it keeps.
+// Everything passed in (label sets, strings, metadata, histograms, exemplars
+// and their labels) is valid only during the call: the handler rebuilds one
+// labels.Labels in place for every series, decodes histograms and exemplars
+// one at a time into buffers it reuses, and its strings point into the
+// request buffer, so that decoding costs no allocation per series or item.
+// An appender copies what it keeps.
 type Appender interface {
-	// Append adds one float sample. A non-nil error means the series itself is invalid (bad labels): answer 400 naming it; nothing of that series is stored.
+	// Append adds one float sample. An ItemError refuses this sample
+	// alone: the series' other items are appended and stored. Any other
+	// non-nil error means the series itself is invalid (bad labels):
+	// answer 400 naming it; nothing of that series is stored.
 	Append(ls labels.Labels, t int64, v float64) error
 	// AppendHistogram adds one native histogram sample (exactly one of h, fh is non-nil). Same error meaning.
 	AppendHistogram(ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error
@@ -56,4 +61,17 @@ type Appender interface {
 type HTTPStatusError interface {
 	error
 	HTTPStatus() int
+}
+
+// ItemError is an error with which an Appender refuses one sample,
+// histogram or exemplar but not its series, such as a timestamp the store
+// cannot hold. The handler looks for it with errors.As, answers 400 naming
+// the series and the item, and stores the rest: remote write allows a
+// partial write, and the 2.0 headers count only what was stored. Like
+// HTTPStatusError it is declared here, so the store need not import this
+// package.
+type ItemError interface {
+	error
+	// RefusesItemOnly is a marker: errors that have it refuse one item.
+	RefusesItemOnly()
 }

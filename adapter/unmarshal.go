@@ -9,15 +9,18 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/prometheus/prometheus/model/exemplar"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 )
 
-// The two functions below decode the top level of a write request by hand
-// and leave each series to the generated decoder. The generated top-level
-// decoder appends a zeroed TimeSeries per series, throwing away the label
-// and sample slices a pooled request already has; reusing them saves 4-5
-// allocations and ~1 KB per series of a typical 1.0 request (BenchmarkWrite).
+// Write requests are decoded by hand, one window of series at a time
+// (unmarshalV1Request, unmarshalV2Window; see writeWindow). The generated
+// top-level decoder appends a zeroed TimeSeries per series, throwing away
+// the slices a pooled request already has, and builds the whole request at
+// once, however many tiny series it holds.
 //
 // Series are decoded by hand too (unmarshalTimeSeries, unmarshalV2Series):
 // label names, values and symbols become strings that point into the
@@ -27,10 +30,10 @@ import (
 // generated decoder cost 10 of the 11 allocations per sample of a typical
 // 1.0 request (BenchmarkPipeline).
 //
-// Only slices whose contents never reach the store are reused: labels and
-// float samples are copied into labels.Labels and passed by value.
-// Histograms and exemplars are fresh per request, because converted
-// histograms share their bucket slices with the decoded message.
+// Samples, histograms and exemplars are checked but stay encoded until
+// they are appended (encodedFields), so that however many tiny ones a body
+// holds, they cost no memory; histograms and exemplars are then decoded one
+// at a time into an itemScratch.
 
 var errBadProtobuf = errors.New("proto: malformed message")
 
@@ -148,71 +151,96 @@ func skipGroup(b []byte) (int, error) {
 	return off, nil
 }
 
-// rw1Request is a decoded prometheus.WriteRequest whose series keep their
-// labels encoded (rw1Series).
+// rw1Request is one window of a decoded prometheus.WriteRequest: at most
+// a window's worth of series and metadata entries (see writeWindow), whose
+// series keep their labels encoded (rw1Series).
 type rw1Request struct {
 	series   []rw1Series
 	metadata []prompb.MetricMetadata
+	scratch  itemScratch
 }
 
 // rw1Series is a decoded prometheus.TimeSeries. Its label fields stay
 // encoded: those bytes are the key of the handler's series cache, and are
-// decoded (decodeV1Labels) only for a series the cache does not know.
+// decoded (decodeV1Labels) only for a series the cache does not know. Its
+// samples stay encoded too (nextSample decodes them as they are appended),
+// so that a sample costs no memory however small it is on the wire.
 type rw1Series struct {
 	labels     []byte // the series' label fields, in the order sent
-	samples    []prompb.Sample
-	exemplars  []prompb.Exemplar
-	histograms []prompb.Histogram
+	samples    encodedFields
+	exemplars  encodedFields
+	histograms encodedFields
 }
 
-// unmarshalV1Request decodes a prometheus.WriteRequest into req, reusing
-// req's slices. unknown reports fields WriteRequest does not define (a 2.0
-// or read body sent to the 1.0 decoder has only those). arena holds label
-// fields that were not sent next to each other (the caller reuses it).
-func unmarshalV1Request(req *rw1Request, b []byte, arena []byte) (unknown bool, _ []byte, err error) {
+// unmarshalV1Request decodes the next window of a prometheus.WriteRequest
+// into req, reusing req's slices: top-level fields of b until req holds max
+// series and metadata entries. rest is what is left of b. unknown reports
+// fields WriteRequest does not define (a 2.0 or read body sent to the 1.0
+// decoder has only those). arena holds label fields that were not sent next
+// to each other (the caller reuses it).
+func unmarshalV1Request(req *rw1Request, b []byte, arena []byte, limit int) (rest []byte, unknown bool, _ []byte, err error) {
 	req.series, req.metadata = req.series[:0], req.metadata[:0]
 	arena = arena[:0]
-	for len(b) > 0 {
+	for len(b) > 0 && len(req.series)+len(req.metadata) < limit {
 		field, wire, payload, rest, err := nextField(b)
 		if err != nil {
-			return unknown, arena, err
+			return b, unknown, arena, err
 		}
 		b = rest
 		switch field {
 		case 1: // timeseries
 			if wire != 2 {
-				return unknown, arena, wrongWire(wire, "timeseries")
+				return b, unknown, arena, wrongWire(wire, "timeseries")
 			}
 			req.series = growOne(req.series)
 			ts := &req.series[len(req.series)-1]
-			*ts = rw1Series{samples: ts.samples[:0]}
-			if arena, err = unmarshalTimeSeries(ts, payload, arena); err != nil {
-				return unknown, arena, err
+			*ts = rw1Series{}
+			if arena, err = unmarshalTimeSeries(ts, payload, arena, &req.scratch); err != nil {
+				return b, unknown, arena, err
 			}
 		case 3: // metadata
 			if wire != 2 {
-				return unknown, arena, wrongWire(wire, "metadata")
+				return b, unknown, arena, wrongWire(wire, "metadata")
 			}
 			if req.metadata, err = appendDecoded(req.metadata, payload); err != nil {
-				return unknown, arena, err
+				return b, unknown, arena, err
 			}
 		default:
 			unknown = true
 		}
 	}
-	return unknown, arena, nil
+	return b, unknown, arena, nil
 }
 
-// v2Summary is what decoding a 2.0 request learns on the way, so that the
+// rw2Request is an io.prometheus.write.v2.Request: all its symbols, and one
+// window of its series (see writeWindow).
+type rw2Request struct {
+	symbols []string
+	nSeries int // in the whole request
+	series  []rw2Series
+	scratch itemScratch
+}
+
+// rw2Series is a decoded io.prometheus.write.v2.TimeSeries, its samples
+// left encoded as rw1Series' are.
+type rw2Series struct {
+	refs       []uint32 // labels_refs, a slice of the arena
+	samples    encodedFields
+	histograms encodedFields
+	exemplars  encodedFields
+	meta       writev2.Metadata
+	// oddExemplarRefs is set when the labels_refs of an exemplar have an
+	// odd length.
+	oddExemplarRefs bool
+}
+
+// v2Summary is what decoding a 2.0 window learns on the way, so that the
 // handler does not walk the series again for it: each walk over a
 // request's series costs cache misses, as 2,000 of them do not fit in L1.
 type v2Summary struct {
-	// unknown: as for unmarshalV1Request (fields 1-3 are reserved in 2.0
-	// so that a 1.0 body shows up here).
-	unknown bool
 	// received counts the samples, histograms and exemplars of all series.
 	received counts
-	// maxRef is the largest symbol ref of the request: of labels,
+	// maxRef is the largest symbol ref of the window: of labels,
 	// exemplar labels and metadata. When it is inside the table, so are
 	// all of them.
 	maxRef uint32
@@ -221,54 +249,81 @@ type v2Summary struct {
 	oddRefs bool
 }
 
-// unmarshalV2Request decodes an io.prometheus.write.v2.Request into req,
-// reusing req's slices; the series' refs and samples are slices of a,
-// reused across requests too.
-func unmarshalV2Request(req *writev2.Request, b []byte, a *v2Arena) (v2Summary, error) {
-	var sum v2Summary
-	req.Symbols, req.Timeseries = req.Symbols[:0], req.Timeseries[:0]
-	a.refs, a.samples = a.refs[:0], a.samples[:0]
-	for len(b) > 0 {
-		field, payload, rest, ok := shortField(b)
+// unmarshalV2Symbols decodes the symbols of an io.prometheus.write.v2.Request
+// into req.symbols, sized once by a first walk over the top-level fields
+// (which checks their framing), so that a table of tiny symbols is not
+// grown, copy after copy. unknown is as for unmarshalV1Request: fields 1-3
+// are reserved in 2.0 so that a 1.0 body shows up here.
+func unmarshalV2Symbols(req *rw2Request, b []byte) (unknown bool, err error) {
+	n, nSeries := 0, 0
+	for p := b; len(p) > 0; {
+		field, _, rest, ok := shortField(p)
 		wire := uint64(2)
-		var err error
 		if !ok {
-			if field, wire, payload, rest, err = nextField(b); err != nil {
-				return sum, err
+			if field, wire, _, rest, err = nextField(p); err != nil {
+				return unknown, err
 			}
 		}
-		b = rest
+		p = rest
 		switch field {
-		case 4: // symbols
+		case 4, 5:
+			if wire != 2 && field == 4 {
+				return unknown, wrongWire(wire, "symbols")
+			}
 			if wire != 2 {
-				return sum, wrongWire(wire, "symbols")
+				return unknown, wrongWire(wire, "timeseries")
 			}
-			req.Symbols = append(req.Symbols, bodyString(payload))
-		case 5: // timeseries
-			if wire != 2 {
-				return sum, wrongWire(wire, "timeseries")
-			}
-			req.Timeseries = growOne(req.Timeseries)
-			ts := &req.Timeseries[len(req.Timeseries)-1]
-			*ts = writev2.TimeSeries{}
-			if err := unmarshalV2Series(ts, payload, &sum.maxRef, a); err != nil {
-				return sum, err
-			}
-			sum.received.add(counts{len(ts.Samples), len(ts.Histograms), len(ts.Exemplars)})
-			sum.oddRefs = sum.oddRefs || len(ts.LabelsRefs)%2 != 0
-			sum.maxRef = max(sum.maxRef, ts.Metadata.HelpRef, ts.Metadata.UnitRef)
-			for i := range ts.Exemplars {
-				refs := ts.Exemplars[i].LabelsRefs
-				sum.oddRefs = sum.oddRefs || len(refs)%2 != 0
-				for _, r := range refs {
-					sum.maxRef = max(sum.maxRef, r)
-				}
+			if field == 4 {
+				n++
+			} else {
+				nSeries++
 			}
 		default:
-			sum.unknown = true
+			unknown = true
 		}
 	}
-	return sum, nil
+	req.symbols = slices.Grow(req.symbols[:0], n)
+	req.nSeries = nSeries
+	for p := b; len(p) > 0; {
+		field, payload, rest, ok := shortField(p)
+		if !ok {
+			field, _, payload, rest, _ = nextField(p) // checked above
+		}
+		p = rest
+		if field == 4 {
+			req.symbols = append(req.symbols, bodyString(payload))
+		}
+	}
+	return unknown, nil
+}
+
+// unmarshalV2Window decodes the next window of an io.prometheus.write.v2.Request
+// body whose top level unmarshalV2Symbols checked: series (field 5) of b
+// until req holds max of them; rest is what is left of b. The series' refs
+// are slices of a, reused across windows and requests.
+func unmarshalV2Window(req *rw2Request, b []byte, a *v2Arena, limit int) (rest []byte, sum v2Summary, err error) {
+	req.series = req.series[:0]
+	a.refs = a.refs[:0]
+	for len(b) > 0 && len(req.series) < limit {
+		field, payload, rest, ok := shortField(b)
+		if !ok {
+			field, _, payload, rest, _ = nextField(b) // checked by unmarshalV2Symbols
+		}
+		b = rest
+		if field != 5 {
+			continue
+		}
+		req.series = growOne(req.series)
+		ts := &req.series[len(req.series)-1]
+		*ts = rw2Series{}
+		if err := unmarshalV2Series(ts, payload, &sum.maxRef, a, &req.scratch); err != nil {
+			return b, sum, err
+		}
+		sum.received.add(counts{ts.samples.n, ts.histograms.n, ts.exemplars.n})
+		sum.oddRefs = sum.oddRefs || len(ts.refs)%2 != 0 || ts.oddExemplarRefs
+		sum.maxRef = max(sum.maxRef, ts.meta.HelpRef, ts.meta.UnitRef)
+	}
+	return b, sum, nil
 }
 
 // growOne extends s by one element, keeping the element's old contents when
@@ -310,8 +365,9 @@ func uvarint(p []byte) uint64 {
 // unmarshalTimeSeries decodes a prometheus.TimeSeries into ts, leaving its
 // labels encoded. Label fields interleaved with other fields are gathered
 // in arena. Unknown fields are skipped, as the generated decoder does.
-func unmarshalTimeSeries(ts *rw1Series, b []byte, arena []byte) ([]byte, error) {
+func unmarshalTimeSeries(ts *rw1Series, b []byte, arena []byte, sc *itemScratch) ([]byte, error) {
 	var gathered bool // ts.labels lives in arena
+	whole := b
 	for len(b) > 0 {
 		// The fast path, which halves the decoding time of a typical
 		// series: Prometheus sends label fields with a one-byte length,
@@ -326,8 +382,8 @@ func unmarshalTimeSeries(ts *rw1Series, b []byte, arena []byte) ([]byte, error) 
 			b = b[n:]
 			continue
 		}
-		if v, t, n, ok := plainSample(b); ok {
-			ts.samples = append(ts.samples, prompb.Sample{Value: v, Timestamp: t})
+		if _, _, n, ok := plainSample(b); ok {
+			ts.samples.add(whole, len(whole)-len(b), n)
 			b = b[n:]
 			continue
 		}
@@ -345,25 +401,26 @@ func unmarshalTimeSeries(ts *rw1Series, b []byte, arena []byte) ([]byte, error) 
 			if wire != 2 {
 				return arena, wrongWire(wire, "samples")
 			}
-			v, t, _, err := unmarshalSample(payload)
-			if err != nil {
+			if _, _, _, err := unmarshalSample(payload); err != nil {
 				return arena, err
 			}
-			ts.samples = append(ts.samples, prompb.Sample{Value: v, Timestamp: t})
+			ts.samples.add(whole, len(whole)-len(b), len(b)-len(rest))
 		case 3: // exemplars
 			if wire != 2 {
 				return arena, wrongWire(wire, "exemplars")
 			}
-			if ts.exemplars, err = appendDecoded(ts.exemplars, payload); err != nil {
+			if err := sc.v1Exemplar(payload); err != nil {
 				return arena, err
 			}
+			ts.exemplars.add(whole, len(whole)-len(b), len(b)-len(rest))
 		case 4: // histograms
 			if wire != 2 {
 				return arena, wrongWire(wire, "histograms")
 			}
-			if ts.histograms, err = appendDecoded(ts.histograms, payload); err != nil {
+			if err := sc.v1Histogram(payload); err != nil {
 				return arena, err
 			}
+			ts.histograms.add(whole, len(whole)-len(b), len(b)-len(rest))
 		}
 		b = rest
 	}
@@ -529,29 +586,27 @@ func unmarshalSample(b []byte) (v float64, t, start int64, err error) {
 	return v, t, start, nil
 }
 
-// v2Arena holds the label refs and the float samples of all series of a 2.0
-// request, one series after the other, and each series slices its own out
-// of it. Written one after the other, they stay in cache; into a slice per
-// series, scattered over the heap, writing the refs alone was a tenth of
-// BenchmarkPipeline's 2.0 time.
+// v2Arena holds the label refs of all series of a 2.0 window, one series
+// after the other, and each series slices its own out of it. Written one
+// after the other, they stay in cache; into a slice per series, scattered
+// over the heap, writing them was a tenth of BenchmarkPipeline's 2.0 time.
 type v2Arena struct {
-	refs    []uint32
-	samples []writev2.Sample
+	refs []uint32
 }
 
 // unmarshalV2Series decodes an io.prometheus.write.v2.TimeSeries into ts,
 // with its refs and samples in a, raising *maxRef to its largest labels ref.
-func unmarshalV2Series(ts *writev2.TimeSeries, b []byte, maxRef *uint32, a *v2Arena) error {
-	r0, s0 := len(a.refs), len(a.samples)
+func unmarshalV2Series(ts *rw2Series, b []byte, maxRef *uint32, a *v2Arena, sc *itemScratch) error {
+	r0 := len(a.refs)
 	defer func() {
 		// Capacity is cut so that nothing appended to a series can run
 		// into the next one's.
-		ts.LabelsRefs = a.refs[r0:len(a.refs):len(a.refs)]
-		ts.Samples = a.samples[s0:len(a.samples):len(a.samples)]
+		ts.refs = a.refs[r0:len(a.refs):len(a.refs)]
 	}()
+	whole := b
 	for len(b) > 0 {
-		if v, t, n, ok := plainSample(b); ok {
-			a.samples = append(a.samples, writev2.Sample{Value: v, Timestamp: t})
+		if _, _, n, ok := plainSample(b); ok {
+			ts.samples.add(whole, len(whole)-len(b), n)
 			b = b[n:]
 			continue
 		}
@@ -563,7 +618,6 @@ func unmarshalV2Series(ts *writev2.TimeSeries, b []byte, maxRef *uint32, a *v2Ar
 				return err
 			}
 		}
-		b = rest
 		switch field {
 		case 1: // labels_refs, packed or not
 			if a.refs, err = appendRefs(a.refs, wire, payload, maxRef); err != nil {
@@ -573,35 +627,93 @@ func unmarshalV2Series(ts *writev2.TimeSeries, b []byte, maxRef *uint32, a *v2Ar
 			if wire != 2 {
 				return wrongWire(wire, "samples")
 			}
-			v, t, start, err := unmarshalSample(payload)
-			if err != nil {
+			if _, _, _, err := unmarshalSample(payload); err != nil {
 				return err
 			}
-			a.samples = append(a.samples, writev2.Sample{Value: v, Timestamp: t, StartTimestamp: start})
+			ts.samples.add(whole, len(whole)-len(b), len(b)-len(rest))
 		case 3: // histograms
 			if wire != 2 {
 				return wrongWire(wire, "histograms")
 			}
-			if ts.Histograms, err = appendDecoded(ts.Histograms, payload); err != nil {
+			if err := sc.v2Histogram(payload); err != nil {
 				return err
 			}
+			ts.histograms.add(whole, len(whole)-len(b), len(b)-len(rest))
 		case 4: // exemplars
 			if wire != 2 {
 				return wrongWire(wire, "exemplars")
 			}
-			if ts.Exemplars, err = appendDecoded(ts.Exemplars, payload); err != nil {
+			if err := sc.v2Exemplar(payload); err != nil {
 				return err
+			}
+			ts.exemplars.add(whole, len(whole)-len(b), len(b)-len(rest))
+			refs := sc.ex2.LabelsRefs
+			ts.oddExemplarRefs = ts.oddExemplarRefs || len(refs)%2 != 0
+			for _, r := range refs {
+				*maxRef = max(*maxRef, r)
 			}
 		case 5: // metadata
 			if wire != 2 {
 				return wrongWire(wire, "metadata")
 			}
-			if err := unmarshalV2Metadata(&ts.Metadata, payload); err != nil {
+			if err := unmarshalV2Metadata(&ts.meta, payload); err != nil {
 				return err
 			}
 		}
+		b = rest
 	}
 	return nil
+}
+
+// encodedFields are the fields of one kind (samples, histograms or
+// exemplars) of one series, left encoded: the bytes from its first such
+// field to the end of its last, which decoding checked, and how many there
+// are. Other fields in between are skipped by nextSample and nextPayload.
+type encodedFields struct {
+	b []byte
+	n int
+}
+
+// add takes in the field series[off:off+n], series being the payload of
+// the series.
+func (s *encodedFields) add(series []byte, off, n int) {
+	start := off
+	if s.n > 0 {
+		start = cap(series) - cap(s.b)
+	}
+	s.b = series[start : off+n]
+	s.n++
+}
+
+// nextPayload returns the payload of the first field num of b, a part of
+// encodedFields.b starting at a field, and the rest; ok is false when none
+// is left.
+func nextPayload(b []byte, num uint64) (payload, rest []byte, ok bool) {
+	for len(b) > 0 {
+		field, _, payload, rest, _ := nextField(b) // checked when decoded
+		if field == num {
+			return payload, rest, true
+		}
+		b = rest
+	}
+	return nil, nil, false
+}
+
+// nextSample decodes the first sample of b, a part of encodedFields.b
+// starting at a field, and returns the rest; ok is false when none is left.
+func nextSample(b []byte) (v float64, t int64, rest []byte, ok bool) {
+	for len(b) > 0 {
+		if v, t, n, ok := plainSample(b); ok {
+			return v, t, b[n:], true
+		}
+		field, _, payload, rest, _ := nextField(b) // checked when decoded
+		if field == 2 {
+			v, t, _, _ := unmarshalSample(payload)
+			return v, t, rest, true
+		}
+		b = rest
+	}
+	return 0, 0, nil, false
 }
 
 // appendRefs appends the uint32 refs of a repeated field, one varint or a
@@ -650,4 +762,209 @@ func appendRefs(refs []uint32, wire uint64, payload []byte, maxRef *uint32) ([]u
 	default:
 		return refs, wrongWire(wire, "labels_refs")
 	}
+}
+
+// wireMessage describes a protobuf message as far as guessMessage needs:
+// the wire type of each field it defines and, for a field holding a message
+// that is checked too, that message. It only checks: unlike the generated
+// decoders it builds nothing, so guessing costs no memory however many
+// (tiny) fields a body has.
+type wireMessage map[uint64]wireKind
+
+type wireKind struct {
+	wire   uint64 // 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32
+	packed bool   // a repeated scalar: also accepted length-delimited
+	msg    wireMessage
+}
+
+var (
+	wireLabel       = wireMessage{1: {wire: 2}, 2: {wire: 2}}
+	wireV1Series    = wireMessage{1: {wire: 2, msg: wireLabel}, 2: {wire: 2, msg: wireMessage{1: {wire: 1}, 2: {wire: 0}}}, 3: {wire: 2, msg: wireMessage{1: {wire: 2, msg: wireLabel}, 2: {wire: 1}, 3: {wire: 0}}}, 4: {wire: 2}}
+	wireV1Request   = wireMessage{1: {wire: 2, msg: wireV1Series}, 3: {wire: 2, msg: wireMessage{1: {wire: 0}, 2: {wire: 2}, 4: {wire: 2}, 5: {wire: 2}}}}
+	wireV2Series    = wireMessage{1: {wire: 0, packed: true}, 2: {wire: 2, msg: wireMessage{1: {wire: 1}, 2: {wire: 0}, 3: {wire: 0}}}, 3: {wire: 2}, 4: {wire: 2, msg: wireMessage{1: {wire: 0, packed: true}, 2: {wire: 1}, 3: {wire: 0}}}, 5: {wire: 2, msg: wireMessage{1: {wire: 0}, 3: {wire: 0}, 4: {wire: 0}}}}
+	wireV2Request   = wireMessage{4: {wire: 2}, 5: {wire: 2, msg: wireV2Series}}
+	wireQuery       = wireMessage{1: {wire: 0}, 2: {wire: 0}, 3: {wire: 2, msg: wireMessage{1: {wire: 0}, 2: {wire: 2}, 3: {wire: 2}}}, 4: {wire: 2}}
+	wireReadRequest = wireMessage{1: {wire: 2, msg: wireQuery}, 2: {wire: 0, packed: true}}
+)
+
+// walk checks that b is a valid m, and calls top (when not nil) with each
+// top-level field, known or not; it stops and returns false when top does.
+func (m wireMessage) walk(b []byte, top func(field uint64, known bool, payload []byte) bool) bool {
+	for len(b) > 0 {
+		field, wire, payload, rest, err := nextField(b)
+		if err != nil {
+			return false
+		}
+		b = rest
+		k, known := m[field]
+		if known {
+			switch {
+			case wire == k.wire:
+			case wire == 2 && k.packed:
+				if !packedOK(k.wire, payload) {
+					return false
+				}
+			default:
+				return false
+			}
+			if k.msg != nil && !k.msg.walk(payload, nil) {
+				return false
+			}
+		}
+		if top != nil && !top(field, known, payload) {
+			return false
+		}
+	}
+	return true
+}
+
+// packedOK checks a packed run of scalars of the given wire type.
+func packedOK(wire uint64, b []byte) bool {
+	for len(b) > 0 {
+		if wire != 0 {
+			return false
+		}
+		_, n := binary.Uvarint(b)
+		if n <= 0 {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
+// itemScratch is where the histograms and exemplars of a request are
+// decoded, one at a time: when decoding a window, to check them, and when
+// appending, to convert them. Its slices are reused, so that neither costs
+// an allocation per item; what it converts is valid until the next one (the
+// Appender contract).
+type itemScratch struct {
+	h1  prompb.Histogram
+	h2  writev2.Histogram
+	ex1 prompb.Exemplar
+	ex2 writev2.Exemplar
+	h   histogram.Histogram
+	fh  histogram.FloatHistogram
+	// The labels of the exemplar being appended, built in place with a
+	// builder of their own: the series' labels live in the other one's
+	// buffer (ScratchBuilder.Overwrite).
+	exB      labels.ScratchBuilder
+	exLabels labels.Labels
+}
+
+// exemplar converts the exemplar last decoded (ex1 when v1, else ex2,
+// whose refs validateSymbols checked) into an exemplar whose labels are
+// sc.exLabels.
+func (sc *itemScratch) exemplar(v1 bool, symbols []string) exemplar.Exemplar {
+	sc.exB.Reset()
+	var v float64
+	var t int64
+	if v1 {
+		for _, l := range sc.ex1.Labels {
+			sc.exB.Add(l.Name, l.Value)
+		}
+		v, t = sc.ex1.Value, sc.ex1.Timestamp
+	} else {
+		refs := sc.ex2.LabelsRefs
+		for i := 0; i+1 < len(refs); i += 2 {
+			sc.exB.Add(symbols[refs[i]], symbols[refs[i+1]])
+		}
+		v, t = sc.ex2.Value, sc.ex2.Timestamp
+	}
+	sc.exB.Sort()
+	sc.exB.Overwrite(&sc.exLabels)
+	return exemplar.Exemplar{Labels: sc.exLabels, Value: v, Ts: t, HasTs: t != 0}
+}
+
+func (sc *itemScratch) v1Histogram(payload []byte) error {
+	h := &sc.h1
+	*h = prompb.Histogram{
+		NegativeSpans: h.NegativeSpans[:0], PositiveSpans: h.PositiveSpans[:0],
+		NegativeDeltas: h.NegativeDeltas[:0], PositiveDeltas: h.PositiveDeltas[:0],
+		NegativeCounts: h.NegativeCounts[:0], PositiveCounts: h.PositiveCounts[:0],
+		CustomValues: h.CustomValues[:0],
+	}
+	return h.Unmarshal(payload)
+}
+
+func (sc *itemScratch) v2Histogram(payload []byte) error {
+	h := &sc.h2
+	*h = writev2.Histogram{
+		NegativeSpans: h.NegativeSpans[:0], PositiveSpans: h.PositiveSpans[:0],
+		NegativeDeltas: h.NegativeDeltas[:0], PositiveDeltas: h.PositiveDeltas[:0],
+		NegativeCounts: h.NegativeCounts[:0], PositiveCounts: h.PositiveCounts[:0],
+		CustomValues: h.CustomValues[:0],
+	}
+	return h.Unmarshal(payload)
+}
+
+func (sc *itemScratch) v1Exemplar(payload []byte) error {
+	sc.ex1 = prompb.Exemplar{Labels: sc.ex1.Labels[:0]}
+	return sc.ex1.Unmarshal(payload)
+}
+
+func (sc *itemScratch) v2Exemplar(payload []byte) error {
+	sc.ex2 = writev2.Exemplar{LabelsRefs: sc.ex2.LabelsRefs[:0]}
+	return sc.ex2.Unmarshal(payload)
+}
+
+// histogram converts the histogram last decoded (h1 when v1, else h2) as
+// prompb's and writev2's ToIntHistogram and ToFloatHistogram do, into
+// sc.h or sc.fh; exactly one of the two results is non-nil.
+func (sc *itemScratch) histogram(v1 bool) (*histogram.Histogram, *histogram.FloatHistogram) {
+	type wire struct {
+		float                              bool
+		resetHint                          histogram.CounterResetHint
+		schema                             int32
+		zeroThreshold, sum                 float64
+		zeroCountInt, countInt             uint64
+		zeroCountFloat, countFloat         float64
+		posDeltas, negDeltas               []int64
+		posCounts, negCounts, customValues []float64
+	}
+	var w wire
+	pos, neg := sc.h.PositiveSpans[:0], sc.h.NegativeSpans[:0]
+	if v1 {
+		h := &sc.h1
+		w = wire{h.IsFloatHistogram(), histogram.CounterResetHint(h.ResetHint), h.Schema, h.ZeroThreshold, h.Sum,
+			h.GetZeroCountInt(), h.GetCountInt(), h.GetZeroCountFloat(), h.GetCountFloat(),
+			h.PositiveDeltas, h.NegativeDeltas, h.PositiveCounts, h.NegativeCounts, h.CustomValues}
+		for _, s := range h.PositiveSpans {
+			pos = append(pos, histogram.Span{Offset: s.Offset, Length: s.Length})
+		}
+		for _, s := range h.NegativeSpans {
+			neg = append(neg, histogram.Span{Offset: s.Offset, Length: s.Length})
+		}
+	} else {
+		h := &sc.h2
+		w = wire{h.IsFloatHistogram(), histogram.CounterResetHint(h.ResetHint), h.Schema, h.ZeroThreshold, h.Sum,
+			h.GetZeroCountInt(), h.GetCountInt(), h.GetZeroCountFloat(), h.GetCountFloat(),
+			h.PositiveDeltas, h.NegativeDeltas, h.PositiveCounts, h.NegativeCounts, h.CustomValues}
+		for _, s := range h.PositiveSpans {
+			pos = append(pos, histogram.Span{Offset: s.Offset, Length: s.Length})
+		}
+		for _, s := range h.NegativeSpans {
+			neg = append(neg, histogram.Span{Offset: s.Offset, Length: s.Length})
+		}
+	}
+	// Both keep the spans' arrays for the next histogram.
+	sc.h.PositiveSpans, sc.h.NegativeSpans = pos, neg
+	if w.float {
+		sc.fh = histogram.FloatHistogram{
+			CounterResetHint: w.resetHint, Schema: w.schema, ZeroThreshold: w.zeroThreshold,
+			ZeroCount: w.zeroCountFloat, Count: w.countFloat, Sum: w.sum,
+			PositiveSpans: pos, PositiveBuckets: w.posCounts,
+			NegativeSpans: neg, NegativeBuckets: w.negCounts,
+			CustomValues: w.customValues,
+		}
+		return nil, &sc.fh
+	}
+	sc.h = histogram.Histogram{
+		CounterResetHint: w.resetHint, Schema: w.schema, ZeroThreshold: w.zeroThreshold,
+		ZeroCount: w.zeroCountInt, Count: w.countInt, Sum: w.sum,
+		PositiveSpans: pos, PositiveBuckets: w.posDeltas,
+		NegativeSpans: neg, NegativeBuckets: w.negDeltas,
+		CustomValues: w.customValues,
+	}
+	return &sc.h, nil
 }

@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -98,54 +99,159 @@ func maxRef(req *writev2.Request) uint32 {
 	return m
 }
 
-// toPrompb turns a decoded 1.0 request back into the generated type, for
+// toPrompb turns a decoded 1.0 window back into the generated type, for
 // comparing the two decoders. Labels are decoded here, as the handler
 // decodes them, and a failure rejects the whole request there.
-func toPrompb(req *rw1Request) (*prompb.WriteRequest, error) {
-	out := &prompb.WriteRequest{Metadata: req.metadata}
+func toPrompb(out *prompb.WriteRequest, req *rw1Request) error {
+	out.Metadata = append(out.Metadata, req.metadata...)
 	for _, ts := range req.series {
-		pts := prompb.TimeSeries{Samples: ts.samples, Exemplars: ts.exemplars, Histograms: ts.histograms}
+		pts := prompb.TimeSeries{
+			Exemplars:  decodedFields[prompb.Exemplar](ts.exemplars, 3),
+			Histograms: decodedFields[prompb.Histogram](ts.histograms, 4),
+		}
+		for _, s := range decodedSamples(ts.samples) {
+			pts.Samples = append(pts.Samples, prompb.Sample{Value: s.Value, Timestamp: s.Timestamp})
+		}
 		if err := decodeV1Labels(ts.labels, func(name, value string) {
 			pts.Labels = append(pts.Labels, prompb.Label{Name: strings.Clone(name), Value: strings.Clone(value)})
 		}); err != nil {
-			return nil, err
+			return err
 		}
 		out.Timeseries = append(out.Timeseries, pts)
 	}
-	return out, nil
+	return nil
+}
+
+// decodedFields decodes the fields num of encoded fields with their
+// generated decoder.
+func decodedFields[T any, P interface {
+	*T
+	Unmarshal([]byte) error
+}](es encodedFields, num uint64) []T {
+	var out []T
+	for p := es.b; ; {
+		payload, rest, ok := nextPayload(p, num)
+		if !ok {
+			break
+		}
+		var err error
+		if out, err = appendDecoded[T, P](out, payload); err != nil {
+			panic(err)
+		}
+		p = rest
+	}
+	if len(out) != es.n {
+		panic("encodedFields count disagrees with its fields")
+	}
+	return out
+}
+
+// decodedSamples decodes encoded samples field by field, keeping their
+// start timestamps, and checks that nextSample, the handler's decoder,
+// finds the same ones.
+func decodedSamples(es encodedFields) []writev2.Sample {
+	var out []writev2.Sample
+	for p := es.b; len(p) > 0; {
+		field, _, payload, rest, err := nextField(p)
+		if err != nil {
+			panic(err)
+		}
+		if field == 2 {
+			v, tt, start, _ := unmarshalSample(payload)
+			out = append(out, writev2.Sample{Value: v, Timestamp: tt, StartTimestamp: start})
+		}
+		p = rest
+	}
+	i := 0
+	for p := es.b; ; i++ {
+		v, tt, rest, ok := nextSample(p)
+		if !ok {
+			break
+		}
+		if i >= len(out) || math.Float64bits(v) != math.Float64bits(out[i].Value) || tt != out[i].Timestamp {
+			panic("nextSample disagrees with the fields")
+		}
+		p = rest
+	}
+	if i != len(out) || es.n != len(out) {
+		panic("encodedFields count disagrees with its fields")
+	}
+	return out
+}
+
+// decodeV1 decodes a whole 1.0 body window by window, windows of two
+// series or metadata entries, into the generated type.
+func decodeV1(req *rw1Request, body, arena []byte) (*prompb.WriteRequest, bool, error) {
+	out := &prompb.WriteRequest{}
+	unknown := false
+	for rest := body; len(rest) > 0; {
+		var u bool
+		var err error
+		rest, u, arena, err = unmarshalV1Request(req, rest, arena, 2)
+		unknown = unknown || u
+		if err != nil {
+			return nil, unknown, err
+		}
+		if err := toPrompb(out, req); err != nil {
+			return nil, unknown, &malformedError{err}
+		}
+	}
+	return out, unknown, nil
+}
+
+// decodeV2 is decodeV1 for 2.0.
+func decodeV2(req *rw2Request, body []byte, a *v2Arena) (*writev2.Request, bool, uint32, error) {
+	unknown, err := unmarshalV2Symbols(req, body)
+	if err != nil {
+		return nil, unknown, 0, err
+	}
+	out := &writev2.Request{Symbols: slices.Clone(req.symbols)}
+	var maxRef uint32
+	for rest := body; len(rest) > 0; {
+		var sum v2Summary
+		rest, sum, err = unmarshalV2Window(req, rest, a, 2)
+		if err != nil {
+			return nil, unknown, 0, err
+		}
+		maxRef = max(maxRef, sum.maxRef)
+		for _, ts := range req.series {
+			out.Timeseries = append(out.Timeseries, writev2.TimeSeries{
+				LabelsRefs: slices.Clone(ts.refs), Samples: decodedSamples(ts.samples),
+				Histograms: decodedFields[writev2.Histogram](ts.histograms, 3),
+				Exemplars:  decodedFields[writev2.Exemplar](ts.exemplars, 4), Metadata: ts.meta,
+			})
+		}
+	}
+	return out, unknown, maxRef, nil
 }
 
 // dirtyV1 is a decoded request whose slices a reuse must not leak.
 func dirtyV1(t testing.TB) (*rw1Request, []byte) {
 	var req rw1Request
-	_, arena, err := unmarshalV1Request(&req, rawBody(t, v1Request()), nil)
+	_, _, arena, err := unmarshalV1Request(&req, rawBody(t, v1Request()), nil, writeWindow)
 	require.NoError(t, err)
 	return &req, arena
 }
 
 // dirtyV2 is dirtyV1 for 2.0: a request and arena that decoded another
 // request before.
-func dirtyV2(t testing.TB) (*writev2.Request, *v2Arena) {
-	var req writev2.Request
+func dirtyV2(t testing.TB) (*rw2Request, *v2Arena) {
+	var req rw2Request
 	var a v2Arena
-	_, err := unmarshalV2Request(&req, rawBody(t, v2Request()), &a)
+	_, _, _, err := decodeV2(&req, rawBody(t, v2Request()), &a)
 	require.NoError(t, err)
 	return &req, &a
 }
 
-// The hand-written top level decodes exactly what the generated decoder
-// does, into a struct reused from a different earlier request, and fails
-// where it fails.
+// The hand-written decoders decode exactly what the generated decoder
+// does, window by window, into a struct reused from a different earlier
+// request, and fail where it fails.
 func TestUnmarshalMatchesGenerated(t *testing.T) {
 	for i, body := range unmarshalSeeds(t) {
 		var want prompb.WriteRequest
 		wantErr := want.Unmarshal(body)
 		got, arena := dirtyV1(t)
-		unknown, _, err := unmarshalV1Request(got, body, arena)
-		var gotReq *prompb.WriteRequest
-		if err == nil {
-			gotReq, err = toPrompb(got)
-		}
+		gotReq, unknown, err := decodeV1(got, body, arena)
 		if wantErr != nil {
 			require.Error(t, err, "seed %d", i)
 		} else {
@@ -157,14 +263,14 @@ func TestUnmarshalMatchesGenerated(t *testing.T) {
 		var want2 writev2.Request
 		wantErr = want2.Unmarshal(body)
 		got2, a := dirtyV2(t)
-		sum, err := unmarshalV2Request(got2, body, a)
+		gotReq2, unknown, gotMax, err := decodeV2(got2, body, a)
 		if wantErr != nil {
 			require.Error(t, err, "seed %d", i)
 		} else {
 			require.NoError(t, err, "seed %d", i)
-			require.Equal(t, marshalV2(t, &want2), marshalV2(t, got2), "seed %d", i)
-			require.Equal(t, len(want2.XXX_unrecognized) > 0, sum.unknown, "seed %d", i)
-			require.Equal(t, maxRef(&want2), sum.maxRef, "seed %d", i)
+			require.Equal(t, marshalV2(t, &want2), marshalV2(t, gotReq2), "seed %d", i)
+			require.Equal(t, len(want2.XXX_unrecognized) > 0, unknown, "seed %d", i)
+			require.Equal(t, maxRef(&want2), gotMax, "seed %d", i)
 		}
 	}
 }
@@ -178,25 +284,22 @@ func FuzzUnmarshal(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, arena := dirtyV1(t)
-		if unknown, _, err := unmarshalV1Request(got, body, arena); err == nil {
+		if gotReq, unknown, err := decodeV1(got, body, arena); err == nil {
 			var want prompb.WriteRequest
-			wantErr := want.Unmarshal(body)
-			gotReq, err := toPrompb(got)
-			if err != nil {
-				require.Error(t, wantErr, "labels that do not decode: %v", err)
-				return
-			}
-			require.NoError(t, wantErr)
+			require.NoError(t, want.Unmarshal(body))
 			require.Equal(t, marshalV1(t, &want), marshalV1(t, gotReq))
 			require.Equal(t, len(want.XXX_unrecognized) > 0, unknown)
+		} else if _, bad := errors.AsType[*malformedError](err); bad {
+			var want prompb.WriteRequest
+			require.Error(t, want.Unmarshal(body), "labels that do not decode: %v", err)
 		}
 		got2, a := dirtyV2(t)
-		if sum, err := unmarshalV2Request(got2, body, a); err == nil {
+		if gotReq, unknown, gotMax, err := decodeV2(got2, body, a); err == nil {
 			var want writev2.Request
 			require.NoError(t, want.Unmarshal(body))
-			require.Equal(t, marshalV2(t, &want), marshalV2(t, got2))
-			require.Equal(t, len(want.XXX_unrecognized) > 0, sum.unknown)
-			require.Equal(t, maxRef(&want), sum.maxRef)
+			require.Equal(t, marshalV2(t, &want), marshalV2(t, gotReq))
+			require.Equal(t, len(want.XXX_unrecognized) > 0, unknown)
+			require.Equal(t, maxRef(&want), gotMax)
 		}
 	})
 }

@@ -11,11 +11,11 @@ import (
 	"sync"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
 	"github.com/prometheus/prometheus/prompb"
-	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 )
 
 // Response headers remote write 2.0 requires on every answer (spec
@@ -59,7 +59,7 @@ type writeState struct {
 	// Decoded requests, reused across requests (see unmarshal.go).
 	v1      rw1Request
 	arena   []byte
-	v2      writev2.Request
+	v2      rw2Request
 	v2arena v2Arena
 	key     []byte   // the 2.0 series' cache keys, one after the other
 	ids     []uint32 // the numbers of a 2.0 request's symbols (symbolTable)
@@ -100,13 +100,18 @@ func (h *writeHandler) putState(st *writeState) {
 	// The handles and keys must not keep anything alive in the pool.
 	clear(st.refs)
 	clear(st.keys)
-	if cap(st.v2.Timeseries) > maxPooledSeries {
-		st.v2 = writev2.Request{}
+	if cap(st.v2.series) > maxPooledSeries || cap(st.v2.symbols) > maxPooledSeries {
+		st.v2 = rw2Request{}
 	}
-	if cap(st.v2arena.refs)*4 > maxPooledBuffer || cap(st.v2arena.samples)*24 > maxPooledBuffer {
+	if cap(st.ids) > maxPooledSeries {
+		st.ids = nil
+	}
+	if cap(st.v2arena.refs)*4 > maxPooledBuffer {
 		st.v2arena = v2Arena{}
 	}
 	clear(st.metaSet)
+	// One huge histogram or exemplar must not stay pinned in the pool.
+	st.v1.scratch, st.v2.scratch = itemScratch{}, itemScratch{}
 	h.states.Put(st)
 }
 
@@ -198,39 +203,73 @@ func errorResult(err error) writeResult {
 	return writeResult{status: statusOf(err, http.StatusBadRequest), msg: err.Error()}
 }
 
+// writeWindow is how many series (and 1.0 metadata entries) are decoded
+// and appended at a time. Decoding a request window by window bounds what
+// it builds, however many (tiny) series it holds, and lets an invalid
+// request be refused before it is built; a window is large enough that
+// Prometheus's requests (2,000 series by default) fit in one.
+const writeWindow = 4096
+
 // writeV1 stores a prometheus.WriteRequest. Series are independent: an
 // invalid one is reported (400) after the valid rest is committed.
 func (h *writeHandler) writeV1(ctx context.Context, st *writeState, body []byte) writeResult {
 	req := &st.v1
-	unknown, arena, err := unmarshalV1Request(req, body, st.arena)
-	st.arena = arena
-	if err != nil {
-		return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV1, body, err.Error())}
+	b := newBatch(h.store.NewAppender(), st)
+	var unknown, guessed, some bool
+	for rest := body; len(rest) > 0; {
+		var err error
+		var u bool
+		window := rest
+		rest, u, st.arena, err = unmarshalV1Request(req, rest, st.arena, writeWindow)
+		unknown = unknown || u
+		if err != nil {
+			// Nothing is committed: the request is refused as a whole.
+			return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV1, body, err.Error())}
+		}
+		some = some || len(req.series) > 0 || len(req.metadata) > 0
+		if !guessed {
+			for i := range req.series {
+				// A ReadRequest whose queries carry no timestamps nor
+				// matchers decodes as series without labels (others
+				// fail to decode); reject it as a whole instead of
+				// reporting each "series".
+				if len(req.series[i].labels) == 0 {
+					if guessMessage(body) == protoRead {
+						return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV1, body, "it has series without labels")}
+					}
+					guessed = true
+					break
+				}
+			}
+		}
+		if res, ok := h.appendV1Window(b, st, body, window[:len(window)-len(rest)]); !ok {
+			return res
+		}
+		if b.fatal != nil {
+			break
+		}
 	}
-	if len(req.series) == 0 && len(req.metadata) == 0 && unknown {
+	if !some && unknown {
 		// A 2.0 (or read) body parses as an empty 1.0 message whose
 		// fields are all unknown (protocol doc §3.1, grafana/mimir#10423):
 		// answering 2xx would silently drop it.
 		return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV1, body, "it holds only unknown fields")}
 	}
-	for i := range req.series {
-		// A ReadRequest whose queries carry no timestamps nor matchers
-		// decodes as series without labels (others fail to decode); reject
-		// it as a whole instead of reporting each "series".
-		if len(req.series[i].labels) == 0 {
-			if guessMessage(body) == protoRead {
-				return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV1, body, "it has series without labels")}
-			}
-			break
-		}
-	}
+	return h.finish(ctx, b, writeV1)
+}
 
-	b := newBatch(h.store.NewAppender(), st)
+// appendV1Window appends the window of st.v1 that was decoded from the part
+// window of body. ok is false when the request is refused as a whole, with
+// res.
+func (h *writeHandler) appendV1Window(b *batch, st *writeState, body, window []byte) (res writeResult, ok bool) {
+	req := &st.v1
+	var c counts
 	for i := range req.series {
 		ts := &req.series[i]
-		b.received.add(counts{len(ts.samples), len(ts.histograms), len(ts.exemplars)})
+		c.add(counts{ts.samples.n, ts.histograms.n, ts.exemplars.n})
 	}
-	b.grow()
+	b.received.add(c)
+	b.grow(c, len(window))
 	ra, _ := b.app.(refAppender)
 	if ra != nil {
 		// Series of floats only go through handles, keyed by their
@@ -239,7 +278,7 @@ func (h *writeHandler) writeV1(ctx context.Context, st *writeState, body []byte)
 		for i := range req.series {
 			ts := &req.series[i]
 			var key []byte
-			if len(ts.histograms) == 0 && len(ts.exemplars) == 0 {
+			if ts.samples.n > 0 && ts.histograms.n == 0 && ts.exemplars.n == 0 {
 				key = ts.labels
 			}
 			st.keys = append(st.keys, key)
@@ -248,23 +287,23 @@ func (h *writeHandler) writeV1(ctx context.Context, st *writeState, body []byte)
 	}
 	for i := range req.series {
 		ts := &req.series[i]
-		c := counts{len(ts.samples), len(ts.histograms), len(ts.exemplars)}
+		c := counts{ts.samples.n, ts.histograms.n, ts.exemplars.n}
 		var ls labels.Labels
 		var err error
 		if ra != nil && st.keys[i] != nil {
-			err = h.appendV1Floats(ra, st, ts, st.refs[i])
+			err = h.appendV1Floats(b, ra, st, ts, st.refs[i])
 		} else if ls, err = v1Labels(&st.b, ts.labels, &st.ls); err == nil {
-			err = appendV1Series(b.app, &st.b, ls, ts)
-		}
-		if err != nil && ls.IsEmpty() {
-			ls, _ = v1Labels(&st.b, ts.labels, &st.ls) // to name the series
+			err = appendV1Series(b, &req.scratch, ls, ts)
 		}
 		if _, bad := errors.AsType[*malformedError](err); bad {
 			// Nothing is committed: the request is refused as a whole.
-			return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV1, body, err.Error())}
+			return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV1, body, err.Error())}, false
+		}
+		if (err != nil || b.pending()) && ls.IsEmpty() && b.listing() {
+			ls, _ = v1Labels(&st.b, ts.labels, &st.ls) // to name the series
 		}
 		if !b.done(ls, c, err) {
-			break
+			return writeResult{}, true
 		}
 	}
 	for _, md := range req.metadata {
@@ -273,24 +312,51 @@ func (h *writeHandler) writeV1(ctx context.Context, st *writeState, body []byte)
 		}
 		b.setMetadata(md.MetricFamilyName, metadata.Metadata{Type: v1MetricType(md.Type), Help: md.Help, Unit: md.Unit})
 	}
-	return h.finish(ctx, b, writeV1)
+	return writeResult{}, true
 }
 
 // appendV1Floats appends the float samples of a series through its handle
 // ref, which is nil for a series the cache does not know.
-func (h *writeHandler) appendV1Floats(ra refAppender, st *writeState, ts *rw1Series, ref any) error {
+func (h *writeHandler) appendV1Floats(b *batch, ra refAppender, st *writeState, ts *rw1Series, ref any) error {
 	ref, err := h.seriesRef(ra, ref, ts.labels, func() (labels.Labels, error) {
 		return v1Labels(&st.b, ts.labels, &st.ls)
 	})
 	if err != nil {
 		return err
 	}
-	for _, s := range ts.samples {
-		if err := ra.AppendRef(ref, s.Timestamp, s.Value); err != nil {
-			return err
+	return appendRefSamples(b, ra, ref, ts.samples)
+}
+
+// appendRefSamples appends encoded float samples through a series handle.
+func appendRefSamples(b *batch, ra refAppender, ref any, samples encodedFields) error {
+	for p := samples.b; ; {
+		v, t, rest, ok := nextSample(p)
+		if !ok {
+			return nil
+		}
+		p = rest
+		if err := ra.AppendRef(ref, t, v); err != nil {
+			if err = b.refuse(counts{samples: 1}, err); err != nil {
+				return err
+			}
 		}
 	}
-	return nil
+}
+
+// appendSamples is appendRefSamples for a series given by its labels.
+func appendSamples(b *batch, ls labels.Labels, samples encodedFields) error {
+	for p := samples.b; ; {
+		v, t, rest, ok := nextSample(p)
+		if !ok {
+			return nil
+		}
+		p = rest
+		if err := b.app.Append(ls, t, v); err != nil {
+			if err = b.refuse(counts{samples: 1}, err); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 // seriesRef returns ref, the handle the cache found, or for a series it
@@ -318,13 +384,20 @@ type malformedError struct{ err error }
 func (e *malformedError) Error() string { return e.err.Error() }
 func (e *malformedError) Unwrap() error { return e.err }
 
+// Errors of series that a request can repeat by the million, so each is
+// one value rather than an allocation.
+var (
+	errNoLabels  = errors.New("series has no labels")
+	errEmptyName = errors.New("a label has an empty name")
+)
+
 // v1Labels builds the series labels. Like Prometheus it sorts them rather
 // than trusting the sender, and rejects what the protobuf structure cannot
 // mean: no labels at all, or a name twice. Names and values themselves are
 // the store's to validate.
 func v1Labels(sb *labels.ScratchBuilder, encoded []byte, dst *labels.Labels) (labels.Labels, error) {
 	if len(encoded) == 0 {
-		return labels.EmptyLabels(), errors.New("series has no labels")
+		return labels.EmptyLabels(), errNoLabels
 	}
 	sb.Reset()
 	emptyName := false
@@ -337,7 +410,7 @@ func v1Labels(sb *labels.ScratchBuilder, encoded []byte, dst *labels.Labels) (la
 		return labels.EmptyLabels(), &malformedError{err}
 	}
 	if emptyName {
-		return labels.EmptyLabels(), errors.New("a label has an empty name")
+		return labels.EmptyLabels(), errEmptyName
 	}
 	sb.Sort()
 	sb.Overwrite(dst)
@@ -348,21 +421,41 @@ func v1Labels(sb *labels.ScratchBuilder, encoded []byte, dst *labels.Labels) (la
 	return ls, nil
 }
 
-func appendV1Series(app Appender, sb *labels.ScratchBuilder, ls labels.Labels, ts *rw1Series) error {
-	for i := range ts.histograms {
-		if err := appendHistogram(app, ls, ts.histograms[i].Timestamp, &ts.histograms[i]); err != nil {
+func appendV1Series(b *batch, sc *itemScratch, ls labels.Labels, ts *rw1Series) error {
+	for p := ts.histograms.b; ; {
+		payload, rest, ok := nextPayload(p, 4)
+		if !ok {
+			break
+		}
+		p = rest
+		_ = sc.v1Histogram(payload) // checked when decoded
+		h, fh := sc.histogram(true)
+		if err := appendHistogram(b, ls, sc.h1.Timestamp, h, fh); err != nil {
 			return err
 		}
 	}
 	// Samples after histograms: an appender cannot take back what it was
 	// given, so everything that can reject the series comes first.
-	for _, s := range ts.samples {
-		if err := app.Append(ls, s.Timestamp, s.Value); err != nil {
+	if err := appendSamples(b, ls, ts.samples); err != nil {
+		return err
+	}
+	for p := ts.exemplars.b; ; {
+		payload, rest, ok := nextPayload(p, 3)
+		if !ok {
+			return nil
+		}
+		p = rest
+		_ = sc.v1Exemplar(payload) // checked when decoded
+		if err := b.appendExemplar(ls, sc.exemplar(true, nil)); err != nil {
 			return err
 		}
 	}
-	for _, ep := range ts.exemplars {
-		if err := app.AppendExemplar(ls, ep.ToExemplar(sb, nil)); err != nil {
+}
+
+// appendExemplar appends one exemplar; an error is an *exemplarsRejected.
+func (b *batch) appendExemplar(ls labels.Labels, e exemplar.Exemplar) error {
+	if err := b.app.AppendExemplar(ls, e); err != nil {
+		if err = b.refuse(counts{exemplars: 1}, err); err != nil {
 			return &exemplarsRejected{err}
 		}
 	}
@@ -377,33 +470,21 @@ type exemplarsRejected struct{ err error }
 func (e *exemplarsRejected) Error() string { return "exemplars not stored: " + e.err.Error() }
 func (e *exemplarsRejected) Unwrap() error { return e.err }
 
-// wireHistogram is a native histogram as either protocol carries it
-// (prompb.Histogram, writev2.Histogram).
-type wireHistogram interface {
-	IsFloatHistogram() bool
-	ToIntHistogram() *histogram.Histogram
-	ToFloatHistogram() *histogram.FloatHistogram
-}
-
 // appendHistogram validates a native histogram the way Prometheus's receiver
 // and TSDB do before storing it: schemas 9..52 are reduced to 8, the
 // exponential maximum; a histogram whose spans, buckets and counts disagree
 // is a bad series (400), not something to store and fail on at read time.
-func appendHistogram(app Appender, ls labels.Labels, t int64, wh wireHistogram) error {
+func appendHistogram(b *batch, ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error {
 	var (
-		h       *histogram.Histogram
-		fh      *histogram.FloatHistogram
 		checked interface {
 			ReduceResolution(targetSchema int32) error
 			Validate() error
 		}
 		schema int32
 	)
-	if wh.IsFloatHistogram() {
-		fh = wh.ToFloatHistogram()
+	if fh != nil {
 		checked, schema = fh, fh.Schema
 	} else {
-		h = wh.ToIntHistogram()
 		checked, schema = h, h.Schema
 	}
 	if histogram.IsExponentialSchemaReserved(schema) && schema > histogram.ExponentialSchemaMax {
@@ -414,7 +495,10 @@ func appendHistogram(app Appender, ls labels.Labels, t int64, wh wireHistogram) 
 	if err := checked.Validate(); err != nil {
 		return fmt.Errorf("invalid native histogram at %d: %w", t, err)
 	}
-	return app.AppendHistogram(ls, t, h, fh)
+	if err := b.app.AppendHistogram(ls, t, h, fh); err != nil {
+		return b.refuse(counts{histograms: 1}, err)
+	}
+	return nil
 }
 
 func v1MetricType(t prompb.MetricMetadata_MetricType) model.MetricType {
@@ -445,19 +529,31 @@ type batch struct {
 	received, accepted counts
 	rejected           counts
 	rejections         []string // first maxListedRejections, for the error body
-	nRejected          int      // series and metadata entries rejected
+	nRejected          int      // series, items and metadata entries rejected
 	status             int      // 4xx of the first rejection
 	fatal              error    // a 5xx-class error: stop, do not commit
+	// The items of the current series the appender refused alone
+	// (ItemError), and the errors of those still to list, until done.
+	refused     counts
+	refusedErrs []error
 }
 
 // grower is an Appender that can size its buffers for a whole request up
 // front, instead of growing them sample by sample.
 type grower interface{ Grow(items int) }
 
-// grow tells the appender how many items the request holds.
-func (b *batch) grow() {
+// minGrowItemBytes is the fewest body bytes per item a window is assumed
+// to spend when the appender is told its size: a Prometheus sample takes
+// ~17 (a value, a millisecond timestamp and their framing), while an
+// empty one takes 2, and an appender spends ~90 bytes per item it is
+// told of. Beyond that, a window of tiny items grows the appender as it
+// appends them, which costs only what is really stored.
+const minGrowItemBytes = 16
+
+// grow tells the appender how many items a window of size body bytes holds.
+func (b *batch) grow(c counts, size int) {
 	if g, ok := b.app.(grower); ok {
-		g.Grow(b.received.samples + b.received.histograms + b.received.exemplars)
+		g.Grow(min(c.samples+c.histograms+c.exemplars, max(size/minGrowItemBytes, 1024)))
 	}
 }
 
@@ -465,51 +561,99 @@ func newBatch(app Appender, st *writeState) *batch {
 	return &batch{app: app, metaSet: st.metaSet}
 }
 
-// done records the outcome of one series and reports whether to go on.
+// refuse takes an error of appending one item of kind c to the current
+// series: nil when the appender refused that item alone (an ItemError),
+// which is then reported; otherwise err, which refuses the series.
+func (b *batch) refuse(c counts, err error) error {
+	if _, ok := errors.AsType[ItemError](err); !ok {
+		return err
+	}
+	b.refused.add(c)
+	if len(b.rejections)+len(b.refusedErrs) < maxListedRejections {
+		if c.exemplars > 0 {
+			err = fmt.Errorf("exemplar: %w", err)
+		}
+		b.refusedErrs = append(b.refusedErrs, err)
+	}
+	return nil
+}
+
+// pending reports whether the current series has refused items to report.
+func (b *batch) pending() bool { return b.refused != counts{} }
+
+// listing reports whether a rejection is still listed in the error body,
+// so that its text is worth building.
+func (b *batch) listing() bool { return len(b.rejections) < maxListedRejections }
+
+// done records the outcome of one series, c being its items, and reports
+// whether to go on.
 func (b *batch) done(ls labels.Labels, c counts, err error) bool {
-	if err == nil {
-		b.accepted.add(c)
-		return true
+	refused, errs := b.refused, b.refusedErrs
+	b.refused, b.refusedErrs = counts{}, b.refusedErrs[:0]
+	if err != nil {
+		if status := statusOf(err, http.StatusBadRequest); status >= 500 {
+			b.fatal = err
+			return false
+		}
 	}
-	status := statusOf(err, http.StatusBadRequest)
-	if status >= 500 {
-		b.fatal = err
-		return false
+	rejected := refused
+	switch _, exemplars := errors.AsType[*exemplarsRejected](err); {
+	case err == nil:
+	case exemplars:
+		rejected.exemplars = c.exemplars
+	default:
+		rejected = c
+		errs = nil // the series' own error says it all
 	}
-	if _, ok := errors.AsType[*exemplarsRejected](err); ok {
-		b.accepted.add(counts{samples: c.samples, histograms: c.histograms})
-		c = counts{exemplars: c.exemplars}
+	b.accepted.add(c.minus(rejected))
+	b.rejected.add(rejected)
+	for _, e := range errs {
+		b.rejectItem(ls, e)
 	}
-	b.rejected.add(c)
-	b.reject(status, fmt.Sprintf("%s: %v", truncate(ls.String()), err))
+	if err != nil {
+		b.rejectItem(ls, err)
+	}
 	return true
+}
+
+// rejectItem records the rejection of the series ls, or of an item of it.
+func (b *batch) rejectItem(ls labels.Labels, err error) {
+	msg := ""
+	if b.listing() {
+		msg = fmt.Sprintf("%s: %v", truncate(ls.String()), err)
+	}
+	b.reject(statusOf(err, http.StatusBadRequest), msg)
 }
 
 func (b *batch) setMetadata(family string, md metadata.Metadata) {
 	if prev, ok := b.metaSet[family]; ok && prev == md {
 		return
 	}
-	// family may point into the series' label set, which is rebuilt for
-	// the next series, while metaSet keeps it for the whole request.
-	family = strings.Clone(family)
 	if err := b.app.SetMetadata(family, md); err != nil {
 		status := statusOf(err, http.StatusBadRequest)
 		if status >= 500 {
 			b.fatal = err
 			return
 		}
-		b.reject(status, fmt.Sprintf("metadata of %s: %v", truncate(family), err))
+		msg := ""
+		if b.listing() {
+			msg = fmt.Sprintf("metadata of %s: %v", truncate(family), err)
+		}
+		b.reject(status, msg)
 		return
 	}
-	b.metaSet[family] = md
+	// family may point into the series' label set, which is rebuilt for
+	// the next series, while metaSet keeps it for the whole request.
+	b.metaSet[strings.Clone(family)] = md
 }
 
+// reject counts one rejection, and lists msg while there is room.
 func (b *batch) reject(status int, msg string) {
 	if b.nRejected == 0 {
 		b.status = status
 	}
 	b.nRejected++
-	if len(b.rejections) < maxListedRejections {
+	if b.listing() {
 		b.rejections = append(b.rejections, msg)
 	}
 }
@@ -536,7 +680,7 @@ func (h *writeHandler) finish(ctx context.Context, b *batch, proto writeProto) w
 		return writeResult{status: http.StatusNoContent, written: b.accepted}
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%d invalid series or metadata entries rejected (%d samples, %d histograms, %d exemplars not stored); the rest (%d samples, %d histograms, %d exemplars) was stored:\n",
+	fmt.Fprintf(&sb, "%d invalid series, metadata entries or items rejected (%d samples, %d histograms, %d exemplars not stored); the rest (%d samples, %d histograms, %d exemplars) was stored:\n",
 		b.nRejected, b.rejected.samples, b.rejected.histograms, b.rejected.exemplars,
 		b.accepted.samples, b.accepted.histograms, b.accepted.exemplars)
 	for _, r := range b.rejections {
@@ -597,31 +741,51 @@ func decodeFailureMessage(p writeProto, body []byte, reason string) string {
 	return sb.String()
 }
 
-// guessMessage names the message body plausibly is, or "". It is only used
-// on the error path, so trying three decoders is fine. Plausible means: it
-// decodes, has content, and has no unknown fields where real messages have
-// none.
+// guessMessage names the message body plausibly is, or "". Plausible
+// means: it is a valid message of that type, has content, and has no
+// unknown top-level fields where real messages have none. It only walks
+// the body (wireMessage), so a body of millions of tiny fields costs no
+// memory to guess.
 func guessMessage(body []byte) string {
-	var v2 writev2.Request
-	if v2.Unmarshal(body) == nil && len(v2.XXX_unrecognized) == 0 && len(v2.Symbols) > 0 {
+	symbols := 0
+	if wireV2Request.walk(body, func(field uint64, known bool, _ []byte) bool {
+		if field == 4 {
+			symbols++
+		}
+		return known
+	}) && symbols > 0 {
 		return protoV2
 	}
-	var v1 prompb.WriteRequest
-	if v1.Unmarshal(body) == nil && len(v1.XXX_unrecognized) == 0 && (len(v1.Timeseries) > 0 || len(v1.Metadata) > 0) {
-		plausible := true
-		for i := range v1.Timeseries {
-			if len(v1.Timeseries[i].Labels) == 0 {
-				plausible = false
-				break
-			}
-		}
-		if plausible {
-			return protoV1
-		}
+	items := 0
+	if wireV1Request.walk(body, func(field uint64, known bool, payload []byte) bool {
+		items++
+		return known && (field != 1 || hasField(payload, 1)) // series have labels
+	}) && items > 0 {
+		return protoV1
 	}
-	var rr prompb.ReadRequest
-	if rr.Unmarshal(body) == nil && len(rr.XXX_unrecognized) == 0 && len(rr.Queries) > 0 {
+	queries := 0
+	if wireReadRequest.walk(body, func(field uint64, known bool, _ []byte) bool {
+		if field == 1 {
+			queries++
+		}
+		return known
+	}) && queries > 0 {
 		return protoRead
 	}
 	return ""
+}
+
+// hasField reports whether the message b, which walk checked, has field.
+func hasField(b []byte, field uint64) bool {
+	for len(b) > 0 {
+		f, _, _, rest, err := nextField(b)
+		if err != nil {
+			return false
+		}
+		if f == field {
+			return true
+		}
+		b = rest
+	}
+	return false
 }

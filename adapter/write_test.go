@@ -573,7 +573,7 @@ func TestWriteInvalidSeriesV1(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, rec.Code)
 	requireNoWrittenHeaders(t, rec)
 	body := rec.Body.String()
-	require.Contains(t, body, "3 invalid series or metadata entries rejected (4 samples, 0 histograms, 0 exemplars not stored)")
+	require.Contains(t, body, "3 invalid series, metadata entries or items rejected (4 samples, 0 histograms, 0 exemplars not stored)")
 	require.Contains(t, body, "the rest (2 samples, 0 histograms, 0 exemplars) was stored")
 	require.Contains(t, body, `{job="no_name"}: missing metric name`)
 	require.Contains(t, body, `label "job" appears more than once`)
@@ -612,7 +612,7 @@ func TestWriteInvalidSeriesV2(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, rec.Code)
 	requireWritten(t, rec, 1, 1, 1)
 	body := rec.Body.String()
-	require.Contains(t, body, "6 invalid series or metadata entries rejected (4 samples, 2 histograms, 1 exemplars not stored)")
+	require.Contains(t, body, "6 invalid series, metadata entries or items rejected (4 samples, 2 histograms, 1 exemplars not stored)")
 	require.Contains(t, body, `{job="no_name"}: missing metric name`)
 	require.Contains(t, body, `{__name__="both"}: series has both samples and histograms`)
 	require.Contains(t, body, `{__name__="neither"}: series has neither samples nor histograms`)
@@ -967,6 +967,63 @@ func TestV2NameRef(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, v2NameRef(tc.refs, tc.symbols, nameSymbol(tc.symbols)))
+		})
+	}
+}
+
+// TestWriteRefusesOnlyOutOfRangeItems: an item the store refuses alone (an
+// ItemError, such as a timestamp before the layout's range) costs only that
+// item: the series' other samples and exemplars, and the other series, are
+// stored, the answer is 400 naming the series and the timestamp, and the
+// 2.0 headers count what was stored. Both the handle path (a series of
+// floats) and the label path (a series with exemplars) are covered.
+func TestWriteRefusesOnlyOutOfRangeItems(t *testing.T) {
+	const bad = math.MinInt64
+	minTime := int64(math.MinInt64 + 1000)
+	floats := []prompb.Sample{{Timestamp: bad, Value: 9}, {Timestamp: 1000, Value: 1}, {Timestamp: 2000, Value: 2}}
+	for _, proto := range []string{"1.0", "2.0"} {
+		t.Run(proto, func(t *testing.T) {
+			s := newFakeStore()
+			s.minTime = &minTime
+			h, _ := newTestHandler(t, s, Options{})
+			var rec *httptest.ResponseRecorder
+			if proto == "1.0" {
+				withEx := v1Series([]string{"__name__", "ex"}, floats...)
+				withEx.Exemplars = []prompb.Exemplar{
+					{Labels: []prompb.Label{{Name: "trace_id", Value: "old"}}, Value: 1, Timestamp: bad},
+					{Labels: []prompb.Label{{Name: "trace_id", Value: "new"}}, Value: 1, Timestamp: 1000},
+				}
+				rec = writeV1Req(h, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+					v1Series([]string{"__name__", "floats"}, floats...), withEx,
+				}})
+			} else {
+				b := newV2Builder()
+				var v2floats []writev2.Sample
+				for _, f := range floats {
+					v2floats = append(v2floats, writev2.Sample{Timestamp: f.Timestamp, Value: f.Value})
+				}
+				b.add(writev2.TimeSeries{LabelsRefs: b.refs("__name__", "floats"), Samples: v2floats})
+				b.add(writev2.TimeSeries{
+					LabelsRefs: b.refs("__name__", "ex"), Samples: v2floats,
+					Exemplars: []writev2.Exemplar{
+						{LabelsRefs: b.refs("trace_id", "old"), Value: 1, Timestamp: bad},
+						{LabelsRefs: b.refs("trace_id", "new"), Value: 1, Timestamp: 1000},
+					},
+				})
+				rec = writeV2Req(h, b.build())
+				requireWritten(t, rec, 4, 0, 1)
+			}
+			require.Equal(t, http.StatusBadRequest, rec.Code, rec.Body.String())
+			body := rec.Body.String()
+			require.Contains(t, body, "3 invalid series, metadata entries or items rejected (2 samples, 0 histograms, 1 exemplars not stored); the rest (4 samples, 0 histograms, 1 exemplars) was stored")
+			require.Contains(t, body, `{__name__="floats"}: timestamp -9223372036854775808 is out of range`)
+			require.Contains(t, body, `{__name__="ex"}: timestamp -9223372036854775808 is out of range`)
+			require.Contains(t, body, `{__name__="ex"}: exemplar: timestamp -9223372036854775808 is out of range`)
+			want := []fakeSample{{t: 1000, f: 1}, {t: 2000, f: 2}}
+			require.Equal(t, want, s.get(`{__name__="floats"}`).samples)
+			require.Equal(t, want, s.get(`{__name__="ex"}`).samples)
+			require.Len(t, s.get(`{__name__="ex"}`).exemplars, 1)
+			require.Equal(t, int64(1000), s.get(`{__name__="ex"}`).exemplars[0].Ts)
 		})
 	}
 }
