@@ -27,7 +27,7 @@ const (
 	DefaultTimeout          = 10 * time.Second
 	DefaultConnectTimeout   = 5 * time.Second
 	DefaultPageSize         = 5000
-	DefaultMaxInFlight      = 64
+	DefaultMaxInFlight      = 128
 	DefaultCompression      = "snappy"
 )
 
@@ -58,12 +58,15 @@ type Config struct {
 	TableOptions map[string]string
 	// PageSize is the fetch size of reads.
 	PageSize int
-	// MaxInFlight bounds the statements (or batches) one Write or Delete has
-	// outstanding at once.
+	// MaxInFlight bounds the requests (statements or batches) the engine
+	// has outstanding at once, all Write and Delete calls together.
 	MaxInFlight int
 	// Compression of the native protocol: "lz4", "snappy" or "none"; empty
 	// means DefaultCompression.
 	Compression string
+
+	// batchObserver sees every batch the driver sends; for tests.
+	batchObserver gocql.BatchObserver
 }
 
 // keyspaceName is the identifier rule for keyspaces: Cassandra's own limit of
@@ -203,6 +206,7 @@ func newCluster(c Config, s settings, keyspace string, logger *slog.Logger) *goc
 	// KairosDB's request_retry_count default is 2 (§11). The driver retries
 	// only statements marked idempotent, which all of ours are.
 	cl.RetryPolicy = &gocql.SimpleRetryPolicy{NumRetries: 2}
+	cl.BatchObserver = c.batchObserver
 	// Snappy, not KairosDB's LZ4 (§11): BenchmarkCompression measured LZ4
 	// (on protocol v5) at 0.7x snappy's write throughput with 7x the
 	// allocations, and snappy on a par with no compression on loopback. The

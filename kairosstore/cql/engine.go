@@ -43,6 +43,9 @@ type Engine struct {
 	// replica of each data_points partition (§5.6).
 	policy gocql.HostSelectionPolicy
 	routes *routeCache
+	// pool sends the requests of every Write and Delete, at most
+	// Config.MaxInFlight at once for the process (write.go).
+	pool *pool
 }
 
 var _ kairosstore.Engine = (*Engine)(nil)
@@ -63,6 +66,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Engine, error)
 	if err != nil {
 		return nil, err
 	}
+	e.pool = newPool(set.maxInFlight)
 	exists, err := keyspaceExists(ctx, boot, set.keyspace)
 	if err != nil {
 		boot.Close()
@@ -192,6 +196,9 @@ func (e *Engine) Close() error {
 	}
 	if e.ks != nil {
 		e.ks.Close()
+	}
+	if e.pool != nil {
+		e.pool.close()
 	}
 	return nil
 }

@@ -1,5 +1,7 @@
 package cql
 
+import gocql "github.com/apache/cassandra-gocql-driver/v2"
+
 // Test hooks for the external tests and benchmarks of this package.
 
 // Grouping names a write grouping strategy for tests.
@@ -21,4 +23,10 @@ func ReplicaOf(e *Engine, key []byte) string { return replicaOf(e.router(), e.se
 // CachedReplicaOf is the replica groupReplicas uses, through the route cache.
 func CachedReplicaOf(e *Engine, key []byte) string {
 	return e.routes.replica(e.router(), e.set.keyspace, key)
+}
+
+// WithBatchObserver returns c with a batch observer for the driver.
+func WithBatchObserver(c Config, o gocql.BatchObserver) Config {
+	c.batchObserver = o
+	return c
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
@@ -72,15 +73,24 @@ const maxJoinedErrors = 3
 
 // stmt is one CQL statement with its bound values and the identity of the
 // partition it touches (table and partition key), which groupPartitions uses.
-// Data point inserts also carry their routing key (the data_points partition
-// key) and estimated batch size, which groupReplicas uses.
+// Data point inserts are not stmts: a request names them by their index in
+// the batch's cells, and the worker that sends it binds them (binder), so a
+// Write holds 4 bytes per cell instead of a statement, five bind values and
+// a copy in its request (~280 bytes per sample, BENCHMARKS.md).
 type stmt struct {
-	cql   string
-	args  []any
-	part  string
-	route []byte
-	size  int
+	cql  string
+	args []any
+	part string
 }
+
+// request is what one Cassandra request sends: data_points inserts of some
+// cells, or other statements.
+type request struct {
+	cells []int32
+	stmts []stmt
+}
+
+func (r request) len() int { return len(r.cells) + len(r.stmts) }
 
 // Write stores the batch: data_points, row_keys, tag_indexed_row_keys,
 // row_key_time_index and string_index rows (§5.3), all with the batch's
@@ -90,38 +100,7 @@ func (e *Engine) Write(ctx context.Context, b *kairosstore.Batch) error {
 	if err != nil {
 		return err
 	}
-	n := len(b.Cells) + len(b.RowKeys) + len(b.TagIndexed) + len(b.RowTimes) + len(b.MetricNames) + len(b.LegacyRowKeys)
-	stmts := make([]stmt, 0, n)
-	// One backing array each for the 4-byte column names (§3.2) and the
-	// bind values of all cells. Values are bound by pointer (boundBlob),
-	// the write time and TTL encoded once, so that binding a cell
-	// allocates nothing: it cost eight allocations per sample, six here
-	// and two in the driver's marshalling of int and bigint
-	// (BenchmarkWriteSteady).
-	cols := make([]byte, 4*len(b.Cells))
-	colArgs := make([]boundBlob, len(b.Cells))
-	args := make([]any, 5*len(b.Cells))
-	// The write time goes to the bigint of "USING TIMESTAMP ?", the TTL to
-	// an int: 8 and 4 bytes big-endian on the wire.
-	writeTime := boundBlob(binary.BigEndian.AppendUint64(nil, uint64(b.WriteTime)))
-	var ttl *boundBlob
-	lastTTL := int32(0)
-	for i := range b.Cells {
-		c := &b.Cells[i]
-		colArgs[i] = cols[4*i : 4*i+4 : 4*i+4]
-		binary.BigEndian.PutUint32(colArgs[i], c.Column)
-		if ttl == nil || lastTTL != c.TTL {
-			v := boundBlob(binary.BigEndian.AppendUint32(nil, uint32(c.TTL)))
-			ttl, lastTTL = &v, c.TTL
-		}
-		a := args[5*i : 5*i+5 : 5*i+5]
-		a[0], a[1], a[2], a[3], a[4] = (*boundBlob)(&c.Key), &colArgs[i], (*boundBlob)(&c.Value), ttl, &writeTime
-		st := stmt{cql: insertDataPoint, args: a, route: c.Key, size: cellBytes + 4 + len(c.Value)}
-		if e.grouping == groupPartitions {
-			st.part = "d" + string(c.Key)
-		}
-		stmts = append(stmts, st)
-	}
+	stmts := make([]stmt, 0, len(b.RowKeys)+len(b.TagIndexed)+len(b.RowTimes)+len(b.MetricNames)+len(b.LegacyRowKeys))
 	for _, r := range b.RowKeys {
 		stmts = append(stmts, stmt{
 			cql:  insertRowKey,
@@ -158,7 +137,65 @@ func (e *Engine) Write(ctx context.Context, b *kairosstore.Batch) error {
 			part: "l" + k.Metric,
 		})
 	}
-	return e.run(ctx, s, stmts, e.set.write, b.WriteTime, "write")
+	var reqs []request
+	switch e.grouping {
+	case groupReplicas:
+		replica := e.replicaFunc(s)
+		for _, c := range byReplica(b.Cells, replica) {
+			reqs = append(reqs, request{cells: c})
+		}
+	case groupPartitions:
+		for _, c := range byPartition(cellIndexes(len(b.Cells)), func(i int32) string { return string(b.Cells[i].Key) }, maxBatch) {
+			reqs = append(reqs, request{cells: c})
+		}
+	default:
+		idx := cellIndexes(len(b.Cells))
+		for i := range idx {
+			reqs = append(reqs, request{cells: idx[i : i+1 : i+1]})
+		}
+	}
+	reqs = append(reqs, e.group(stmts)...)
+	// The write time goes to the bigint of "USING TIMESTAMP ?": 8 bytes
+	// big-endian on the wire, encoded once per Write.
+	writeTime := boundBlob(binary.BigEndian.AppendUint64(nil, uint64(b.WriteTime)))
+	return e.run(ctx, s, reqs, call{cons: e.set.write, ts: b.WriteTime, cells: b.Cells, writeTime: &writeTime}, "write")
+}
+
+// cellIndexes is 0..n-1.
+func cellIndexes(n int) []int32 {
+	idx := make([]int32, n)
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	return idx
+}
+
+// replicaFunc names the replica host of a data_points key (§5.6).
+func (e *Engine) replicaFunc(s *gocql.Session) func(key []byte) string {
+	if len(s.GetHosts()) == 1 {
+		// One node is the replica of every key: no lookup at all. The
+		// route cache's map lookups, ~250 ns each on a 100k-series load,
+		// were a tenth of the adapter's CPU on one node.
+		return func([]byte) string { return "" }
+	}
+	policy, ks := e.router(), e.set.keyspace
+	return func(key []byte) string { return e.routes.replica(policy, ks, key) }
+}
+
+// group turns statements other than data points into requests: batches per
+// partition, or single statements.
+func (e *Engine) group(stmts []stmt) []request {
+	var reqs []request
+	if e.grouping == groupSingles {
+		for i := range stmts {
+			reqs = append(reqs, request{stmts: stmts[i : i+1 : i+1]})
+		}
+		return reqs
+	}
+	for _, g := range byPartition(stmts, func(st stmt) string { return st.part }, maxBatch) {
+		reqs = append(reqs, request{stmts: g})
+	}
+	return reqs
 }
 
 // Delete applies the deletes of §8 synchronously, at the read consistency as
@@ -217,143 +254,229 @@ func (e *Engine) Delete(ctx context.Context, d *kairosstore.Deletes) error {
 			part: "s",
 		})
 	}
-	return e.run(ctx, s, stmts, e.set.read, d.WriteTime, "delete")
+	return e.run(ctx, s, e.group(stmts), call{cons: e.set.read, ts: d.WriteTime}, "delete")
 }
 
-// run executes stmts grouped by e.grouping, at most MaxInFlight requests at a
-// time, every request with write timestamp ts in milliseconds (§5.4, gotcha 1).
-// It waits for every request it started, so no bound value is used after it
-// returns, and fails if any statement failed.
-func (e *Engine) run(ctx context.Context, s *gocql.Session, stmts []stmt, cons gocql.Consistency, ts int64, op string) error {
-	if len(stmts) == 0 {
-		return nil
-	}
-	var reqs [][]stmt
-	switch e.grouping {
-	case groupReplicas:
-		policy, ks := e.router(), e.set.keyspace
-		replica := func(key []byte) string { return e.routes.replica(policy, ks, key) }
-		if len(s.GetHosts()) == 1 {
-			// One node is the replica of every key: no lookup at all. The
-			// route cache's map lookups, ~250 ns each on a 100k-series
-			// load, were a tenth of the adapter's CPU on one node.
-			replica = func([]byte) string { return "" }
-		}
-		reqs = byReplica(stmts, replica)
-	case groupPartitions:
-		reqs = byPartition(stmts, maxBatch)
-	default:
-		reqs = make([][]stmt, len(stmts))
-		for i := range stmts {
-			reqs[i] = stmts[i : i+1 : i+1]
-		}
-	}
+// call is what the requests of one Write or Delete share.
+type call struct {
+	cons gocql.Consistency
+	ts   int64
+	// cells are the batch's cells that requests name by index, writeTime
+	// the encoded ts their inserts bind.
+	cells     []kairosstore.Cell
+	writeTime *boundBlob
+}
 
-	// A fixed pool of workers, not a goroutine per request: the driver's
-	// snappy compression needs a 32 KiB stack table, so every fresh goroutine
-	// grew its stack once per statement (18–25 % of the adapter's CPU,
-	// BENCHMARKS.md). Workers grow theirs once per Write.
-	var (
-		wg   sync.WaitGroup
-		fail failures
-		work = make(chan []stmt)
-	)
-	for range min(e.set.maxInFlight, len(reqs)) {
-		wg.Go(func() {
-			for req := range work {
-				if err := exec(ctx, s, req, cons, ts); err != nil {
-					fail.add(len(req), 1, err)
+// job is one request on its way to a worker of the engine's pool.
+type job struct {
+	ctx  context.Context
+	s    *gocql.Session
+	req  request
+	call *call
+	fail *failures
+	wg   *sync.WaitGroup
+}
+
+// pool is the engine's fixed set of workers, one per request the process may
+// have in flight (Config.MaxInFlight), shared by every Write and Delete: the
+// limit holds for the process, not per remote-write request (with one pool
+// per Write, 32 concurrent writes x 64 had 2,048 requests in flight). Fixed
+// workers, not a goroutine per request: the driver's snappy compression needs
+// a 32 KiB stack table, so every fresh goroutine grew its stack once per
+// statement (18-25 % of the adapter's CPU, BENCHMARKS.md); a worker grows
+// its stack, and its bind buffers, once for its life.
+type pool struct {
+	work    chan job
+	stop    chan struct{}
+	stopped sync.Once
+	done    sync.WaitGroup
+}
+
+func newPool(n int) *pool {
+	p := &pool{work: make(chan job), stop: make(chan struct{})}
+	for range n {
+		p.done.Go(func() {
+			var bind binder
+			for {
+				select {
+				case j := <-p.work:
+					if err := exec(j.ctx, j.s, j.req, j.call, &bind); err != nil {
+						j.fail.add(j.req.len(), 1, err)
+					}
+					j.wg.Done()
+				case <-p.stop:
+					return
 				}
 			}
 		})
 	}
-loop:
-	for i, req := range reqs {
-		select {
-		case work <- req:
-		case <-ctx.Done():
-			// Count what was never sent, so the caller answers 5xx.
-			n := 0
-			for _, rest := range reqs[i:] {
-				n += len(rest)
-			}
-			fail.add(n, len(reqs)-i, ctx.Err())
-			break loop
-		}
+	return p
+}
+
+// close stops the workers once the requests they hold are done.
+func (p *pool) close() {
+	p.stopped.Do(func() { close(p.stop) })
+	p.done.Wait()
+}
+
+// errClosed fails requests sent after Close, as the closed session would.
+var errClosed = fmt.Errorf("cassandra: engine closed: %w", gocql.ErrSessionClosed)
+
+// run sends reqs through the engine's pool, every request with write
+// timestamp c.ts in milliseconds (§5.4, gotcha 1). It waits for every
+// request it started, so no bound value is used after it returns, and fails
+// if any statement failed.
+func (e *Engine) run(ctx context.Context, s *gocql.Session, reqs []request, c call, op string) error {
+	if len(reqs) == 0 {
+		return nil
 	}
-	close(work)
+	var (
+		wg   sync.WaitGroup
+		fail failures
+	)
+	stmts := 0
+	for _, r := range reqs {
+		stmts += r.len()
+	}
+	for i, req := range reqs {
+		var err error
+		wg.Add(1)
+		select {
+		case e.pool.work <- job{ctx: ctx, s: s, req: req, call: &c, fail: &fail, wg: &wg}:
+			continue
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-e.pool.stop:
+			err = errClosed
+		}
+		wg.Done()
+		// Count what was never sent, so the caller answers 5xx.
+		n := 0
+		for _, rest := range reqs[i:] {
+			n += rest.len()
+		}
+		fail.add(n, len(reqs)-i, err)
+		break
+	}
 	wg.Wait()
-	return fail.err(op, len(stmts), len(reqs))
+	return fail.err(op, stmts, len(reqs))
+}
+
+// binder holds a worker's bind values of data_points inserts, reused from
+// request to request: the column names (§3.2) and TTLs in wire form, bound by
+// pointer (boundBlob), so that binding a cell allocates nothing (it cost
+// eight allocations per sample, BenchmarkWriteSteady).
+type binder struct {
+	wire    []byte // 4-byte column name, then 4-byte TTL, per cell
+	blobs   []boundBlob
+	args    []any
+	entries []gocql.BatchEntry
+}
+
+// bind returns the bind values of the cells idx of c.cells, five per cell,
+// valid until the next bind.
+func (w *binder) bind(c *call, idx []int32) []any {
+	n := len(idx)
+	w.wire = slices.Grow(w.wire[:0], 8*n)[:8*n]
+	w.blobs = slices.Grow(w.blobs[:0], 2*n)[:2*n]
+	w.args = slices.Grow(w.args[:0], 5*n)[:5*n]
+	for k, i := range idx {
+		cell := &c.cells[i]
+		col, ttl := w.wire[8*k:8*k+4:8*k+4], w.wire[8*k+4:8*k+8:8*k+8]
+		binary.BigEndian.PutUint32(col, cell.Column)
+		binary.BigEndian.PutUint32(ttl, uint32(cell.TTL))
+		w.blobs[2*k], w.blobs[2*k+1] = col, ttl
+		a := w.args[5*k : 5*k+5 : 5*k+5]
+		a[0], a[1], a[2], a[3], a[4] = (*boundBlob)(&cell.Key), &w.blobs[2*k], (*boundBlob)(&cell.Value), &w.blobs[2*k+1], c.writeTime
+	}
+	return w.args
 }
 
 // exec sends one request: a single statement, or an UNLOGGED batch.
-func exec(ctx context.Context, s *gocql.Session, req []stmt, cons gocql.Consistency, ts int64) error {
-	if len(req) == 1 {
-		return s.Query(req[0].cql, req[0].args...).
-			Consistency(cons).WithTimestamp(ts).Idempotent(true).ExecContext(ctx)
+func exec(ctx context.Context, s *gocql.Session, req request, c *call, w *binder) error {
+	if req.len() == 1 {
+		var q *gocql.Query
+		if len(req.stmts) == 1 {
+			q = s.Query(req.stmts[0].cql, req.stmts[0].args...)
+		} else {
+			q = s.Query(insertDataPoint, w.bind(c, req.cells)...)
+		}
+		return q.Consistency(c.cons).WithTimestamp(c.ts).Idempotent(true).ExecContext(ctx)
 	}
-	b := s.Batch(gocql.UnloggedBatch).Consistency(cons).WithTimestamp(ts)
-	b.Entries = make([]gocql.BatchEntry, len(req))
-	for i, st := range req {
-		b.Entries[i] = gocql.BatchEntry{Stmt: st.cql, Args: st.args, Idempotent: true}
+	b := s.Batch(gocql.UnloggedBatch).Consistency(c.cons).WithTimestamp(c.ts)
+	w.entries = slices.Grow(w.entries[:0], req.len())
+	if len(req.cells) > 0 {
+		args := w.bind(c, req.cells)
+		for k := range req.cells {
+			w.entries = append(w.entries, gocql.BatchEntry{Stmt: insertDataPoint, Args: args[5*k : 5*k+5 : 5*k+5], Idempotent: true})
+		}
 	}
-	return b.ExecContext(ctx)
+	for _, st := range req.stmts {
+		w.entries = append(w.entries, gocql.BatchEntry{Stmt: st.cql, Args: st.args, Idempotent: true})
+	}
+	b.Entries = w.entries
+	err := b.ExecContext(ctx)
+	clear(w.entries) // keep no bind values of a finished Write alive
+	return err
 }
 
-// byPartition groups statements by partition, in order of first appearance,
-// into requests of at most limit statements.
-func byPartition(stmts []stmt, limit int) [][]stmt {
+// byPartition groups items by partition, in order of first appearance, into
+// requests of at most limit items.
+func byPartition[T any](items []T, part func(T) string, limit int) [][]T {
 	index := make(map[string]int)
-	var groups [][]stmt
-	for _, st := range stmts {
-		i, ok := index[st.part]
+	var groups [][]T
+	for _, it := range items {
+		p := part(it)
+		i, ok := index[p]
 		if !ok || len(groups[i]) == limit {
 			i = len(groups)
-			index[st.part] = i
-			groups = append(groups, make([]stmt, 0, 1))
+			index[p] = i
+			groups = append(groups, make([]T, 0, 1))
 		}
-		groups[i] = append(groups[i], st)
+		groups[i] = append(groups[i], it)
 	}
 	return groups
 }
 
-// byReplica packs the statements that carry a routing key into batches per
-// replica host (§5.6), of at most maxReplicaBatch statements and
-// maxReplicaBytes estimated bytes, in order of first appearance; the others
-// (index rows) are grouped by partition. policy may be nil, or may not know
-// the ring yet: then the host is whatever it picks, and the grouping is only
-// less useful, never wrong, since any coordinator can apply any batch.
-func byReplica(stmts []stmt, replica func(key []byte) string) [][]stmt {
+// byReplica packs data_points inserts into batches per replica host (§5.6),
+// of at most maxReplicaBatch cells and maxReplicaBytes estimated bytes, in
+// order of first appearance, as cell indexes. replica may not know the ring
+// yet: then the host is whatever it picks, and the grouping is only less
+// useful, never wrong, since any coordinator can apply any batch.
+func byReplica(cells []kairosstore.Cell, replica func(key []byte) string) [][]int32 {
 	type open struct {
 		req  int // index in reqs
 		size int
 	}
 	var (
-		reqs     [][]stmt
-		rest     []stmt
+		reqs     [][]int32
 		batches  = make(map[string]*open)
 		lastKey  []byte
 		lastHost string
+		// Full batches are cut from one backing array, not one each.
+		slab []int32
 	)
-	for _, st := range stmts {
-		if st.route == nil {
-			rest = append(rest, st)
-			continue
-		}
+	for i := range cells {
+		c := &cells[i]
+		size := cellBytes + 4 + len(c.Value)
 		// Cells of one series are usually adjacent: look the host up once.
-		if lastKey == nil || string(st.route) != string(lastKey) {
-			lastKey, lastHost = st.route, replica(st.route)
+		if lastKey == nil || string(c.Key) != string(lastKey) {
+			lastKey, lastHost = c.Key, replica(c.Key)
 		}
 		b := batches[lastHost]
-		if b == nil || len(reqs[b.req]) == maxReplicaBatch || b.size+st.size > maxReplicaBytes {
+		if b == nil || len(reqs[b.req]) == maxReplicaBatch || b.size+size > maxReplicaBytes {
 			b = &open{req: len(reqs)}
 			batches[lastHost] = b
-			reqs = append(reqs, make([]stmt, 0, maxReplicaBatch))
+			if len(slab) < maxReplicaBatch {
+				slab = make([]int32, maxReplicaBatch*min(64, len(cells)/maxReplicaBatch+1))
+			}
+			reqs = append(reqs, slab[:0:maxReplicaBatch])
+			slab = slab[maxReplicaBatch:]
 		}
-		reqs[b.req] = append(reqs[b.req], st)
-		b.size += st.size
+		reqs[b.req] = append(reqs[b.req], int32(i))
+		b.size += size
 	}
-	return append(reqs, byPartition(rest, maxBatch)...)
+	return reqs
 }
 
 // replicaOf is the ID of the first host of the token-aware plan for a

@@ -5,18 +5,19 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore"
 )
 
 func TestByReplicaCapsBatches(t *testing.T) {
-	data := func(n, valueLen int) []stmt {
-		var out []stmt
+	data := func(n, valueLen int) []kairosstore.Cell {
+		var out []kairosstore.Cell
 		for i := range n {
-			key := fmt.Appendf(nil, "series%d", i)
-			out = append(out, stmt{cql: insertDataPoint, part: "d" + string(key), route: key, size: cellBytes + 4 + valueLen})
+			out = append(out, kairosstore.Cell{Key: fmt.Appendf(nil, "series%d", i), Value: make([]byte, valueLen)})
 		}
 		return out
 	}
-	sizes := func(reqs [][]stmt) []int {
+	sizes := func(reqs [][]int32) []int {
 		var out []int
 		for _, r := range reqs {
 			out = append(out, len(r))
@@ -25,35 +26,41 @@ func TestByReplicaCapsBatches(t *testing.T) {
 	}
 
 	oneHost := func([]byte) string { return "" }
-	// One host: batches of 50.
-	require.Equal(t, []int{50, 50, 20}, sizes(byReplica(data(120, 8), oneHost)))
+	// One host: batches of 50, every cell once, in order.
+	reqs := byReplica(data(120, 8), oneHost)
+	require.Equal(t, []int{50, 50, 20}, sizes(reqs))
+	var all []int32
+	for _, r := range reqs {
+		all = append(all, r...)
+	}
+	require.Equal(t, cellIndexes(120), all)
 
 	// Two hosts: a batch per host, each filled to 50 before a new one opens.
 	evenOdd := func(key []byte) string { return []string{"even", "odd"}[key[len(key)-1]%2] }
-	reqs := byReplica(data(120, 8), evenOdd)
+	cells := data(120, 8)
+	reqs = byReplica(cells, evenOdd)
 	require.Equal(t, []int{50, 50, 10, 10}, sizes(reqs))
 	for _, r := range reqs {
-		for _, st := range r {
-			require.Equal(t, evenOdd(r[0].route), evenOdd(st.route), "one host per batch")
+		for _, i := range r {
+			require.Equal(t, evenOdd(cells[r[0]].Key), evenOdd(cells[i].Key), "one host per batch")
 		}
 	}
 
 	// Large values: the byte cap, not the count, closes the batches.
-	reqs = byReplica(data(10, 1000), oneHost)
+	cells = data(10, 1000)
+	reqs = byReplica(cells, oneHost)
 	require.Equal(t, []int{3, 3, 3, 1}, sizes(reqs))
 	for _, r := range reqs {
 		n := 0
-		for _, st := range r {
-			n += st.size
+		for _, i := range r {
+			n += cellBytes + 4 + len(cells[i].Value)
 		}
 		require.LessOrEqual(t, n, maxReplicaBytes)
 	}
+}
 
-	// Index rows keep their per-partition batches, after the data.
-	idx := []stmt{
-		{cql: insertRowKey, part: "r1"}, {cql: insertRowKey, part: "r2"}, {cql: insertRowKey, part: "r1"},
-	}
-	reqs = byReplica(append(data(3, 8), idx...), oneHost)
-	require.Equal(t, []int{3, 2, 1}, sizes(reqs))
-	require.Equal(t, "r1", reqs[1][1].part)
+func TestByPartitionGroups(t *testing.T) {
+	stmts := []stmt{{part: "r1"}, {part: "r2"}, {part: "r1"}, {part: "r1"}}
+	groups := byPartition(stmts, func(st stmt) string { return st.part }, 2)
+	require.Equal(t, [][]stmt{{{part: "r1"}, {part: "r1"}}, {{part: "r2"}}, {{part: "r1"}}}, groups)
 }

@@ -1,0 +1,4 @@
+package adapter
+
+// WriteCost is writeCost for the external tests.
+var WriteCost = writeCost

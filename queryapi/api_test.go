@@ -1,0 +1,256 @@
+package queryapi
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
+)
+
+func TestParseTime(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want time.Time
+		err  string
+	}{
+		{in: "0", want: time.Unix(0, 0)},
+		{in: "1700000000", want: time.Unix(1700000000, 0)},
+		{in: "1700000000.123", want: time.UnixMilli(1700000000123)},
+		// Rounded to the millisecond, as Prometheus rounds.
+		{in: "1700000000.1236", want: time.UnixMilli(1700000000124)},
+		{in: "-1.5", want: time.UnixMilli(-1500)},
+		{in: "2023-11-14T22:13:20Z", want: time.Unix(1700000000, 0)},
+		{in: "2023-11-14T22:13:20.5+01:00", want: time.UnixMilli(1699996400500)},
+		{in: minTimeText, want: minTime},
+		{in: maxTimeText, want: maxTime},
+		{in: "yesterday", err: `cannot parse "yesterday" to a valid timestamp`},
+		{in: "", err: `cannot parse "" to a valid timestamp`},
+	} {
+		got, err := parseTime(c.in)
+		if c.err != "" {
+			require.EqualError(t, err, c.err, c.in)
+			continue
+		}
+		require.NoError(t, err, c.in)
+		require.True(t, c.want.Equal(got), "%s: got %v, want %v", c.in, got, c.want)
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want time.Duration
+		err  string
+	}{
+		{in: "15", want: 15 * time.Second},
+		{in: "0.5", want: 500 * time.Millisecond},
+		{in: "5m", want: 5 * time.Minute},
+		{in: "1h30m", want: 90 * time.Minute},
+		{in: "1d", want: 24 * time.Hour},
+		{in: "1e30", err: `cannot parse "1e30" to a valid duration. It overflows int64`},
+		{in: "5 minutes", err: `cannot parse "5 minutes" to a valid duration`},
+	} {
+		got, err := parseDuration(c.in)
+		if c.err != "" {
+			require.EqualError(t, err, c.err, c.in)
+			continue
+		}
+		require.NoError(t, err, c.in)
+		require.Equal(t, c.want, got, c.in)
+	}
+}
+
+// newTestAPI serves the API over a real embedded store holding two counter
+// series (a and b) and one native histogram series, with samples every 15 s
+// from 0 to 600 s.
+func newTestAPI(t *testing.T, opts Options) http.Handler {
+	t.Helper()
+	ctx := context.Background()
+	eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, eng.Close()) })
+	require.NoError(t, eng.Setup(ctx))
+	store, err := kairosstore.Open(ctx, eng, kairosstore.Options{MaxMetrics: 2}, nil, nil)
+	require.NoError(t, err)
+	app := store.NewAppender()
+	for ts := int64(0); ts <= 600_000; ts += 15_000 {
+		require.NoError(t, app.Append(labels.FromStrings("__name__", "c_total", "i", "a"), ts, float64(ts/1000)))
+		require.NoError(t, app.Append(labels.FromStrings("__name__", "c_total", "i", "b"), ts, float64(ts/500)))
+		require.NoError(t, app.AppendHistogram(labels.FromStrings("__name__", "h"), ts, &histogram.Histogram{
+			Count: 2, Sum: 3, ZeroThreshold: 0.001, ZeroCount: 1,
+			PositiveSpans: []histogram.Span{{Offset: 0, Length: 1}}, PositiveBuckets: []int64{1},
+		}, nil))
+	}
+	require.NoError(t, app.Append(labels.FromStrings("__name__", "d", "i", "x"), 0, 1))
+	require.NoError(t, app.Append(labels.FromStrings("__name__", "d", "i", "x"), 60_000, 3))
+	require.NoError(t, app.Commit(ctx))
+	api := New(store, opts, nil, prometheus.NewRegistry())
+	return api.Mount(http.NotFoundHandler())
+}
+
+type answer struct {
+	code int
+	body string
+}
+
+func get(t *testing.T, h http.Handler, method, path string, form url.Values) answer {
+	t.Helper()
+	var req *http.Request
+	if method == http.MethodPost {
+		req = httptest.NewRequest(method, path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	} else {
+		req = httptest.NewRequest(method, path+"?"+form.Encode(), nil)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	b, err := io.ReadAll(rec.Result().Body)
+	require.NoError(t, err)
+	return answer{rec.Code, string(b)}
+}
+
+// TestAnswers pins the JSON of each result type and of the errors, byte for
+// byte, as Prometheus's API writes them.
+func TestAnswers(t *testing.T) {
+	h := newTestAPI(t, Options{})
+	cases := []struct {
+		name   string
+		path   string
+		form   url.Values
+		code   int
+		answer string
+	}{
+		{name: "vector", path: "/api/v1/query", form: url.Values{"query": {"c_total"}, "time": {"600"}}, code: 200,
+			answer: `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"__name__":"c_total","i":"a"},"value":[600,"600"]},{"metric":{"__name__":"c_total","i":"b"},"value":[600,"1200"]}]}}`},
+		{name: "matrix", path: "/api/v1/query_range", form: url.Values{"query": {"c_total"}, "start": {"300"}, "end": {"330.5"}, "step": {"30"}}, code: 200,
+			answer: `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":"c_total","i":"a"},"values":[[300,"300"],[330,"330"]]},{"metric":{"__name__":"c_total","i":"b"},"values":[[300,"600"],[330,"660"]]}]}}`},
+		{name: "matrix of a function", path: "/api/v1/query_range", form: url.Values{"query": {"c_total * 2"}, "start": {"300"}, "end": {"300"}, "step": {"30"}}, code: 200,
+			answer: `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"i":"a"},"values":[[300,"600"]]},{"metric":{"i":"b"},"values":[[300,"1200"]]}]}}`},
+		{name: "scalar", path: "/api/v1/query", form: url.Values{"query": {"1.5"}, "time": {"1.25"}}, code: 200,
+			answer: `{"status":"success","data":{"resultType":"scalar","result":[1.25,"1.5"]}}`},
+		{name: "string", path: "/api/v1/query", form: url.Values{"query": {`"x"`}, "time": {"2"}}, code: 200,
+			answer: `{"status":"success","data":{"resultType":"string","result":[2,"x"]}}`},
+		{name: "special floats", path: "/api/v1/query", form: url.Values{"query": {"vector(1/0) or label_replace(vector(-1/0), \"s\", \"n\", \"\", \"\")"}, "time": {"0"}}, code: 200,
+			answer: `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[0,"+Inf"]},{"metric":{"s":"n"},"value":[0,"-Inf"]}]}}`},
+		{name: "native histogram", path: "/api/v1/query", form: url.Values{"query": {"h"}, "time": {"600"}}, code: 200,
+			answer: `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"__name__":"h"},"histogram":[600,{"count":"2","sum":"3","buckets":[[3,"-0.001","0.001","1"],[0,"0.5","1","1"]]}]}]}}`},
+		{name: "limit", path: "/api/v1/query", form: url.Values{"query": {"c_total"}, "time": {"600"}, "limit": {"1"}}, code: 200,
+			answer: `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"__name__":"c_total","i":"a"},"value":[600,"600"]}]},"warnings":["results truncated due to limit"]}`},
+		{name: "info annotation", path: "/api/v1/query", form: url.Values{"query": {"rate(d[2m])"}, "time": {"60"}}, code: 200,
+			answer: `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"i":"x"},"value":[60,"0.025"]}]},"infos":["PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: \"d\" (1:6)"]}`},
+		{name: "series", path: "/api/v1/series", form: url.Values{"match[]": {"c_total", `{__name__="h"}`}}, code: 200,
+			answer: `{"status":"success","data":[{"__name__":"c_total","i":"a"},{"__name__":"c_total","i":"b"},{"__name__":"h"}]}`},
+		{name: "labels", path: "/api/v1/labels", form: url.Values{"match[]": {`{__name__=~"c_total|h"}`}}, code: 200,
+			answer: `{"status":"success","data":["__name__","i"]}`},
+		{name: "metric names", path: "/api/v1/label/__name__/values", form: url.Values{}, code: 200,
+			answer: `{"status":"success","data":["c_total","d","h"]}`},
+		{name: "label values", path: "/api/v1/label/i/values", form: url.Values{"match[]": {"c_total"}}, code: 200,
+			answer: `{"status":"success","data":["a","b"]}`},
+		{name: "no label values", path: "/api/v1/label/nope/values", form: url.Values{"match[]": {"c_total"}}, code: 200,
+			answer: `{"status":"success","data":[]}`},
+		{name: "escaped label name", path: "/api/v1/label/U__i/values", form: url.Values{"match[]": {"c_total"}}, code: 200,
+			answer: `{"status":"success","data":["a","b"]}`},
+		{name: "format", path: "/api/v1/format_query", form: url.Values{"query": {"sum  by(i)(c_total)"}}, code: 200,
+			answer: `{"status":"success","data":"sum by (i) (c_total)"}`},
+		{name: "exemplars of no store", path: "/api/v1/query_exemplars", form: url.Values{"query": {"c_total"}}, code: 200,
+			answer: `{"status":"success","data":[]}`},
+
+		{name: "parse error", path: "/api/v1/query", form: url.Values{"query": {"sum(c_total"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": 1:12: parse error: unclosed left parenthesis"}`},
+		{name: "bad time", path: "/api/v1/query", form: url.Values{"query": {"c_total"}, "time": {"x"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"invalid parameter \"time\": invalid time value for 'time': cannot parse \"x\" to a valid timestamp"}`},
+		{name: "bad timeout", path: "/api/v1/query", form: url.Values{"query": {"c_total"}, "timeout": {"soon"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"invalid parameter \"timeout\": cannot parse \"soon\" to a valid duration"}`},
+		{name: "bad lookback", path: "/api/v1/query", form: url.Values{"query": {"c_total"}, "lookback_delta": {"x"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"error parsing lookback delta duration: cannot parse \"x\" to a valid duration"}`},
+		{name: "negative limit", path: "/api/v1/query", form: url.Values{"query": {"c_total"}, "limit": {"-1"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"invalid parameter \"limit\": limit must be non-negative"}`},
+		{name: "no start", path: "/api/v1/query_range", form: url.Values{"query": {"c_total"}, "end": {"1"}, "step": {"1"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"invalid parameter \"start\": cannot parse \"\" to a valid timestamp"}`},
+		{name: "end before start", path: "/api/v1/query_range", form: url.Values{"query": {"c_total"}, "start": {"2"}, "end": {"1"}, "step": {"1"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"invalid parameter \"end\": end timestamp must not be before start time"}`},
+		{name: "zero step", path: "/api/v1/query_range", form: url.Values{"query": {"c_total"}, "start": {"1"}, "end": {"2"}, "step": {"0"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"invalid parameter \"step\": zero or negative query resolution step widths are not accepted. Try a positive integer"}`},
+		{name: "too many points", path: "/api/v1/query_range", form: url.Values{"query": {"c_total"}, "start": {"0"}, "end": {"11001"}, "step": {"1"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"}`},
+		{name: "range of a range vector", path: "/api/v1/query_range", form: url.Values{"query": {"c_total[1m]"}, "start": {"1"}, "end": {"2"}, "step": {"1"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": invalid expression type \"range vector\" for range query, must be Scalar or instant Vector"}`},
+		{name: "series without match", path: "/api/v1/series", form: url.Values{}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"no match[] parameter provided"}`},
+		{name: "series of everything", path: "/api/v1/series", form: url.Values{"match[]": {`{i=~".*"}`}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"match[] must contain at least one non-empty matcher"}`},
+		{name: "invalid label name", path: "/api/v1/label/%ff/values", form: url.Values{}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"invalid label name: \"\\xff\""}`},
+		// The store refuses a selector over more than --query.max-metrics
+		// names (2 here): the caller's fault, as in remote read.
+		{name: "store refuses", path: "/api/v1/query", form: url.Values{"query": {`{i=~"a|x"}`}, "time": {"1"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"expanding series: the selector matches more than 2 metric names (--query.max-metrics); add a __name__ matcher"}`},
+		// Label names of every series read the row keys of every metric:
+		// also bounded by --query.max-metrics.
+		{name: "labels over max-metrics", path: "/api/v1/labels", form: url.Values{}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"the selector matches more than 2 metric names (--query.max-metrics); add a __name__ matcher"}`},
+	}
+	for _, c := range cases {
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			if strings.Contains(c.path, "/label/") && method == http.MethodPost {
+				continue // GET only, as in Prometheus
+			}
+			got := get(t, h, method, c.path, c.form)
+			require.Equal(t, c.code, got.code, "%s %s: %s", method, c.name, got.body)
+			require.JSONEq(t, c.answer, got.body, "%s %s", method, c.name)
+		}
+	}
+}
+
+// TestLimits checks the answers Prometheus gives when a query is too big or
+// too slow: 422 execution over --query.max-samples, 503 timeout past the
+// timeout.
+func TestLimits(t *testing.T) {
+	h := newTestAPI(t, Options{MaxSamples: 10})
+	got := get(t, h, http.MethodGet, "/api/v1/query", url.Values{"query": {"sum(count_over_time(c_total[10m]))"}, "time": {"600"}})
+	require.Equal(t, http.StatusUnprocessableEntity, got.code, got.body)
+	require.JSONEq(t, `{"status":"error","errorType":"execution","error":"query processing would load too many samples into memory in query execution"}`, got.body)
+	// Within the limit the same store answers.
+	got = get(t, h, http.MethodGet, "/api/v1/query", url.Values{"query": {"sum(c_total)"}, "time": {"600"}})
+	require.Equal(t, http.StatusOK, got.code, got.body)
+
+	h = newTestAPI(t, Options{Timeout: time.Nanosecond})
+	got = get(t, h, http.MethodGet, "/api/v1/query", url.Values{"query": {"c_total"}, "time": {"600"}})
+	require.Equal(t, http.StatusServiceUnavailable, got.code, got.body)
+	var r response
+	require.NoError(t, json.Unmarshal([]byte(got.body), &r))
+	require.Equal(t, errTimeout, r.ErrorType, got.body)
+}
+
+// TestBuildInfo checks the shape Grafana reads and the version mapping.
+func TestBuildInfo(t *testing.T) {
+	for in, want := range map[string]string{"v0.313.5": "3.13.5", "v0.300.0": "3.0.0", "v0.55.1": "0.55.1", "(devel)": "(devel)"} {
+		require.Equal(t, want, promRelease(in), in)
+	}
+	h := newTestAPI(t, Options{})
+	got := get(t, h, http.MethodGet, "/api/v1/status/buildinfo", nil)
+	require.Equal(t, http.StatusOK, got.code)
+	var r struct {
+		Status string            `json:"status"`
+		Data   map[string]string `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(got.body), &r))
+	require.Equal(t, "success", r.Status)
+	for _, k := range []string{"version", "revision", "branch", "buildUser", "buildDate", "goVersion"} {
+		require.Contains(t, r.Data, k)
+	}
+	require.True(t, strings.HasPrefix(r.Data["goVersion"], "go"), r.Data["goVersion"])
+}
