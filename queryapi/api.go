@@ -230,12 +230,48 @@ func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiErr
 	return a.exec(ctx, qry, limit)
 }
 
-// queryable opens the store's querier for the range the engine asks for; the
-// engine passes each selector's matchers and hints to Select.
+// queryable opens the store's querier for the range the engine asks for:
+// that of the whole query. The engine passes each selector's matchers and
+// hints to Select.
 func (a *API) queryable() storage.Queryable {
 	return storage.QueryableFunc(func(mint, maxt int64) (storage.Querier, error) {
-		return a.store.Querier(mint, maxt)
+		q, err := a.store.Querier(mint, maxt)
+		if err != nil {
+			return nil, err
+		}
+		return &narrowing{Querier: q, store: a.store, mint: mint, maxt: maxt}, nil
 	})
+}
+
+// narrowing reads each selector only over the range its hints give (its
+// own offset, @ time, range and lookback), not over the whole query's:
+// in `x - x offset 1w` each selector reads its own hour, not the week
+// between.
+type narrowing struct {
+	storage.Querier
+	store      Store
+	mint, maxt int64
+	subs       []storage.Querier // closed with q, after the engine read their series
+}
+
+func (q *narrowing) Close() error {
+	errs := []error{q.Querier.Close()}
+	for _, s := range q.subs {
+		errs = append(errs, s.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (q *narrowing) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	if hints == nil || hints.Start <= q.mint && hints.End >= q.maxt {
+		return q.Querier.Select(ctx, sortSeries, hints, ms...)
+	}
+	sub, err := q.store.Querier(max(q.mint, hints.Start), min(q.maxt, hints.End))
+	if err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	q.subs = append(q.subs, sub)
+	return sub.Select(ctx, sortSeries, hints, ms...)
 }
 
 func (a *API) exec(ctx context.Context, qry promql.Query, limit int) (any, annotations.Annotations, *apiError) {

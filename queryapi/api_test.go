@@ -1,19 +1,23 @@
 package queryapi
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
@@ -73,10 +77,17 @@ func TestParseDuration(t *testing.T) {
 	}
 }
 
-// newTestAPI serves the API over a real embedded store holding two counter
+// newTestAPI serves the API over newTestStore.
+//
+// newTestStore is a real embedded store holding two counter
 // series (a and b) and one native histogram series, with samples every 15 s
 // from 0 to 600 s.
 func newTestAPI(t *testing.T, opts Options) http.Handler {
+	t.Helper()
+	return New(newTestStore(t), opts, nil, prometheus.NewRegistry()).Mount(http.NotFoundHandler())
+}
+
+func newTestStore(t *testing.T) *kairosstore.Store {
 	t.Helper()
 	ctx := context.Background()
 	eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
@@ -97,8 +108,7 @@ func newTestAPI(t *testing.T, opts Options) http.Handler {
 	require.NoError(t, app.Append(labels.FromStrings("__name__", "d", "i", "x"), 0, 1))
 	require.NoError(t, app.Append(labels.FromStrings("__name__", "d", "i", "x"), 60_000, 3))
 	require.NoError(t, app.Commit(ctx))
-	api := New(store, opts, nil, prometheus.NewRegistry())
-	return api.Mount(http.NotFoundHandler())
+	return store
 }
 
 type answer struct {
@@ -253,4 +263,34 @@ func TestBuildInfo(t *testing.T) {
 		require.Contains(t, r.Data, k)
 	}
 	require.True(t, strings.HasPrefix(r.Data["goVersion"], "go"), r.Data["goVersion"])
+}
+
+// rangeRecorder records the ranges of the queriers opened on a store.
+type rangeRecorder struct {
+	Store
+	mu     sync.Mutex
+	ranges [][2]int64
+}
+
+func (r *rangeRecorder) Querier(mint, maxt int64) (storage.Querier, error) {
+	r.mu.Lock()
+	r.ranges = append(r.ranges, [2]int64{mint, maxt})
+	r.mu.Unlock()
+	return r.Store.Querier(mint, maxt)
+}
+
+// TestSelectorRanges checks that each selector is read over its own range
+// (offset, range, lookback), not over the range of the whole query.
+func TestSelectorRanges(t *testing.T) {
+	rec := &rangeRecorder{Store: newTestStore(t)}
+	h := New(rec, Options{}, nil, prometheus.NewRegistry()).Mount(http.NotFoundHandler())
+	got := get(t, h, http.MethodGet, "/api/v1/query", url.Values{"query": {"c_total - c_total offset 5m + sum_over_time(c_total[1m] @ 100)"}, "time": {"600"}})
+	require.Equal(t, http.StatusOK, got.code, got.body)
+	slices.SortFunc(rec.ranges, func(a, b [2]int64) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
+	require.Equal(t, [][2]int64{
+		{1, 300_000},       // offset 5m: (300 s - 5m lookback, 300 s]
+		{1, 600_000},       // the whole query, opened by the engine
+		{40_001, 100_000},  // [1m] @ 100: (40 s, 100 s]
+		{300_001, 600_000}, // c_total: (600 s - 5m, 600 s]
+	}, rec.ranges)
 }
