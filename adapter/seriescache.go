@@ -5,8 +5,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/kairos-remote/kairos-adapter/internal/lru"
 )
 
 // refAppender is an Appender that hands out handles on series, so that a
@@ -23,60 +26,28 @@ type refAppender interface {
 }
 
 // seriesCache maps the encoded labels of a series, as a request carries
-// them, to the store's handle on it. It is bounded like the store's caches:
-// two generations of size entries, where a hit in the old one moves the
-// entry forward. A miss only costs decoding the labels once more.
+// them, to the store's handle on it. It is an lru.Cache, bounded like the
+// store's caches: size entries per generation, each trusted for ttl. A miss
+// only costs decoding the labels once more. A handle never vouches for index
+// rows: the store checks its own marks behind it, so a delete through the
+// store takes effect for handles kept here too.
 type seriesCache struct {
-	mu       sync.RWMutex
-	size     int
-	cur, old map[string]any
+	c *lru.Cache[string, any]
 }
 
-func newSeriesCache(size int) *seriesCache {
-	return &seriesCache{size: size, cur: make(map[string]any, size)}
+func newSeriesCache(size int, ttl time.Duration) *seriesCache {
+	return &seriesCache{c: lru.New[string, any](size, ttl, nil)}
 }
 
 // lookup appends to refs the handle of each key: nil for a nil key or an
 // unknown series. A request's series are looked up together under one read
-// lock: a lock per series was a tenth of the write path's CPU, and
-// concurrent requests do not wait for each other.
+// lock, so concurrent requests do not wait for each other.
 func (c *seriesCache) lookup(refs []any, keys [][]byte) []any {
-	var promote []int // hits in the old generation
-	c.mu.RLock()
-	for i, k := range keys {
-		var ref any
-		if k != nil {
-			var ok bool
-			if ref, ok = c.cur[string(k)]; !ok {
-				if ref, ok = c.old[string(k)]; ok {
-					promote = append(promote, i)
-				}
-			}
-		}
-		refs = append(refs, ref)
-	}
-	c.mu.RUnlock()
-	if len(promote) > 0 {
-		c.mu.Lock()
-		for _, i := range promote {
-			c.putLocked(string(keys[i]), refs[i])
-		}
-		c.mu.Unlock()
-	}
-	return refs
+	return lru.AppendBytes(c.c, refs, keys)
 }
 
 func (c *seriesCache) put(key []byte, ref any) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.putLocked(string(key), ref)
-}
-
-func (c *seriesCache) putLocked(key string, ref any) {
-	if len(c.cur) >= c.size {
-		c.old, c.cur = c.cur, make(map[string]any, c.size)
-	}
-	c.cur[key] = ref
+	c.c.Add(string(key), ref)
 }
 
 // symbolTable numbers the symbols of 2.0 requests the same way across

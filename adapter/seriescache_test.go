@@ -1,7 +1,11 @@
 package adapter
 
 import (
+	"encoding/binary"
+	"fmt"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -25,4 +29,44 @@ func TestSymbolTable(t *testing.T) {
 	newKey := appendSymbolKey(nil, gen3, []uint32{0, 1}, fresh) // {"c": "d"}
 	require.NotEqual(t, oldKey, newKey)
 	require.Equal(t, byte(0), newKey[0], "2.0 keys never start like 1.0 label fields")
+}
+
+// BenchmarkSeriesCacheMemory reports the heap the write handler's series
+// cache holds per entry (B/entry): the key is the series' encoded labels,
+// here five labels as node_exporter sends them; the handle is the store's,
+// counted with the store's series cache.
+//
+//	go test -run '^$' -bench SeriesCacheMemory -benchtime 1x ./adapter/
+func BenchmarkSeriesCacheMemory(b *testing.B) {
+	const n = 100_000
+	keys := make([][]byte, n)
+	for i := range keys {
+		for _, l := range [][2]string{{"__name__", "node_cpu_seconds_total"}, {"cpu", fmt.Sprint(i % 64)},
+			{"instance", fmt.Sprintf("node-%d.example.com:9100", i/64)}, {"job", "node"}, {"mode", "user"}} {
+			label := appendField(appendField(nil, 0x0a, []byte(l[0])), 0x12, []byte(l[1]))
+			keys[i] = appendField(keys[i], 0x0a, label) // prometheus.TimeSeries.labels
+		}
+	}
+	handle := new(int)
+	var perEntry float64
+	for b.Loop() {
+		c := newSeriesCache(n, time.Minute)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for _, k := range keys {
+			c.put(k, handle)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(c)
+		perEntry = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+	}
+	b.ReportMetric(perEntry, "B/entry")
+	b.ReportMetric(float64(len(keys[n-1])), "key-bytes")
+}
+
+// appendField appends a protobuf length-delimited field of one-byte tag.
+func appendField(dst []byte, tag byte, b []byte) []byte {
+	return append(binary.AppendUvarint(append(dst, tag), uint64(len(b))), b...)
 }

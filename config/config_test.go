@@ -38,6 +38,7 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, 1814400000*time.Millisecond, time.Duration(c.KairosDB.RowWidth))
 	require.Equal(t, "MILLISECONDS", c.KairosDB.RowTimeUnit)
 	require.Zero(t, c.KairosDB.DatapointTTL)
+	require.Equal(t, 5*time.Minute, time.Duration(c.KairosDB.IndexCacheTTL))
 	require.Equal(t, int64(32<<20), c.Web.MaxRequestBytes)
 }
 
@@ -54,6 +55,7 @@ cassandra:
 kairosdb:
   datapoint_ttl: 30d
   tag_indexed_metrics: [cpu, mem]
+  index_cache_ttl: 90s
 `)
 	c, err := parse(t, "--config.file", p, "--cassandra.keyspace=other", "--kairosdb.tag-indexed-metrics=x, y")
 	require.NoError(t, err)
@@ -64,6 +66,7 @@ kairosdb:
 	require.Equal(t, "LOCAL_ONE", c.Cassandra.ReadConsistency)
 	require.Equal(t, 30*24*time.Hour, time.Duration(c.KairosDB.DatapointTTL))
 	require.Equal(t, []string{"x", "y"}, c.KairosDB.TagIndexedMetrics)
+	require.Equal(t, 90*time.Second, time.Duration(c.KairosDB.IndexCacheTTL))
 	require.Equal(t, "QUORUM", c.Cassandra.WriteConsistency, "keys absent from the file keep their defaults")
 }
 
@@ -84,6 +87,8 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{name: "ttl beyond cassandra", args: []string{"--kairosdb.datapoint-ttl=21y"}, want: "Cassandra's 20y TTL limit less the row width"},
 		{name: "ttl plus row width beyond cassandra", args: []string{"--kairosdb.datapoint-ttl=7290d"}, want: "between 0 and 7279d"},
 		{name: "index cache off", args: []string{"--kairosdb.index-cache-size=0"}, want: "invalid --kairosdb.index-cache-size"},
+		{name: "index cache never trusted", args: []string{"--kairosdb.index-cache-ttl=0s"}, want: "invalid --kairosdb.index-cache-ttl (kairosdb.index_cache_ttl): must be positive"},
+		{name: "index cache ttl in file", file: "kairosdb:\n  index_cache_ttl: 0s\n", want: "invalid --kairosdb.index-cache-ttl (kairosdb.index_cache_ttl)"},
 		{name: "row width too large", args: []string{"--kairosdb.row-width=25d"}, want: "invalid --kairosdb.row-width"},
 		{name: "bad unit", args: []string{"--kairosdb.row-time-unit=HOURS"}, want: "must be MILLISECONDS or SECONDS"},
 		{name: "bad keyspace", args: []string{"--cassandra.keyspace=a-b"}, want: "invalid --cassandra.keyspace"},

@@ -1,58 +1,81 @@
 package kairosstore
 
-import "sync"
+import (
+	"time"
 
-// cache remembers index rows this process has stored, so each is written once
-// per (series, row window) rather than with every sample (§5.7). It is only an
-// optimisation over idempotent writes: entries are added after the engine
-// confirmed the write, so a failed write is always retried.
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// DefaultIndexCacheTTL is how long the store trusts that an index row it
+// wrote still exists, when Options.IndexCacheTTL is not set.
+const DefaultIndexCacheTTL = 5 * time.Minute
+
+// The store remembers index rows it has written, so it writes each once per
+// IndexCacheTTL rather than with every sample (§5.7). Every cache is an
+// lru.Cache with IndexCacheSize entries per generation (at most twice that
+// in all) and entries that expire IndexCacheTTL after they were added.
 //
-// Two generations bound it to 2×size entries with O(1) work: when the current
-// map fills up it becomes the old one and the previous old one is dropped;
-// a hit in the old generation moves the key forward, so keys in use survive.
-type cache struct {
-	mu       sync.Mutex
-	size     int
-	cur, old map[string]struct{}
+// The caches are only an optimisation over idempotent writes: an entry is
+// added after the engine confirmed the write, so a failed write is always
+// retried. The keyspace is shared with KairosDB and other adapters, which
+// delete row windows and metrics (row_keys, row_key_time_index,
+// string_index) behind this process's back. Samples written after such a
+// delete reach data_points but no reader finds them until the index rows
+// are written again, which the expiry bounds: the first request of that
+// series that starts IndexCacheTTL or more after this process last wrote
+// them writes them again. A delete through Store.Delete takes effect at
+// once instead. Store.meta, the metadata stored per family, follows the
+// same rule with at most maxCachedFamilies entries per generation.
+//
+// README's Sizing section lists every cache of the adapter with what an
+// entry costs, as BenchmarkIndexCacheMemory and its siblings measure it.
+//
+// seriesRow.indexedAt is one more, free cache: the series' current row
+// remembers when its index rows were confirmed (a stamp), so that the write
+// path skips the caches altogether for a row known indexed. It follows the
+// same rule through Store.fresh.
+
+// stamp is the store's clock as a number that orders events: nanoseconds
+// since Open, plus one so that a zero stamp (a row never indexed) is older
+// than any event. It reads opts.Now, so tests move it.
+func (s *Store) stamp() int64 {
+	return int64(s.opts.Now().Sub(s.born)) + 1
 }
 
-func newCache(size int) *cache {
-	return &cache{size: size, cur: make(map[string]struct{}, size)}
+// fresh reports whether index rows confirmed by a write that started at
+// stamp may be taken as still there at now: written after the last delete
+// through this store, and less than IndexCacheTTL ago.
+func (s *Store) fresh(stamp, now int64) bool {
+	return stamp > s.deleted.Load() && now-stamp < int64(s.opts.IndexCacheTTL)
 }
 
-// has reports whether key was stored. It takes []byte so that callers can
-// look up without allocating a string.
-func (c *cache) has(key []byte) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.cur[string(key)]; ok {
-		return true
+// forgetIndex makes every index row count as not written: the next sample
+// of each row writes them again. It runs after a delete removed index
+// rows; marks confirmed by writes that overlapped the delete are void too,
+// as their stamps are older than the delete's.
+func (s *Store) forgetIndex() {
+	s.deleted.Store(s.stamp())
+	s.rowKeys.Clear()
+	s.metricRows.Clear()
+}
+
+// lookupSeries returns the series of ls, translating and caching it on a
+// miss. ls may alias a buffer the caller reuses: a new entry takes a copy.
+// Entries are keyed by the label set's hash and verified with labels.Equal;
+// on a hash collision the newer series takes the slot, which costs the
+// other one a translation, never a wrong row.
+func (s *Store) lookupSeries(ls labels.Labels) (*series, error) {
+	h := ls.Hash()
+	if sr, ok := s.series.Get(h); ok && labels.Equal(sr.ls, ls) {
+		return sr, nil
 	}
-	if _, ok := c.old[string(key)]; ok {
-		c.addLocked(string(key))
-		return true
+	sr := &series{ls: ls.Copy()}
+	metric, tags, err := s.mapper.Split(sr.ls, nil)
+	if err != nil {
+		return nil, err
 	}
-	return false
-}
-
-func (c *cache) add(keys ...string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, k := range keys {
-		c.addLocked(k)
-	}
-}
-
-func (c *cache) addLocked(k string) {
-	if len(c.cur) >= c.size {
-		c.old, c.cur = c.cur, make(map[string]struct{}, c.size)
-	}
-	c.cur[k] = struct{}{}
-}
-
-// clear forgets everything, for deletes that remove index rows (§8 step 4).
-func (c *cache) clear() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cur, c.old = make(map[string]struct{}, c.size), nil
+	SortTags(tags)
+	sr.metric, sr.tags = metric, tags
+	s.series.Add(h, sr)
+	return sr, nil
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/prometheus/prometheus/model/labels"
 )
@@ -93,16 +94,28 @@ func (s *Store) Delete(ctx context.Context, start, end int64, ms ...*labels.Matc
 		d.LegacyMetrics = append(d.LegacyMetrics, metrics...)
 		d.MetricNames = append(d.MetricNames, metrics...)
 	}
-	if err := s.eng.Delete(ctx, d); err != nil {
+	err = s.eng.Delete(ctx, d)
+	// Index rows are gone, so this process must write them again on the
+	// next sample of those rows (§8 step 4, for every cache: KairosDB
+	// clears the metric cache only on delete-all and can lose index rows).
+	// The series' own marks go too, also those of handles the HTTP side
+	// keeps. A failed delete may have removed some rows already.
+	raiseTo(&s.deleteTime, d.WriteTime)
+	if len(d.Rows) > 0 || len(d.MetricNames) > 0 {
+		s.forgetIndex()
+	}
+	if err != nil {
 		return 0, fmt.Errorf("delete: %w", err)
 	}
-	// Index rows are gone, so this process must write them again on the
-	// next sample of those rows (§8 step 4, for both caches: KairosDB
-	// clears the metric cache only on delete-all and can lose index rows).
-	if len(d.Rows) > 0 || len(d.MetricNames) > 0 {
-		s.rowKeys.clear()
-		s.metrics.clear()
-		s.epoch.Add(1)
-	}
 	return n, nil
+}
+
+// raiseTo sets v to x unless it holds more already.
+func raiseTo(v *atomic.Int64, x int64) {
+	for {
+		prev := v.Load()
+		if prev >= x || v.CompareAndSwap(prev, x) {
+			return
+		}
+	}
 }

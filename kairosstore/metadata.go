@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/metadata"
@@ -47,29 +46,8 @@ func (s *Store) Metadata(ctx context.Context, metric string, limit int) (map[str
 	return out, nil
 }
 
-// metadataCache remembers the metadata stored per family. Senders repeat
-// it with every request (2.0 with every series), so an unchanged entry
-// costs one map lookup instead of a JSON encoding and a write.
-type metadataCache struct {
-	mu sync.Mutex
-	m  map[string]metadata.Metadata
-}
-
-// maxCachedFamilies bounds the cache; past it, it starts over.
+// maxCachedFamilies bounds Store.meta, which remembers the metadata stored
+// per family: senders repeat it with every request (2.0 with every series),
+// so an unchanged entry costs one map lookup instead of a JSON encoding and
+// a write.
 const maxCachedFamilies = 4096
-
-func (c *metadataCache) stored(family string, md metadata.Metadata) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	prev, ok := c.m[family]
-	return ok && prev == md
-}
-
-func (c *metadataCache) add(family string, md metadata.Metadata) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxCachedFamilies {
-		c.m = map[string]metadata.Metadata{}
-	}
-	c.m[family] = md
-}

@@ -1,7 +1,6 @@
 package kairosstore
 
 import (
-	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -25,59 +24,10 @@ type series struct {
 type seriesRow struct {
 	rowTime int64
 	key     []byte
-	// indexedIn is the Store epoch in which the engine confirmed the row's
-	// index rows, so that requests after that skip the index caches
-	// altogether. A delete starts a new epoch (Store.epoch).
-	indexedIn atomic.Uint64
-}
-
-// seriesCache is bounded like cache: two generations of size entries each.
-// Entries are keyed by the label set's hash and verified with labels.Equal;
-// on a hash collision the newer series takes the slot, which costs the other
-// one a translation, never a wrong row.
-type seriesCache struct {
-	mu       sync.Mutex
-	size     int
-	cur, old map[uint64]*series
-}
-
-func newSeriesCache(size int) *seriesCache {
-	return &seriesCache{size: size, cur: make(map[uint64]*series, size)}
-}
-
-// get returns the series of ls, translating and caching it on a miss. ls
-// may alias a buffer the caller reuses: a new entry takes a copy.
-func (c *seriesCache) get(m translate.Mapper, ls labels.Labels) (*series, error) {
-	h := ls.Hash()
-	c.mu.Lock()
-	s := c.cur[h]
-	if s == nil {
-		if s = c.old[h]; s != nil && labels.Equal(s.ls, ls) {
-			c.putLocked(h, s)
-		}
-	}
-	c.mu.Unlock()
-	if s != nil && labels.Equal(s.ls, ls) {
-		return s, nil
-	}
-	s = &series{ls: ls.Copy()}
-	metric, tags, err := m.Split(s.ls, nil)
-	if err != nil {
-		return nil, err
-	}
-	SortTags(tags)
-	s.metric, s.tags = metric, tags
-	c.mu.Lock()
-	c.putLocked(h, s)
-	c.mu.Unlock()
-	return s, nil
-}
-
-func (c *seriesCache) putLocked(h uint64, s *series) {
-	if len(c.cur) >= c.size {
-		c.old, c.cur = c.cur, make(map[uint64]*series, c.size)
-	}
-	c.cur[h] = s
+	// indexedAt is the stamp (Store.stamp) of the write that confirmed the
+	// row's index rows, 0 before one did, so that requests skip the index
+	// caches altogether while it is fresh (Store.fresh).
+	indexedAt atomic.Int64
 }
 
 // doubleRow returns the series' kairos_double row for rowTime, encoding its

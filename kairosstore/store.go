@@ -17,7 +17,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/prometheus/prometheus/model/metadata"
 
+	"github.com/kairos-remote/kairos-adapter/internal/lru"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
@@ -32,8 +34,13 @@ type Options struct {
 	// (§6.1): metric name -> indexed tag names (empty = all tags). The key "*"
 	// stands for every metric.
 	TagIndexed map[string][]string
-	// IndexCacheSize bounds the entries of each index cache.
+	// IndexCacheSize bounds the entries of each index cache (cache.go):
+	// that many per generation, twice that in all. Default 50,000.
 	IndexCacheSize int
+	// IndexCacheTTL is how long an index row this store wrote is trusted to
+	// still exist (cache.go): one another writer deleted is written again
+	// at most this long after. Default DefaultIndexCacheTTL.
+	IndexCacheTTL time.Duration
 	// MetricPrefix is added to every metric name written and required of
 	// every name read.
 	MetricPrefix string
@@ -47,26 +54,33 @@ type Options struct {
 	// so a query of long series holds about 64 MiB of them by default, not
 	// ReadConcurrency whole series. Default 4 Mi.
 	ReadAheadSamples int64
-	// Now is the clock for write timestamps; nil means time.Now.
+	// Now is the clock for write timestamps and the caches' ages; nil means
+	// time.Now.
 	Now func() time.Time
 }
 
 // Store is the KairosDB layout over an Engine.
 type Store struct {
-	eng     Engine
-	opts    Options
-	spec    RowSpec
-	mapper  translate.Mapper
-	log     *slog.Logger
-	rowKeys *cache // series rows whose row_keys entries are stored
-	metrics *cache // (metric, row time) whose row_key_time_index and string_index entries are stored
-	meta    metadataCache
-	series  *seriesCache
-	bufs    sync.Pool // *appendBuffers
-	// epoch counts deletes that removed index rows, from 1: a series row
-	// is known indexed only in the epoch it was confirmed in.
-	epoch atomic.Uint64
-	m     storeMetrics
+	eng    Engine
+	opts   Options
+	spec   RowSpec
+	mapper translate.Mapper
+	log    *slog.Logger
+	// The caches of cache.go. rowKeys and metricRows map what they
+	// remember to the stamp of the write that confirmed it.
+	rowKeys    *lru.Cache[string, int64] // series rows whose row_keys entries are stored
+	metricRows *lru.Cache[string, int64] // (metric, row time) whose row_key_time_index and string_index entries are stored
+	series     *lru.Cache[uint64, *series]
+	meta       *lru.Cache[string, metadata.Metadata] // by metric family
+	bufs       sync.Pool                             // *appendBuffers
+	// born is the origin of stamps; deleted is the stamp of the last
+	// delete that removed index rows (Store.fresh).
+	born    time.Time
+	deleted atomic.Int64
+	// deleteTime is the write time (ms) of the latest delete: later
+	// writes carry a later one, as a tie goes to the tombstone (§5.4).
+	deleteTime atomic.Int64
+	m          storeMetrics
 }
 
 type storeMetrics struct {
@@ -98,18 +112,23 @@ func Open(ctx context.Context, eng Engine, opts Options, logger *slog.Logger, re
 	if opts.IndexCacheSize <= 0 {
 		opts.IndexCacheSize = 50000
 	}
+	if opts.IndexCacheTTL <= 0 {
+		opts.IndexCacheTTL = DefaultIndexCacheTTL
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	f := promauto.With(reg)
 	s := &Store{
-		eng:     eng,
-		opts:    opts,
-		mapper:  translate.Mapper{Prefix: opts.MetricPrefix},
-		log:     logger,
-		rowKeys: newCache(opts.IndexCacheSize),
-		metrics: newCache(opts.IndexCacheSize),
-		series:  newSeriesCache(opts.IndexCacheSize),
+		eng:        eng,
+		opts:       opts,
+		mapper:     translate.Mapper{Prefix: opts.MetricPrefix},
+		log:        logger,
+		rowKeys:    lru.New[string, int64](opts.IndexCacheSize, opts.IndexCacheTTL, opts.Now),
+		metricRows: lru.New[string, int64](opts.IndexCacheSize, opts.IndexCacheTTL, opts.Now),
+		series:     lru.New[uint64, *series](opts.IndexCacheSize, opts.IndexCacheTTL, opts.Now),
+		meta:       lru.New[string, metadata.Metadata](maxCachedFamilies, opts.IndexCacheTTL, opts.Now),
+		born:       opts.Now(),
 		m: storeMetrics{
 			skipped: f.NewCounterVec(prometheus.CounterOpts{
 				Namespace: "kairos_adapter", Name: "read_skipped_values_total",
@@ -132,7 +151,6 @@ func Open(ctx context.Context, eng Engine, opts Options, logger *slog.Logger, re
 	}, []string{"cache"})
 	s.m.rowKeyHits, s.m.rowKeyMisses = hits.WithLabelValues("row_keys"), misses.WithLabelValues("row_keys")
 	s.m.metricRowHits, s.m.metricRowMisses = hits.WithLabelValues("row_key_time_index"), misses.WithLabelValues("row_key_time_index")
-	s.epoch.Store(1)
 	spec, err := s.initSpec(ctx, opts.Spec)
 	if err != nil {
 		return nil, err

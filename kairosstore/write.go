@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
 
+	"github.com/kairos-remote/kairos-adapter/internal/lru"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
@@ -49,6 +49,7 @@ type Appender struct {
 	rowIndex map[string]int // row key -> index in rows
 	rows     []pendingRow   // rows whose index rows may need writing
 	lastRow  *seriesRow
+	now      int64  // the store's stamp when the request started (cache.go)
 	indexed  int    // distinct rows found already indexed, for the hit counter
 	values   []byte // backing store of all cell values
 	batch    Batch
@@ -67,7 +68,7 @@ type pendingRow struct {
 
 // NewAppender starts collecting one request.
 func (s *Store) NewAppender() *Appender {
-	a := &Appender{s: s, rowIndex: map[string]int{}}
+	a := &Appender{s: s, rowIndex: map[string]int{}, now: s.stamp()}
 	if bufs, ok := s.bufs.Get().(*appendBuffers); ok {
 		a.batch.Cells, a.values = bufs.cells, bufs.values
 	}
@@ -160,7 +161,7 @@ func (a *Appender) appendFloat(t int64, v float64) error {
 	r := a.cur.doubleRow(rowTime)
 	if r != a.lastRow {
 		a.lastRow = r
-		if r.indexedIn.Load() == a.s.epoch.Load() {
+		if a.s.fresh(r.indexedAt.Load(), a.now) {
 			a.indexed++
 		} else if _, ok := a.rowIndex[string(r.key)]; !ok {
 			a.rowIndex[string(r.key)] = len(a.rows)
@@ -247,25 +248,13 @@ func (s *Store) minTime() int64 {
 	return math.MinInt64 + max(s.spec.Width, s.spec.WidthMillis())
 }
 
-// checkTime refuses timestamps the layout cannot hold. The error refuses
-// that one item, not its series (adapter.ItemError): the series' other
-// items are stored.
+// checkTime refuses timestamps the layout cannot hold.
 func (s *Store) checkTime(t int64) error {
 	if t < s.minTime() {
-		return &timeRangeError{t: t, min: s.minTime()}
+		return badRequest("timestamp %d is out of range: the KairosDB layout holds timestamps from %d on", t, s.minTime())
 	}
 	return nil
 }
-
-// timeRangeError is a timestamp before the layout's first one: 400, and
-// only the item that has it is refused.
-type timeRangeError struct{ t, min int64 }
-
-func (e *timeRangeError) Error() string {
-	return fmt.Sprintf("timestamp %d is out of range: the KairosDB layout holds timestamps from %d on", e.t, e.min)
-}
-func (e *timeRangeError) HTTPStatus() int  { return http.StatusBadRequest }
-func (e *timeRangeError) RefusesItemOnly() {}
 
 // addCell adds the cell at time t of the current series' row of metric and
 // dataType, indexed under indexMetric; its value is a.values[off:].
@@ -285,7 +274,7 @@ func (a *Appender) SetMetadata(family string, m metadata.Metadata) error {
 	if family == "" {
 		return badRequest("metadata without a metric family name")
 	}
-	if a.s.meta.stored(family, m) {
+	if prev, ok := a.s.meta.Get(family); ok && prev == m {
 		return nil
 	}
 	b, err := json.Marshal(storedMetadata{Type: string(m.Type), Help: m.Help, Unit: m.Unit})
@@ -318,7 +307,7 @@ func (a *Appender) series(ls labels.Labels) error {
 		return nil
 	}
 	a.cur = nil
-	s, err := a.s.series.get(a.s.mapper, ls)
+	s, err := a.s.lookupSeries(ls)
 	if err != nil {
 		return badRequest("%w", err)
 	}
@@ -343,29 +332,33 @@ func (a *Appender) row(metric, indexMetric string, rowTime int64, dataType strin
 }
 
 // Commit stores everything appended in one engine batch: the cells, and the
-// index rows this process has not stored before (§5.2). It returns nil only
-// when the engine confirmed every row.
+// index rows this process has not stored within IndexCacheTTL (§5.2,
+// cache.go). It returns nil only when the engine confirmed every row.
 func (a *Appender) Commit(ctx context.Context) error {
 	s := a.s
 	b := &a.batch
-	b.WriteTime = s.opts.Now().UnixMilli()
+	// Cassandra gives a tie to the tombstone: a write in the millisecond
+	// of a delete that returned before it would be lost.
+	b.WriteTime = max(s.opts.Now().UnixMilli(), s.deleteTime.Load()+1)
 	indexTTL := s.indexTTL()
 	var newRows, newMetricRows []string
 	var confirmed []*seriesRow
 	var seenMetricRows, seenNames map[string]bool
-	// Read before the write: a delete during it starts a new epoch, and
-	// rows confirmed now must not count as indexed in that one.
-	epoch := s.epoch.Load()
+	// Read before the write: a delete during it stamps a later time, so
+	// rows confirmed now do not count as indexed after it.
+	now := s.stamp()
 	rowHits, rowMisses, metricHits, metricMisses := a.indexed, 0, 0, 0
 	for _, r := range a.rows {
-		if r.shared != nil && r.shared.indexedIn.Load() == epoch {
+		if r.shared != nil && s.fresh(r.shared.indexedAt.Load(), now) {
 			rowHits++
 			continue
 		}
-		if s.rowKeys.has(r.key) {
+		if stamp, ok := lru.GetBytes(s.rowKeys, r.key); ok && s.fresh(stamp, now) {
 			rowHits++
 			if r.shared != nil {
-				r.shared.indexedIn.Store(epoch)
+				// The cache's stamp, not now: the mark must not
+				// outlive the entry.
+				r.shared.indexedAt.Store(stamp)
 			}
 			continue
 		}
@@ -381,7 +374,11 @@ func (a *Appender) Commit(ctx context.Context) error {
 		}
 
 		mk := metricRowKey(r.indexMetric, r.rowTime)
-		if seenMetricRows[mk] || s.metrics.has([]byte(mk)) {
+		if seenMetricRows[mk] {
+			metricHits++
+			continue
+		}
+		if stamp, ok := s.metricRows.Get(mk); ok && s.fresh(stamp, now) {
 			metricHits++
 			continue
 		}
@@ -412,19 +409,19 @@ func (a *Appender) Commit(ctx context.Context) error {
 			return fmt.Errorf("store %d samples: %w", n, err)
 		}
 	}
-	s.rowKeys.add(newRows...)
-	s.metrics.add(newMetricRows...)
+	s.rowKeys.AddAll(newRows, now)
+	s.metricRows.AddAll(newMetricRows, now)
 	for _, r := range confirmed {
-		r.indexedIn.Store(epoch)
+		r.indexedAt.Store(now)
 	}
 	for family, p := range a.meta {
-		if s.meta.stored(family, p.md) {
+		if prev, ok := s.meta.Get(family); ok && prev == p.md {
 			continue // another request stored it meanwhile
 		}
 		if err := s.eng.SetServiceValue(ctx, metadataService, metadataServiceKey, family, p.json, b.WriteTime); err != nil {
 			return fmt.Errorf("store metadata of %s: %w", family, err)
 		}
-		s.meta.add(family, p.md)
+		s.meta.Add(family, p.md)
 	}
 	return nil
 }

@@ -2,10 +2,11 @@ package cql
 
 import (
 	"hash/maphash"
-	"sync"
 	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
+
+	"github.com/kairos-remote/kairos-adapter/internal/lru"
 )
 
 // routeCache remembers the replica host of data_points partition keys for
@@ -17,14 +18,12 @@ import (
 // Keys are 64-bit hashes of the partition key. A collision or a stale entry
 // (the ring changed) only sends a batch to a coordinator that is not the
 // first replica, which forwards it, as any coordinator does: never a wrong
-// write. Entries are bounded like the store's caches, two generations of
-// routeCacheSize, and all are dropped every routeCacheTTL so that a changed
+// write. It is an lru.Cache of two generations of routeCacheSize, whose
+// entries expire routeCacheTTL after they were added, so that a changed
 // ring is followed.
 type routeCache struct {
-	mu       sync.Mutex
-	seed     maphash.Seed
-	cur, old map[uint64]string
-	since    time.Time
+	seed  maphash.Seed
+	hosts *lru.Cache[uint64, string]
 }
 
 const (
@@ -33,36 +32,16 @@ const (
 )
 
 func newRouteCache() *routeCache {
-	return &routeCache{seed: maphash.MakeSeed()}
+	return &routeCache{seed: maphash.MakeSeed(), hosts: lru.New[uint64, string](routeCacheSize, routeCacheTTL, nil)}
 }
 
 // replica returns the host of key, asking policy on a miss.
 func (c *routeCache) replica(policy gocql.HostSelectionPolicy, keyspace string, key []byte) string {
 	h := maphash.Bytes(c.seed, key)
-	c.mu.Lock()
-	if c.cur == nil || time.Since(c.since) > routeCacheTTL {
-		c.cur, c.old, c.since = make(map[uint64]string), nil, time.Now()
-	}
-	host, ok := c.cur[h]
-	if !ok {
-		if host, ok = c.old[h]; ok {
-			c.putLocked(h, host)
-		}
-	}
-	c.mu.Unlock()
-	if ok {
+	if host, ok := c.hosts.Get(h); ok {
 		return host
 	}
-	host = replicaOf(policy, keyspace, key)
-	c.mu.Lock()
-	c.putLocked(h, host)
-	c.mu.Unlock()
+	host := replicaOf(policy, keyspace, key)
+	c.hosts.Add(h, host)
 	return host
-}
-
-func (c *routeCache) putLocked(h uint64, host string) {
-	if len(c.cur) >= routeCacheSize {
-		c.old, c.cur = c.cur, make(map[uint64]string)
-	}
-	c.cur[h] = host
 }

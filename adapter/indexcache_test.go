@@ -1,0 +1,103 @@
+package adapter_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/golang/snappy"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/prompb"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/adapter"
+	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
+	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
+)
+
+// TestAdminDeleteThenWriteIndexesAtOnce: the write handler keeps handles on
+// the store's series across requests, and the store marks a handle's row
+// indexed for the index-cache TTL. A delete through the admin API removes
+// the index rows, so the next write must write them again at once, not a
+// TTL later, although it goes through a handle kept from before.
+func TestAdminDeleteThenWriteIndexesAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T) kairosstore.Engine
+	}{
+		{"pebble", func(t *testing.T) kairosstore.Engine {
+			eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, eng.Close()) })
+			return eng
+		}},
+		{"cassandra", func(t *testing.T) kairosstore.Engine {
+			addr, keyspace := cassandratest.Keyspace(t)
+			eng, err := cql.Open(t.Context(), cql.Config{
+				Hosts: []string{addr}, Keyspace: keyspace,
+				WriteConsistency: "ONE", ReadConsistency: "ONE",
+				Timeout: 30 * time.Second, ConnectTimeout: 15 * time.Second,
+			}, nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, eng.Close()) })
+			return eng
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			eng := tc.open(t)
+			require.NoError(t, eng.Setup(t.Context()))
+			// An hour: only the delete can make the store write the
+			// index rows again.
+			store, err := kairosstore.Open(t.Context(), eng, kairosstore.Options{IndexCacheTTL: time.Hour}, nil, nil)
+			require.NoError(t, err)
+			srv := httptest.NewServer(adapter.New(kairosStore{store}, adapter.Options{EnableAdminAPI: true, SeriesCacheTTL: time.Hour}, nil, prometheus.NewRegistry()))
+			defer srv.Close()
+
+			ts := time.Now().UnixMilli()
+			remoteWrite(t, srv.URL, ts, 1)
+			remoteWrite(t, srv.URL, ts+1000, 2) // through the handle the first request left
+			require.Equal(t, []string{
+				fmt.Sprintf(`{__name__="reindexed", job="x"} @%d 1`, ts),
+				fmt.Sprintf(`{__name__="reindexed", job="x"} @%d 2`, ts+1000),
+			}, readStored(t, srv.Client(), srv.URL))
+
+			resp, err := srv.Client().PostForm(srv.URL+"/api/v1/admin/tsdb/delete_series", url.Values{"match[]": {`{__name__="reindexed"}`}})
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, http.StatusNoContent, resp.StatusCode)
+			require.Empty(t, readStored(t, srv.Client(), srv.URL))
+
+			remoteWrite(t, srv.URL, ts+2000, 3)
+			require.Equal(t, []string{fmt.Sprintf(`{__name__="reindexed", job="x"} @%d 3`, ts+2000)}, readStored(t, srv.Client(), srv.URL),
+				"the write right after the delete wrote the index rows again")
+		})
+	}
+}
+
+// remoteWrite sends one remote-write 1.0 request of one float sample.
+func remoteWrite(t *testing.T, url string, ts int64, v float64) {
+	t.Helper()
+	req := prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{
+		Labels:  []prompb.Label{{Name: "__name__", Value: "reindexed"}, {Name: "job", Value: "x"}},
+		Samples: []prompb.Sample{{Timestamp: ts, Value: v}},
+	}}}
+	b, err := req.Marshal()
+	require.NoError(t, err)
+	hreq, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/api/v1/write", bytes.NewReader(snappy.Encode(nil, b)))
+	require.NoError(t, err)
+	hreq.Header.Set("Content-Type", "application/x-protobuf")
+	hreq.Header.Set("Content-Encoding", "snappy")
+	resp, err := http.DefaultClient.Do(hreq)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	require.Equal(t, http.StatusNoContent, resp.StatusCode, string(body))
+}

@@ -1,0 +1,81 @@
+package kairosstore
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/stretchr/testify/require"
+)
+
+// specEngine is the least Engine Open needs: no spec rows, no metric names.
+type specEngine struct{ Engine }
+
+func (specEngine) Spec(context.Context, string) (string, bool, error)         { return "", false, nil }
+func (specEngine) SetSpec(context.Context, string, string, int64) error       { return nil }
+func (specEngine) MetricNames(context.Context, func(name string) error) error { return nil }
+
+// heapPerEntry fills n entries and returns the heap they hold per entry.
+func heapPerEntry(n int, fill func()) float64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	fill()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
+}
+
+// BenchmarkIndexCacheMemory reports the heap each cache of cache.go holds
+// per entry (B/entry), for its table there: series of five labels as
+// node_exporter sends them, 100,000 of each.
+//
+//	go test -run '^$' -bench IndexCacheMemory -benchtime 1x ./kairosstore/
+func BenchmarkIndexCacheMemory(b *testing.B) {
+	const n = 100_000
+	lsets := make([]labels.Labels, n)
+	for i := range lsets {
+		lsets[i] = labels.FromStrings("__name__", "node_cpu_seconds_total", "cpu", fmt.Sprint(i%64),
+			"instance", fmt.Sprintf("node-%d.example.com:9100", i/64), "job", "node", "mode", "user")
+	}
+	for _, tc := range []struct {
+		name string
+		fill func(s *Store)
+	}{
+		{"series", func(s *Store) { // the translated series with its current row and row key
+			for _, ls := range lsets {
+				sr, err := s.lookupSeries(ls)
+				require.NoError(b, err)
+				sr.doubleRow(0)
+			}
+		}},
+		{"rowKeys", func(s *Store) {
+			keys := make([]string, n)
+			for i, ls := range lsets {
+				metric, tags, err := s.mapper.Split(ls, nil)
+				require.NoError(b, err)
+				SortTags(tags)
+				keys[i] = string(AppendRowKey(nil, RowKey{Metric: metric, RowTime: 0, DataType: TypeDouble, Tags: tags}))
+			}
+			s.rowKeys.AddAll(keys, 1)
+		}},
+		{"metricRows", func(s *Store) {
+			for i := range n {
+				s.metricRows.Add(metricRowKey(fmt.Sprintf("node_metric_%d_total", i), 0), 1)
+			}
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var perEntry float64
+			for b.Loop() {
+				s, err := Open(context.Background(), specEngine{}, Options{IndexCacheSize: n}, nil, nil)
+				require.NoError(b, err)
+				perEntry = heapPerEntry(n, func() { tc.fill(s) })
+				runtime.KeepAlive(s)
+			}
+			b.ReportMetric(perEntry, "B/entry")
+		})
+	}
+}
