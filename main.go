@@ -136,15 +136,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 
 	handler := adapter.New(store, adapter.Options{
-		MaxRequestBytes:     cfg.Web.MaxRequestBytes,
-		MaxConcurrentWrites: cfg.Web.MaxConcurrentWrites,
-		MaxConcurrentReads:  cfg.Web.MaxConcurrentReads,
-		MaxSamplesPerQuery:  cfg.Query.MaxSamples,
-		MaxSeriesPerQuery:   cfg.Query.MaxSeries,
-		Gatherer:            reg,
-		EnableAdminAPI:      cfg.Web.EnableAdminAPI,
-		SeriesCacheSize:     cfg.KairosDB.IndexCacheSize,
-		SeriesCacheTTL:      time.Duration(cfg.KairosDB.IndexCacheTTL),
+		MaxRequestBytes:       cfg.Web.MaxRequestBytes,
+		MaxConcurrentWrites:   cfg.Web.MaxConcurrentWrites,
+		MaxWriteBytesInFlight: cfg.Web.MaxWriteBytesInFlight,
+		MaxConcurrentReads:    cfg.Web.MaxConcurrentReads,
+		MaxSamplesPerQuery:    cfg.Query.MaxSamples,
+		MaxSeriesPerQuery:     cfg.Query.MaxSeries,
+		Gatherer:              reg,
+		EnableAdminAPI:        cfg.Web.EnableAdminAPI,
+		SeriesCacheSize:       cfg.KairosDB.IndexCacheSize,
 	}, logger, reg)
 	// Prometheus's query API, so Grafana can query the adapter directly.
 	handler = queryapi.New(store, queryapi.Options{
@@ -220,7 +220,6 @@ func openStore(ctx context.Context, cfg *config.Config, eng kairosstore.Engine, 
 		TTL:            int32(time.Duration(cfg.KairosDB.DatapointTTL).Seconds()),
 		TagIndexed:     tagIndexed,
 		IndexCacheSize: cfg.KairosDB.IndexCacheSize,
-		IndexCacheTTL:  time.Duration(cfg.KairosDB.IndexCacheTTL),
 		MetricPrefix:   cfg.KairosDB.MetricPrefix,
 		MaxMetrics:     cfg.Query.MaxMetrics,
 		MaxSeries:      cfg.Query.MaxSeries,
@@ -245,6 +244,7 @@ func cassandraConfig(cfg *config.Config) (cql.Config, error) {
 		Username:         c.Username,
 		Timeout:          time.Duration(c.Timeout),
 		ConnectTimeout:   time.Duration(c.ConnectTimeout),
+		MaxInFlight:      c.MaxInFlightRequests,
 	}
 	pw, err := cfg.CassandraPassword()
 	if err != nil {

@@ -60,6 +60,11 @@ type Options struct {
 	// backoff) rather than queued without bound. 0 means unlimited.
 	MaxConcurrentWrites int
 	MaxConcurrentReads  int
+	// MaxWriteBytesInFlight bounds the estimated memory of the write
+	// requests in flight together (budget.go); a request that does not fit
+	// is answered 503 at once, unless nothing else is in flight. 0 means
+	// unlimited.
+	MaxWriteBytesInFlight int64
 	// MaxSamplesPerQuery and MaxSeriesPerQuery bound one remote-read query.
 	// Over the limit the answer is 400 "exceeded sample limit (N)" when no
 	// byte was sent yet; a stream already started is aborted. 0 means
@@ -83,10 +88,6 @@ type Options struct {
 	// remembers, per generation (two are kept). It should exceed the
 	// series count of the senders; default 50,000.
 	SeriesCacheSize int
-	// SeriesCacheTTL is how long the write handler keeps a handle before it
-	// decodes the series' labels again; default 5m. The store's
-	// --kairosdb.index-cache-ttl, so one setting bounds every cache.
-	SeriesCacheTTL time.Duration
 }
 
 // New returns the adapter's HTTP handler.
@@ -118,7 +119,8 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		m:        m,
 		maxBytes: opts.MaxRequestBytes,
 		limit:    newLimiter(opts.MaxConcurrentWrites),
-		series:   newSeriesCache(cmp.Or(opts.SeriesCacheSize, 50_000), cmp.Or(opts.SeriesCacheTTL, 5*time.Minute)),
+		budget:   newByteBudget(opts.MaxWriteBytesInFlight),
+		series:   newSeriesCache(cmp.Or(opts.SeriesCacheSize, 50_000)),
 		// A series has a few symbols of its own (instance, pod...); the
 		// rest are shared.
 		symbols: newSymbolTable(8 * cmp.Or(opts.SeriesCacheSize, 50_000)),

@@ -43,7 +43,8 @@ type writeHandler struct {
 	m        *metrics
 	maxBytes int64
 	limit    limiter
-	states   sync.Pool // *writeState
+	budget   *byteBudget // bytes of writes in flight (budget.go)
+	states   sync.Pool   // *writeState
 	series   *seriesCache
 	symbols  *symbolTable
 }
@@ -183,9 +184,19 @@ func (h *writeHandler) serve(w http.ResponseWriter, r *http.Request, proto write
 	st := h.getState()
 	defer h.putState(st)
 
+	// The body is reserved as it is announced, then at its estimated cost
+	// before it is decoded (budget.go).
+	res, ok := h.budget.reserve(announcedCost(r, h.maxBytes))
+	if !ok {
+		return h.overBudget(announcedCost(r, h.maxBytes))
+	}
+	defer res.release()
 	var err error
 	if st.compressed, err = readBody(w, r, h.maxBytes, st.compressed); err != nil {
 		return errorResult(err)
+	}
+	if cost := writeCost(st.compressed, h.maxBytes); !res.growTo(cost) {
+		return h.overBudget(cost)
 	}
 	var body []byte
 	if body, err = decodeSnappy(st.decoded, st.compressed, h.maxBytes); err != nil {

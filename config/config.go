@@ -36,6 +36,8 @@ type Web struct {
 	MaxRequestBytes     int64          `yaml:"max_request_bytes"`
 	MaxConcurrentWrites int            `yaml:"max_concurrent_writes"`
 	MaxConcurrentReads  int            `yaml:"max_concurrent_reads"`
+	// MaxWriteBytesInFlight is the byte budget of the writes in flight.
+	MaxWriteBytesInFlight int64 `yaml:"max_write_bytes_in_flight"`
 }
 
 // Storage picks the engine under the KairosDB layout.
@@ -57,6 +59,8 @@ type Cassandra struct {
 	TLS              TLS            `yaml:"tls"`
 	Timeout          model.Duration `yaml:"timeout"`
 	ConnectTimeout   model.Duration `yaml:"connect_timeout"`
+	// MaxInFlightRequests is one limit for the whole process.
+	MaxInFlightRequests int `yaml:"max_in_flight_requests"`
 }
 
 // TLS names the files for TLS to Cassandra; all empty means no TLS.
@@ -75,7 +79,6 @@ type KairosDB struct {
 	RowTimeUnit       string         `yaml:"row_time_unit"`
 	MetricPrefix      string         `yaml:"metric_prefix"`
 	IndexCacheSize    int            `yaml:"index_cache_size"`
-	IndexCacheTTL     model.Duration `yaml:"index_cache_ttl"`
 }
 
 // Query bounds what one remote-read or PromQL query may cost.
@@ -136,6 +139,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Web.MaxConcurrentReads <= 0 {
 		bad("web.max-concurrent-reads", "web.max_concurrent_reads", "must be positive, got %d", c.Web.MaxConcurrentReads)
+	}
+	if c.Web.MaxWriteBytesInFlight <= 0 {
+		bad("web.max-write-bytes-in-flight", "web.max_write_bytes_in_flight", "must be positive, got %d", c.Web.MaxWriteBytesInFlight)
+	}
+	if c.Cassandra.MaxInFlightRequests <= 0 {
+		bad("cassandra.max-in-flight-requests", "cassandra.max_in_flight_requests", "must be positive, got %d", c.Cassandra.MaxInFlightRequests)
 	}
 	switch c.Storage.Type {
 	case "embedded":
@@ -214,9 +223,6 @@ func (c *Config) Validate() error {
 	}
 	if c.KairosDB.IndexCacheSize <= 0 {
 		bad("kairosdb.index-cache-size", "kairosdb.index_cache_size", "must be positive, got %d", c.KairosDB.IndexCacheSize)
-	}
-	if c.KairosDB.IndexCacheTTL <= 0 {
-		bad("kairosdb.index-cache-ttl", "kairosdb.index_cache_ttl", "must be positive, got %s", c.KairosDB.IndexCacheTTL)
 	}
 	for _, q := range []struct {
 		flag, key string
