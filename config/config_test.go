@@ -40,6 +40,19 @@ func TestDefaults(t *testing.T) {
 	require.Zero(t, c.KairosDB.DatapointTTL)
 	require.Equal(t, 5*time.Minute, time.Duration(c.KairosDB.IndexCacheTTL))
 	require.Equal(t, int64(32<<20), c.Web.MaxRequestBytes)
+	require.Equal(t, 2*time.Minute, time.Duration(c.Query.Timeout))
+	require.Equal(t, 5*time.Minute, time.Duration(c.Query.LookbackDelta))
+	require.Equal(t, 20, c.Query.MaxConcurrency)
+	require.Equal(t, 50_000_000, c.Query.MaxSamples)
+}
+
+func TestQueryFlags(t *testing.T) {
+	p := writeFile(t, "query:\n  timeout: 30s\n  lookback_delta: 1m\n  max_concurrency: 4\n")
+	c, err := parse(t, "--config.file", p, "--query.max-concurrency=8")
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Second, time.Duration(c.Query.Timeout))
+	require.Equal(t, time.Minute, time.Duration(c.Query.LookbackDelta))
+	require.Equal(t, 8, c.Query.MaxConcurrency, "the flag wins over the file")
 }
 
 func TestFileThenFlags(t *testing.T) {
@@ -96,6 +109,9 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{name: "read timeout off", args: []string{"--web.read-timeout=0s"}, want: "invalid --web.read-timeout (web.read_timeout): must be positive"},
 		{name: "bad int", args: []string{"--web.max-concurrent-writes=many"}, want: "invalid --web.max-concurrent-writes"},
 		{name: "unknown flag", args: []string{"--web.listen"}, want: "unknown long flag '--web.listen'"},
+		{name: "query timeout off", args: []string{"--query.timeout=0s"}, want: "invalid --query.timeout (query.timeout): must be positive"},
+		{name: "lookback off", file: "query:\n  lookback_delta: 0s\n", want: "invalid --query.lookback-delta (query.lookback_delta): must be positive"},
+		{name: "no query concurrency", args: []string{"--query.max-concurrency=0"}, want: "invalid --query.max-concurrency (query.max_concurrency): must be positive"},
 		{name: "password without user", args: []string{"--cassandra.password-file=/x"}, want: "needs --cassandra.username"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
