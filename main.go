@@ -145,6 +145,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		Gatherer:              reg,
 		EnableAdminAPI:        cfg.Web.EnableAdminAPI,
 		SeriesCacheSize:       cfg.KairosDB.IndexCacheSize,
+		SeriesCacheTTL:        time.Duration(cfg.KairosDB.IndexCacheTTL),
 	}, logger, reg)
 	// Prometheus's query API, so Grafana can query the adapter directly.
 	handler = queryapi.New(store, queryapi.Options{
@@ -220,6 +221,7 @@ func openStore(ctx context.Context, cfg *config.Config, eng kairosstore.Engine, 
 		TTL:            int32(time.Duration(cfg.KairosDB.DatapointTTL).Seconds()),
 		TagIndexed:     tagIndexed,
 		IndexCacheSize: cfg.KairosDB.IndexCacheSize,
+		IndexCacheTTL:  time.Duration(cfg.KairosDB.IndexCacheTTL),
 		MetricPrefix:   cfg.KairosDB.MetricPrefix,
 		MaxMetrics:     cfg.Query.MaxMetrics,
 		MaxSeries:      cfg.Query.MaxSeries,

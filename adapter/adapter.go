@@ -88,6 +88,10 @@ type Options struct {
 	// remembers, per generation (two are kept). It should exceed the
 	// series count of the senders; default 50,000.
 	SeriesCacheSize int
+	// SeriesCacheTTL is how long the write handler keeps a handle before it
+	// decodes the series' labels again; default 5m. The store's
+	// --kairosdb.index-cache-ttl, so one setting bounds every cache.
+	SeriesCacheTTL time.Duration
 }
 
 // New returns the adapter's HTTP handler.
@@ -120,7 +124,7 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		maxBytes: opts.MaxRequestBytes,
 		limit:    newLimiter(opts.MaxConcurrentWrites),
 		budget:   newByteBudget(opts.MaxWriteBytesInFlight),
-		series:   newSeriesCache(cmp.Or(opts.SeriesCacheSize, 50_000)),
+		series:   newSeriesCache(cmp.Or(opts.SeriesCacheSize, 50_000), cmp.Or(opts.SeriesCacheTTL, 5*time.Minute)),
 		// A series has a few symbols of its own (instance, pod...); the
 		// rest are shared.
 		symbols: newSymbolTable(8 * cmp.Or(opts.SeriesCacheSize, 50_000)),

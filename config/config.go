@@ -79,6 +79,7 @@ type KairosDB struct {
 	RowTimeUnit       string         `yaml:"row_time_unit"`
 	MetricPrefix      string         `yaml:"metric_prefix"`
 	IndexCacheSize    int            `yaml:"index_cache_size"`
+	IndexCacheTTL     model.Duration `yaml:"index_cache_ttl"`
 }
 
 // Query bounds what one remote-read or PromQL query may cost.
@@ -223,6 +224,9 @@ func (c *Config) Validate() error {
 	}
 	if c.KairosDB.IndexCacheSize <= 0 {
 		bad("kairosdb.index-cache-size", "kairosdb.index_cache_size", "must be positive, got %d", c.KairosDB.IndexCacheSize)
+	}
+	if c.KairosDB.IndexCacheTTL <= 0 {
+		bad("kairosdb.index-cache-ttl", "kairosdb.index_cache_ttl", "must be positive, got %s", c.KairosDB.IndexCacheTTL)
 	}
 	for _, q := range []struct {
 		flag, key string
