@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
@@ -28,7 +29,7 @@ import (
 // to the data, so nothing depends on when the queries run.
 func TestQueryAPIMatchesPrometheus(t *testing.T) {
 	promBin := envOrSkip(t, "KAIROS_TEST_PROMETHEUS", "the Prometheus server binary printed by scripts/prometheus.sh")
-	prom := startPrometheus(t, promBin, "prometheus", "global: {scrape_interval: 1m}\n", "--web.enable-remote-write-receiver")
+	prom := startPrometheus(t, promBin, "prometheus", "global: {scrape_interval: 1m}\n", "--web.enable-remote-write-receiver", "--enable-feature=exemplar-storage")
 	promAsAdapter := &adapter{addr: strings.TrimPrefix(prom, "http://")}
 	// A whole minute, 30 minutes back: the samples (one hour up to t0) are
 	// all within Prometheus's head, which accepts them in any order of
@@ -81,6 +82,14 @@ func queryAPISeries(t0 time.Time) []series {
 				}
 				return perStep * float64(i), true
 			})
+			// An exemplar every 10 minutes, as a traced request leaves.
+			s := &out[len(out)-1]
+			for i := 0; i < n; i += 40 {
+				s.Exemplars = append(s.Exemplars, exemplar.Exemplar{
+					Labels: labels.FromStrings("trace_id", fmt.Sprintf("%s%s%04d", inst, code, i)),
+					Value:  float64(i) / 100, Ts: at(i), HasTs: true,
+				})
+			}
 		}
 		add(labels.FromStrings("__name__", "info_meta", "job", "api", "instance", inst, "version", fmt.Sprintf("1.%d", k)), func(int) (float64, bool) { return 1, true })
 		// A classic histogram of request durations, cumulative buckets.
@@ -201,6 +210,24 @@ func compareQueryAPI(t *testing.T, prom, adapterURL string, t0 time.Time) {
 		params := url.Values{"query": {expr}, "start": {sec(-55 * time.Minute)}, "end": {sec(0)}, "step": {"60"}}
 		compareAnswers(t, prom, adapterURL, "/api/v1/query_range", params)
 	}
+
+	// A shorter lookback, as a request parameter: a series is gone sooner
+	// after its last sample.
+	for _, expr := range []string{`flaky_gauge`, `temperature`, `count(http_requests_total)`} {
+		for _, at := range []time.Duration{-29*time.Minute - 40*time.Second, -15 * time.Minute} {
+			compareAnswers(t, prom, adapterURL, "/api/v1/query", url.Values{"query": {expr}, "time": {sec(at)}, "lookback_delta": {"10s"}})
+		}
+	}
+
+	// Exemplars of the selectors of a query, over a range and over all time.
+	for _, params := range []url.Values{
+		{"query": {`rate(http_requests_total{instance="a"}[5m])`}},
+		{"query": {`http_requests_total{code="500"} / on(instance) group_left info_meta`}, "start": {sec(-50 * time.Minute)}, "end": {sec(-10 * time.Minute)}},
+		{"query": {`temperature`}},
+	} {
+		compareJSON(t, prom, adapterURL, "/api/v1/query_exemplars", params)
+	}
+	require.Len(t, rawGet(t, adapterURL+"/api/v1/query_exemplars?query=http_requests_total").list(t), 6, "every counter has exemplars")
 
 	// Label and series lookups, over the data's range and over everything.
 	window := url.Values{"start": {sec(-time.Hour)}, "end": {sec(0)}}
