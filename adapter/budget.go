@@ -10,19 +10,19 @@ import (
 
 // writeCostPerDecodedByte is what one byte of a decoded remote-write body
 // costs the adapter while the request is in flight: the decoded body, the
-// decoded series, the store's pending cells and the engine's statements, and
+// decoded series, the store's pending cells and the engine's requests, and
 // the garbage the collector has not returned yet. Measured as the rise of
-// the adapter's peak RSS under a burst of 8 MiB requests on the Cassandra
-// engine (BENCHMARKS.md, "Writes in flight"), rounded up.
-const writeCostPerDecodedByte = 16
+// the adapter's peak RSS under 8 concurrent requests of 466,000 samples
+// (7.8 MB decoded) on the Cassandra engine: 1,125 MiB, 18.8 bytes per
+// decoded byte (BENCHMARKS.md, "Writes in flight"), rounded up.
+const writeCostPerDecodedByte = 20
 
-// DefaultMaxWriteBytesInFlight is the default write budget: 1 GiB. A request
-// of Prometheus's default 2,000 samples (about 0.3 MB decoded) is estimated
-// at ~5 MB, so 32 concurrent ones (--web.max-concurrent-writes) take ~160 MB
-// and never meet the budget; a burst of maximum-size requests (32 MiB
-// decoded, ~512 MiB each) is held to two at a time, so it cannot take more
-// than about 1 GiB.
-const DefaultMaxWriteBytesInFlight = 1 << 30
+// With the default budget, 1 GiB (config/flags.go): a request of
+// Prometheus's default 2,000 samples (0.4 MB decoded with 10 labels a
+// series) is estimated at 8 MB, so 32 concurrent ones
+// (--web.max-concurrent-writes) take 250 MB and never meet the budget; a
+// maximum-size request (32 MiB decoded) is estimated at 640 MiB, so a burst
+// of them is served one at a time, beside smaller ones.
 
 // writeCost is the estimate a write request reserves from the budget before
 // it is decoded: its compressed body, which it already holds, plus

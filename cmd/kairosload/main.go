@@ -37,6 +37,7 @@ func run(args []string) int {
 		url:      writeCmd.Flag("url", "remote-write endpoint").Default("http://127.0.0.1:9201/api/v1/write").String(),
 		protocol: writeCmd.Flag("protocol", "remote-write protocol: 1.0 or 2.0").Default("1.0").Enum("1.0", "2.0"),
 		timeout:  writeCmd.Flag("timeout", "timeout of one HTTP request").Default("30s").Duration(),
+		retries:  writeCmd.Flag("retries", "send a request answered 5xx or 429, or not answered, again up to this often, with Prometheus's backoff (30ms doubling to 5s), as Prometheus does; its last answer counts").Default("0").Int(),
 	}
 	wWatch := watchFlags(writeCmd)
 
@@ -83,7 +84,7 @@ func run(args []string) int {
 	var limit time.Duration
 	switch cmd {
 	case writeCmd.FullCommand():
-		limit = *wShape.duration + 2**wFlags.timeout
+		limit = *wShape.duration + time.Duration(2+*wFlags.retries)**wFlags.timeout
 	case directCmd.FullCommand():
 		limit = *dShape.duration + 3**dFlags.timeout
 	case readCmd.FullCommand():

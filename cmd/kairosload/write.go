@@ -10,13 +10,24 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
 type writeFlags struct {
 	url, protocol *string
 	timeout       *time.Duration
+	// retries is how often a request answered 5xx or 429 is sent again,
+	// with Prometheus's backoff (30 ms doubling up to 5 s), before its
+	// answer counts; 0 counts the first answer, as before.
+	retries *int
 }
+
+// Prometheus's remote-write queue defaults (min_backoff, max_backoff).
+const (
+	minBackoff = 30 * time.Millisecond
+	maxBackoff = 5 * time.Second
+)
 
 // Content types and version headers as Prometheus sends them.
 const (
@@ -56,7 +67,25 @@ func runWrite(ctx context.Context, sh shape, f writeFlags, ws []watched, logger 
 			DisableCompression: true,
 		},
 	}
+	var (
+		retried  atomic.Int64
+		sendOnce func(ctx context.Context, i int) outcome
+	)
 	send := func(ctx context.Context, i int) outcome {
+		o := sendOnce(ctx, i)
+		for try, backoff := 0, minBackoff; try < *f.retries && retryable(o.kind); try++ {
+			select {
+			case <-ctx.Done():
+				return o
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, maxBackoff)
+			retried.Add(1)
+			o = sendOnce(ctx, i)
+		}
+		return o
+	}
+	sendOnce = func(ctx context.Context, i int) outcome {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, *f.url, bytes.NewReader(bodies[i]))
 		if err != nil {
 			return outcome{kind: "bad_url"}
@@ -92,9 +121,16 @@ func runWrite(ctx context.Context, sh shape, f writeFlags, ws []watched, logger 
 		"protocol", *f.protocol, "series", sh.series, "samples_per_request", sh.seriesPerRequest * sh.samplesPerSeries,
 		"concurrency", sh.concurrency, "load1_start", load0, "load1_end", loadAvg(),
 		"kairosload_cpu_s", fmt.Sprintf("%.1f", (selfCPU() - cpu0).Seconds()),
+		"retried", retried.Load(),
 	}
 	res.report("write", sh.prebuiltOnly, logger, append(extra, finishWatch(ws, res.samples)...)...)
 	return nil
+}
+
+// retryable is what Prometheus sends again: 5xx, 429, and a request that
+// got no answer.
+func retryable(kind string) bool {
+	return kind == "429" || kind == "timeout" || kind == "transport_error" || (len(kind) == 3 && kind[0] == '5')
 }
 
 // errKind names a transport error class for the outcome counts.
