@@ -294,3 +294,62 @@ func TestSelectorRanges(t *testing.T) {
 		{300_001, 600_000}, // c_total: (600 s - 5m, 600 s]
 	}, rec.ranges)
 }
+
+// startingStore is a store that cannot answer yet, as the adapter's store
+// while it connects to Cassandra.
+type startingStore struct{}
+
+type unavailableError struct{}
+
+func (unavailableError) Error() string   { return "the store is still starting" }
+func (unavailableError) HTTPStatus() int { return http.StatusServiceUnavailable }
+
+func (startingStore) Querier(int64, int64) (storage.Querier, error) { return nil, unavailableError{} }
+
+func TestStoreStarting(t *testing.T) {
+	h := New(startingStore{}, Options{}, nil, prometheus.NewRegistry()).Mount(http.NotFoundHandler())
+	for _, c := range []struct {
+		path string
+		form url.Values
+	}{
+		{"/api/v1/query", url.Values{"query": {"up"}}},
+		{"/api/v1/query_range", url.Values{"query": {"up"}, "start": {"0"}, "end": {"60"}, "step": {"15"}}},
+		{"/api/v1/series", url.Values{"match[]": {"up"}}},
+		{"/api/v1/labels", nil},
+		{"/api/v1/label/job/values", nil},
+	} {
+		got := get(t, h, http.MethodGet, c.path, c.form)
+		require.Equal(t, http.StatusServiceUnavailable, got.code, "%s: %s", c.path, got.body)
+		require.JSONEq(t, `{"status":"error","errorType":"unavailable","error":"the store is still starting"}`, got.body, c.path)
+	}
+}
+
+// TestGate checks --query.max-concurrency: a query waits for a free slot,
+// and gives up when its context ends first.
+func TestGate(t *testing.T) {
+	g := newGate(1)
+	require.Equal(t, 1, g.GetMaxConcurrent())
+	_, err := g.Insert(context.Background(), "a")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = g.Insert(ctx, "b")
+	require.ErrorIs(t, err, context.Canceled, "the slot is taken")
+	done := make(chan error)
+	go func() {
+		_, err := g.Insert(context.Background(), "c")
+		done <- err
+	}()
+	g.Delete(0)
+	require.NoError(t, <-done, "a freed slot admits the waiting query")
+}
+
+// TestUnknownPathsPassThrough checks that Mount leaves every other path to
+// the adapter's own handler.
+func TestUnknownPathsPassThrough(t *testing.T) {
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	h := New(startingStore{}, Options{}, nil, prometheus.NewRegistry()).Mount(next)
+	for _, p := range []string{"/api/v1/write", "/api/v1/metadata", "/metrics", "/api/v1/query/x"} {
+		require.Equal(t, http.StatusTeapot, get(t, h, http.MethodGet, p, nil).code, p)
+	}
+}
