@@ -135,6 +135,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}()
 	}
 
+	// Prometheus's query API, so Grafana can query the adapter directly.
+	queryAPI := queryapi.New(store, queryapi.Options{
+		Timeout:        time.Duration(cfg.Query.Timeout),
+		LookbackDelta:  time.Duration(cfg.Query.LookbackDelta),
+		MaxConcurrency: cfg.Query.MaxConcurrency,
+		MaxSamples:     cfg.Query.MaxSamples,
+	}, logger, reg)
 	handler := adapter.New(store, adapter.Options{
 		MaxRequestBytes:       cfg.Web.MaxRequestBytes,
 		MaxConcurrentWrites:   cfg.Web.MaxConcurrentWrites,
@@ -146,14 +153,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		EnableAdminAPI:        cfg.Web.EnableAdminAPI,
 		SeriesCacheSize:       cfg.KairosDB.IndexCacheSize,
 		SeriesCacheTTL:        time.Duration(cfg.KairosDB.IndexCacheTTL),
+		Routes:                queryAPI.Register,
 	}, logger, reg)
-	// Prometheus's query API, so Grafana can query the adapter directly.
-	handler = queryapi.New(store, queryapi.Options{
-		Timeout:        time.Duration(cfg.Query.Timeout),
-		LookbackDelta:  time.Duration(cfg.Query.LookbackDelta),
-		MaxConcurrency: cfg.Query.MaxConcurrency,
-		MaxSamples:     cfg.Query.MaxSamples,
-	}, logger, reg).Mount(handler)
 	// --web.read-timeout bounds the whole request, headers included: a
 	// client that trickles its headers holds a connection no longer than
 	// one that trickles its body.

@@ -92,6 +92,11 @@ type Options struct {
 	// decodes the series' labels again; default 5m. The store's
 	// --kairosdb.index-cache-ttl, so one setting bounds every cache.
 	SeriesCacheTTL time.Duration
+	// Routes, when set, is called with the function New registers its own
+	// routes with (a ServeMux pattern, a name for the request metrics, the
+	// handler), so another package's endpoints (the query API) share the
+	// mux and the metrics.
+	Routes func(handle func(pattern, name string, h http.Handler))
 }
 
 // New returns the adapter's HTTP handler.
@@ -163,6 +168,9 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("Ready.\n"))
 	}))
+	if opts.Routes != nil {
+		opts.Routes(handle)
+	}
 	if d, ok := store.(Deleter); ok && opts.EnableAdminAPI {
 		h := deleteSeriesHandler(d, logger)
 		handle("POST /api/v1/admin/tsdb/delete_series", "delete_series", h)

@@ -283,6 +283,14 @@ func compareQueryAPI(t *testing.T, prom, adapterURL string, t0 time.Time) {
 		require.Equal(t, "error", pb.status, "%s?%s", c.path, c.query)
 	}
 
+	// The query API's requests are in the adapter's request metrics.
+	_, metrics, err := httpGet(adapterURL + "/metrics")
+	require.NoError(t, err)
+	for _, h := range []string{"query", "query_range", "series", "labels", "label_values", "query_exemplars"} {
+		require.Contains(t, metrics, `kairos_adapter_request_duration_seconds_count{code="200",handler="`+h+`"}`)
+	}
+	require.Contains(t, metrics, `kairos_adapter_request_duration_seconds_count{code="400",handler="query"}`)
+
 	// POST with a form body answers as GET.
 	resp, err := http.PostForm(adapterURL+"/api/v1/query", url.Values{"query": {"sum(temperature)"}, "time": {sec(0)}})
 	require.NoError(t, err)

@@ -117,23 +117,34 @@ func cmpOr(d, def time.Duration) time.Duration {
 	return def
 }
 
+// Register passes each route of the query API to handle: a ServeMux
+// pattern, a short name for metrics, and the handler. The adapter's mux
+// registers them next to its own routes, under its request metrics.
+func (a *API) Register(handle func(pattern, name string, h http.Handler)) {
+	for _, r := range []struct {
+		path, name string
+		f          func(*http.Request) (any, annotations.Annotations, *apiError)
+	}{
+		{"/api/v1/query", "query", a.query},
+		{"/api/v1/query_range", "query_range", a.queryRange},
+		{"/api/v1/series", "series", a.series},
+		{"/api/v1/labels", "labels", a.labelNames},
+		{"/api/v1/query_exemplars", "query_exemplars", a.queryExemplars},
+		{"/api/v1/format_query", "format_query", a.formatQuery},
+	} {
+		h := a.handler(r.f)
+		handle("GET "+r.path, r.name, h)
+		handle("POST "+r.path, r.name, h)
+	}
+	handle("GET /api/v1/label/{name}/values", "label_values", a.handler(a.labelValues))
+	handle("GET /api/v1/status/buildinfo", "buildinfo", a.handler(a.buildInfo))
+}
+
 // Mount returns a handler that serves the query API and passes every other
 // request to next.
 func (a *API) Mount(next http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	for path, h := range map[string]func(*http.Request) (any, annotations.Annotations, *apiError){
-		"/api/v1/query":           a.query,
-		"/api/v1/query_range":     a.queryRange,
-		"/api/v1/series":          a.series,
-		"/api/v1/labels":          a.labelNames,
-		"/api/v1/query_exemplars": a.queryExemplars,
-		"/api/v1/format_query":    a.formatQuery,
-	} {
-		mux.Handle("GET "+path, a.handler(h))
-		mux.Handle("POST "+path, a.handler(h))
-	}
-	mux.Handle("GET /api/v1/label/{name}/values", a.handler(a.labelValues))
-	mux.Handle("GET /api/v1/status/buildinfo", a.handler(a.buildInfo))
+	a.Register(func(pattern, _ string, h http.Handler) { mux.Handle(pattern, h) })
 	mux.Handle("/", next)
 	return mux
 }
