@@ -2,6 +2,7 @@ package queryapi
 
 import (
 	"cmp"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"io"
@@ -351,5 +352,33 @@ func TestUnknownPathsPassThrough(t *testing.T) {
 	h := New(startingStore{}, Options{}, nil, prometheus.NewRegistry()).Mount(next)
 	for _, p := range []string{"/api/v1/write", "/api/v1/metadata", "/metrics", "/api/v1/query/x"} {
 		require.Equal(t, http.StatusTeapot, get(t, h, http.MethodGet, p, nil).code, p)
+	}
+}
+
+// TestGzip checks that an answer is gzipped when the client accepts it, and
+// is then the same answer.
+func TestGzip(t *testing.T) {
+	h := newTestAPI(t, Options{})
+	form := url.Values{"query": {"c_total"}, "start": {"0"}, "end": {"600"}, "step": {"15"}}
+	plain := get(t, h, http.MethodGet, "/api/v1/query_range", form)
+	require.Equal(t, http.StatusOK, plain.code)
+	for accept, gzipped := range map[string]bool{"gzip": true, "deflate, gzip;q=1.0": true, "gzip;q=0": false, "": false, "br": false} {
+		req := httptest.NewRequest(http.MethodGet, "/api/v1/query_range?"+form.Encode(), nil)
+		req.Header.Set("Accept-Encoding", accept)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code)
+		body := io.Reader(rec.Body)
+		if gzipped {
+			require.Equal(t, "gzip", rec.Header().Get("Content-Encoding"), accept)
+			zr, err := gzip.NewReader(rec.Body)
+			require.NoError(t, err)
+			body = zr
+		} else {
+			require.Empty(t, rec.Header().Get("Content-Encoding"), accept)
+		}
+		b, err := io.ReadAll(body)
+		require.NoError(t, err)
+		require.Equal(t, plain.body, string(b), accept)
 	}
 }
