@@ -117,7 +117,7 @@ type answer struct {
 	body string
 }
 
-func get(t *testing.T, h http.Handler, method, path string, form url.Values) answer {
+func get(t testing.TB, h http.Handler, method, path string, form url.Values) answer {
 	t.Helper()
 	var req *http.Request
 	if method == http.MethodPost {

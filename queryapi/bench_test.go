@@ -1,0 +1,49 @@
+package queryapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
+)
+
+// BenchmarkQueryRange measures a dashboard-like range query over the
+// embedded store: sum by (job) (rate(...[5m])) over 200 counters of 6 hours
+// at 15 s (288,000 samples), 360 steps.
+//
+//	go test -run '^$' -bench QueryRange -benchtime 20x ./queryapi/
+func BenchmarkQueryRange(b *testing.B) {
+	ctx := context.Background()
+	eng, err := pebblekv.Open(b.TempDir(), pebblekv.Options{}, nil)
+	require.NoError(b, err)
+	b.Cleanup(func() { require.NoError(b, eng.Close()) })
+	require.NoError(b, eng.Setup(ctx))
+	store, err := kairosstore.Open(ctx, eng, kairosstore.Options{}, nil, nil)
+	require.NoError(b, err)
+	const series, samples = 200, 6 * 240
+	app := store.NewAppender()
+	for i := range series {
+		ls := labels.FromStrings("__name__", "bench_requests_total", "job", fmt.Sprint("j", i%4), "instance", fmt.Sprint("i", i))
+		for k := range samples {
+			require.NoError(b, app.Append(ls, int64(k)*15_000, float64(k*(i+1))))
+		}
+	}
+	require.NoError(b, app.Commit(ctx))
+	h := New(store, Options{}, nil, prometheus.NewRegistry()).Mount(http.NotFoundHandler())
+	form := url.Values{"query": {"sum by (job) (rate(bench_requests_total[5m]))"}, "start": {"300"}, "end": {"21600"}, "step": {"60"}}
+	b.ResetTimer()
+	for b.Loop() {
+		if got := get(b, h, http.MethodGet, "/api/v1/query_range", form); got.code != http.StatusOK {
+			b.Fatal(got.body)
+		}
+	}
+	b.ReportMetric(float64(series*samples)*float64(b.N)/b.Elapsed().Seconds(), "samples/s")
+}
