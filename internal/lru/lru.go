@@ -52,9 +52,6 @@ func New[K comparable, V any](size int, maxAge time.Duration, now func() time.Ti
 	return &Cache[K, V]{size: size, maxAge: maxAge, now: now, base: now(), cur: map[K]entry[V]{}}
 }
 
-// MaxAge is the age at which entries expire.
-func (c *Cache[K, V]) MaxAge() time.Duration { return c.maxAge }
-
 func (c *Cache[K, V]) clock() time.Duration { return c.now().Sub(c.base) }
 
 func (c *Cache[K, V]) fresh(e entry[V], now time.Duration) bool {
