@@ -13,8 +13,9 @@ import (
 // decoded series, the store's pending cells and the engine's requests, and
 // the garbage the collector has not returned yet. Measured as the rise of
 // the adapter's peak RSS under 8 concurrent requests of 466,000 samples
-// (7.8 MB decoded) on the Cassandra engine: 1,125 MiB, 18.8 bytes per
-// decoded byte (BENCHMARKS.md, "Writes in flight"), rounded up.
+// (73.9 MB decoded in all) on the Cassandra engine: 1,125 MiB, 16 bytes per
+// decoded byte (BENCHMARKS.md, "Writes in flight"); 20 leaves a quarter for
+// the collector's timing.
 const writeCostPerDecodedByte = 20
 
 // With the default budget, 1 GiB (config/flags.go): a request of
