@@ -949,6 +949,12 @@ func (sc *itemScratch) histogram(v1 bool) (*histogram.Histogram, *histogram.Floa
 	}
 	// Both keep the spans' arrays for the next histogram.
 	sc.h.PositiveSpans, sc.h.NegativeSpans = pos, neg
+	// Absent fields are nil, as the generated decoder leaves them: the
+	// scratch's are empty but not nil once a histogram had them, and
+	// Validate takes non-nil custom bounds for custom buckets.
+	w.posDeltas, w.negDeltas = nilIfEmpty(w.posDeltas), nilIfEmpty(w.negDeltas)
+	w.posCounts, w.negCounts = nilIfEmpty(w.posCounts), nilIfEmpty(w.negCounts)
+	w.customValues = nilIfEmpty(w.customValues)
 	if w.float {
 		sc.fh = histogram.FloatHistogram{
 			CounterResetHint: w.resetHint, Schema: w.schema, ZeroThreshold: w.zeroThreshold,
@@ -967,4 +973,11 @@ func (sc *itemScratch) histogram(v1 bool) (*histogram.Histogram, *histogram.Floa
 		CustomValues: w.customValues,
 	}
 	return &sc.h, nil
+}
+
+func nilIfEmpty[S ~[]E, E any](s S) S {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
 }

@@ -1027,3 +1027,39 @@ func TestWriteRefusesOnlyOutOfRangeItems(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteHistogramAfterCustomBuckets: histograms are decoded one after
+// the other into reused buffers; an exponential histogram decoded after a
+// custom-buckets one (NHCB) must not inherit its custom bounds, in one
+// request as across requests, on both protocols.
+func TestWriteHistogramAfterCustomBuckets(t *testing.T) {
+	nhcb := &histogram.Histogram{
+		Schema: histogram.CustomBucketsSchema, Count: 3, Sum: 1,
+		PositiveSpans: []histogram.Span{{Offset: 0, Length: 2}}, PositiveBuckets: []int64{1, 1},
+		CustomValues: []float64{1, 2},
+	}
+	exp := testHistogram(1)
+	s := newFakeStore()
+	h, _ := newTestHandler(t, s, Options{})
+	for range 2 {
+		rec := writeV1Req(h, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+			{Labels: []prompb.Label{{Name: "__name__", Value: "nhcb"}}, Histograms: []prompb.Histogram{prompb.FromIntHistogram(1, nhcb)}},
+			{Labels: []prompb.Label{{Name: "__name__", Value: "exp"}}, Histograms: []prompb.Histogram{prompb.FromIntHistogram(1, exp), prompb.FromFloatHistogram(2, exp.ToFloat(nil))}},
+		}})
+		require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
+		b := newV2Builder()
+		b.add(writev2.TimeSeries{LabelsRefs: b.refs("__name__", "nhcb_v2"), Histograms: []writev2.Histogram{writev2.FromIntHistogram(1, nhcb)}})
+		b.add(writev2.TimeSeries{LabelsRefs: b.refs("__name__", "exp_v2"), Histograms: []writev2.Histogram{writev2.FromIntHistogram(1, exp), writev2.FromFloatHistogram(2, exp.ToFloat(nil))}})
+		rec = writeV2Req(h, b.build())
+		require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
+		requireWritten(t, rec, 0, 3, 0)
+	}
+	for _, name := range []string{"exp", "exp_v2"} {
+		got := s.get(`{__name__="` + name + `"}`).samples
+		require.Len(t, got, 2, name)
+		require.Nil(t, got[0].h.CustomValues, name)
+		require.Equal(t, exp.PositiveBuckets, got[0].h.PositiveBuckets, name)
+		require.Nil(t, got[1].fh.CustomValues, name)
+	}
+	require.Equal(t, []float64{1, 2}, s.get(`{__name__="nhcb_v2"}`).samples[0].h.CustomValues)
+}
