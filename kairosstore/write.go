@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -248,13 +249,25 @@ func (s *Store) minTime() int64 {
 	return math.MinInt64 + max(s.spec.Width, s.spec.WidthMillis())
 }
 
-// checkTime refuses timestamps the layout cannot hold.
+// checkTime refuses timestamps the layout cannot hold. The error refuses
+// that one item, not its series (adapter.ItemError): the series' other
+// items are stored.
 func (s *Store) checkTime(t int64) error {
 	if t < s.minTime() {
-		return badRequest("timestamp %d is out of range: the KairosDB layout holds timestamps from %d on", t, s.minTime())
+		return &timeRangeError{t: t, min: s.minTime()}
 	}
 	return nil
 }
+
+// timeRangeError is a timestamp before the layout's first one: 400, and
+// only the item that has it is refused.
+type timeRangeError struct{ t, min int64 }
+
+func (e *timeRangeError) Error() string {
+	return fmt.Sprintf("timestamp %d is out of range: the KairosDB layout holds timestamps from %d on", e.t, e.min)
+}
+func (e *timeRangeError) HTTPStatus() int  { return http.StatusBadRequest }
+func (e *timeRangeError) RefusesItemOnly() {}
 
 // addCell adds the cell at time t of the current series' row of metric and
 // dataType, indexed under indexMetric; its value is a.values[off:].
