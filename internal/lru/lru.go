@@ -1,6 +1,8 @@
-// Package lru is the adapter's one in-memory cache type. Every cache of the
-// adapter (index rows written, translated series, series handles, replica
-// routes) is a Cache, so all of them follow the same two rules.
+// Package lru is the adapter's one in-memory cache type. The caches of what
+// the adapter wrote or looked up (index rows and metadata written,
+// translated series, series handles, replica routes) are each a Cache, so
+// all of them follow the same two rules. The 2.0 symbol numbering
+// (adapter/seriescache.go) is a table, not a cache, and keeps its own.
 package lru
 
 import (
