@@ -58,9 +58,11 @@ func deleteSeriesHandler(d Deleter, logger *slog.Logger) http.Handler {
 				http.Error(w, fmt.Sprintf("invalid match[] %q: %v", s, err), http.StatusBadRequest)
 				return
 			}
-			// As Prometheus: a selector whose every matcher also matches
-			// the empty string selects every series (even {} parses), so
-			// it is refused rather than deleting the whole store.
+			// A selector whose every matcher also matches the empty string
+			// selects every series ({} parses too): refused, by the rule
+			// Prometheus applies to the match[] of /api/v1/series, so a
+			// typo cannot wipe a keyspace other writers share. (Prometheus's
+			// own delete_series does not check it.)
 			if !slices.ContainsFunc(ms, func(m *labels.Matcher) bool { return !m.Matches("") }) {
 				http.Error(w, fmt.Sprintf("invalid match[] %q: match[] must contain at least one non-empty matcher", s), http.StatusBadRequest)
 				return
