@@ -4,6 +4,7 @@
 //	kairosload write    remote-write 1.0 or 2.0 traffic to the adapter
 //	kairosload direct   the same rows inserted straight through the gocql driver (the baseline)
 //	kairosload read     remote-read queries, SAMPLES or STREAMED_XOR_CHUNKS, decoded fully
+//	kairosload query    PromQL instant or range queries to a Prometheus HTTP API, decoded fully
 //	kairosload drop     drop a load_* keyspace when done
 //
 // Every run is bounded by --duration and by a request or query count, so it
@@ -68,6 +69,23 @@ func run(args []string) int {
 	}
 	rWatch := watchFlags(readCmd)
 
+	queryCmd := app.Command("query", "Send PromQL queries to a Prometheus HTTP API (the adapter's, or a Prometheus reading from it) and decode the answers fully.")
+	qFlags := queryFlags{
+		url:           queryCmd.Flag("url", "base URL of the Prometheus HTTP API").Default("http://127.0.0.1:9201").String(),
+		query:         queryCmd.Flag("query", "PromQL expression").Default(`sum by (job) (rate(load_metric_0[5m]))`).String(),
+		start:         queryCmd.Flag("start", "range start, RFC 3339 or Unix ms; empty means now minus --range").String(),
+		queryRange:    queryCmd.Flag("range", "query range; an instant query is evaluated at its end").Default("1h").Duration(),
+		step:          queryCmd.Flag("step", "resolution of a range query").Default("60s").Duration(),
+		instant:       queryCmd.Flag("instant", "send instant queries (/api/v1/query) instead of range queries").Bool(),
+		concurrency:   queryCmd.Flag("concurrency", "queries in flight").Default("1").Int(),
+		queries:       queryCmd.Flag("queries", "queries to send, after the warm-up").Default("10").Int(),
+		warmup:        queryCmd.Flag("warmup", "queries sent one at a time before measuring, not counted").Default("1").Int(),
+		duration:      queryCmd.Flag("duration", "stop sending new queries after this long").Default("10m").Duration(),
+		timeout:       queryCmd.Flag("timeout", "timeout of one query").Default("5m").Duration(),
+		prometheusPID: queryCmd.Flag("prometheus-pid", "report this Prometheus process's CPU time and peak RSS during the run").Default("0").Int(),
+	}
+	qWatch := watchFlags(queryCmd)
+
 	dropCmd := app.Command("drop", "Drop keyspaces whose names start with load_ (nothing else, to keep mistakes small).")
 	dropHosts := dropCmd.Flag("cassandra.hosts", "contact points, host:port").Default("127.0.0.1:9042").Strings()
 	dropKS := dropCmd.Flag("cassandra.keyspace", "keyspace to drop; repeatable").Strings()
@@ -89,6 +107,9 @@ func run(args []string) int {
 		limit = *dShape.duration + 3**dFlags.timeout
 	case readCmd.FullCommand():
 		limit = *rFlags.duration + *rFlags.timeout
+	case queryCmd.FullCommand():
+		// The warm-up is bounded by --duration too.
+		limit = 2**qFlags.duration + 2**qFlags.timeout
 	case dropCmd.FullCommand():
 		limit = 2 * time.Minute
 	}
@@ -111,6 +132,8 @@ func run(args []string) int {
 		return exitCode(err, logger)
 	case readCmd.FullCommand():
 		return exitCode(runRead(ctx, rFlags, rWatch.watch(), logger), logger)
+	case queryCmd.FullCommand():
+		return exitCode(runQuery(ctx, qFlags, qWatch.watch(), logger), logger)
 	case dropCmd.FullCommand():
 		return exitCode(dropKeyspaces(ctx, *dropHosts, *dropKS, *dropList), logger)
 	}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+type queryFlags struct {
+	url, query, start            *string
+	queryRange, step             *time.Duration
+	duration, timeout            *time.Duration
+	instant                      *bool
+	concurrency, queries, warmup *int
+	prometheusPID                *int
+}
+
+// runQuery sends PromQL queries to a Prometheus HTTP API (the adapter's own,
+// or a Prometheus that reads from the adapter) and decodes every answer
+// fully, so the latency is what a dashboard would wait for.
+func runQuery(ctx context.Context, f queryFlags, ws []watched, logger *slog.Logger) error {
+	if *f.concurrency < 1 || *f.queries < 1 || *f.warmup < 0 {
+		return errors.New("--concurrency and --queries must be positive, --warmup not negative")
+	}
+	endpoint, params, err := queryRequest(f)
+	if err != nil {
+		return err
+	}
+	if *f.prometheusPID > 0 {
+		ws = append(ws, watched{name: "prometheus", pid: *f.prometheusPID, peak: true})
+	}
+	client := &http.Client{Timeout: *f.timeout}
+	var series, wireBytes atomic.Int64
+	var firstErr atomic.Pointer[error]
+	send := func(ctx context.Context, _ int) outcome {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(params))
+		if err != nil {
+			return outcome{kind: "bad_url"}
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("User-Agent", "kairosload")
+		resp, err := client.Do(req)
+		if err != nil {
+			return outcome{kind: errKind(err)}
+		}
+		defer resp.Body.Close()
+		cr := &countingReader{r: resp.Body}
+		st, err := decodeQueryAnswer(cr)
+		wireBytes.Add(cr.n)
+		if resp.StatusCode != http.StatusOK {
+			err := fmt.Errorf("status %d: %v", resp.StatusCode, err)
+			firstErr.CompareAndSwap(nil, &err)
+			return outcome{kind: strconv.Itoa(resp.StatusCode)}
+		}
+		if err != nil {
+			firstErr.CompareAndSwap(nil, &err)
+			return outcome{kind: "decode_error"}
+		}
+		series.Add(int64(st.series))
+		return outcome{ok: true, kind: "200", samples: st.samples}
+	}
+
+	// The warm-up fills caches (and, for Prometheus, its remote-read
+	// client's connections) before anything is measured.
+	if *f.warmup > 0 {
+		w := drive(ctx, *f.warmup, 1, *f.duration, send)
+		logger.Info("Warm-up done", "queries", w.requests, "outcomes", w.kindList())
+		series.Store(0)
+		wireBytes.Store(0)
+	}
+	if err := startWatch(ws); err != nil {
+		return err
+	}
+	load0, cpu0 := loadAvg(), selfCPU()
+	res := drive(ctx, *f.queries, *f.concurrency, *f.duration, send)
+	if e := firstErr.Load(); e != nil {
+		logger.Warn("Some queries failed", "first_err", *e)
+	}
+	perQuery := int64(0)
+	if res.requests > 0 {
+		perQuery = series.Load() / int64(res.requests)
+	}
+	extra := []any{
+		"series_per_query", perQuery, "KiB_received", wireBytes.Load() >> 10,
+		"concurrency", *f.concurrency, "load1_start", load0, "load1_end", loadAvg(),
+		"kairosload_cpu_s", fmt.Sprintf("%.1f", (selfCPU() - cpu0).Seconds()),
+	}
+	res.report("query", false, logger, append(extra, finishWatch(ws, 0)...)...)
+	return nil
+}
+
+// queryRequest is the endpoint and form body of the query the flags ask
+// for: an instant query at the end of the range, or a range query.
+func queryRequest(f queryFlags) (string, string, error) {
+	base, err := url.Parse(*f.url)
+	if err != nil || base.Scheme == "" || base.Host == "" {
+		return "", "", fmt.Errorf("--url %q: want the API's base URL, e.g. http://127.0.0.1:9201", *f.url)
+	}
+	if *f.query == "" {
+		return "", "", errors.New("--query is empty")
+	}
+	from, err := parseTime(*f.start)
+	if err != nil {
+		return "", "", fmt.Errorf("--start: %w", err)
+	}
+	if from == 0 {
+		from = time.Now().Add(-*f.queryRange).UnixMilli()
+	}
+	end := from + f.queryRange.Milliseconds()
+	secs := func(ms int64) string { return strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64) }
+	v := url.Values{"query": {*f.query}}
+	path := "/api/v1/query"
+	if *f.instant {
+		v.Set("time", secs(end))
+	} else {
+		if *f.step <= 0 {
+			return "", "", errors.New("--step must be positive")
+		}
+		path = "/api/v1/query_range"
+		v.Set("start", secs(from))
+		v.Set("end", secs(end))
+		v.Set("step", strconv.FormatFloat(f.step.Seconds(), 'f', -1, 64))
+	}
+	return strings.TrimSuffix(base.String(), "/") + path, v.Encode(), nil
+}
+
+// queryAnswer is the Prometheus API's JSON envelope. Values stay raw until
+// decodeQueryAnswer parses every one of them.
+type queryAnswer struct {
+	Status    string `json:"status"`
+	ErrorType string `json:"errorType"`
+	Error     string `json:"error"`
+	Data      struct {
+		ResultType string          `json:"resultType"`
+		Result     json.RawMessage `json:"result"`
+	} `json:"data"`
+}
+
+// decodeQueryAnswer decodes an answer completely: every series' labels and
+// every point's timestamp and value (native histograms as their objects).
+// samples counts points.
+func decodeQueryAnswer(r io.Reader) (decodeStats, error) {
+	var st decodeStats
+	var a queryAnswer
+	if err := json.NewDecoder(r).Decode(&a); err != nil {
+		return st, fmt.Errorf("JSON: %w", err)
+	}
+	if a.Status != "success" {
+		return st, fmt.Errorf("%s: %s", a.ErrorType, a.Error)
+	}
+	switch a.Data.ResultType {
+	case "scalar", "string":
+		var p []json.RawMessage
+		if err := json.Unmarshal(a.Data.Result, &p); err != nil {
+			return st, err
+		}
+		st.samples = 1
+		return st, nil
+	case "vector", "matrix":
+	default:
+		return st, fmt.Errorf("result type %q", a.Data.ResultType)
+	}
+	var rs []struct {
+		Metric     map[string]string   `json:"metric"`
+		Value      []json.RawMessage   `json:"value"`
+		Values     [][]json.RawMessage `json:"values"`
+		Histogram  []json.RawMessage   `json:"histogram"`
+		Histograms [][]json.RawMessage `json:"histograms"`
+	}
+	if err := json.Unmarshal(a.Data.Result, &rs); err != nil {
+		return st, err
+	}
+	for _, s := range rs {
+		st.series++
+		points := s.Values
+		if s.Value != nil {
+			points = append(points, s.Value)
+		}
+		for _, p := range points {
+			if err := checkPoint(p); err != nil {
+				return st, err
+			}
+		}
+		st.samples += len(points) + len(s.Histograms)
+		if s.Histogram != nil {
+			st.samples++
+		}
+	}
+	return st, nil
+}
+
+// checkPoint parses a float point [unix_seconds, "value"].
+func checkPoint(p []json.RawMessage) error {
+	if len(p) != 2 {
+		return fmt.Errorf("point of %d elements", len(p))
+	}
+	var ts float64
+	var v string
+	if err := json.Unmarshal(p[0], &ts); err != nil {
+		return fmt.Errorf("point time: %w", err)
+	}
+	if err := json.Unmarshal(p[1], &v); err != nil {
+		return fmt.Errorf("point value: %w", err)
+	}
+	if _, err := strconv.ParseFloat(v, 64); err != nil {
+		return fmt.Errorf("point value: %w", err)
+	}
+	return nil
+}
