@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	oklogrun "github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/promslog"
@@ -32,7 +34,9 @@ import (
 	"github.com/kairos-remote/kairos-adapter/adapter"
 	"github.com/kairos-remote/kairos-adapter/config"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 	"github.com/kairos-remote/kairos-adapter/queryapi"
 )
@@ -71,68 +75,37 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	// stop also ends the program when the Cassandra store cannot open.
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-
+	// The engine is closed once, on the way out, after the HTTP server has
+	// drained: the embedded one opens below, the Cassandra one in the store
+	// actor, which has returned by the time run does.
+	var eng engine.Engine
+	defer func() {
+		if eng == nil {
+			return
+		}
+		if err := eng.Close(); err != nil {
+			logger.Warn("Closing the store", "storage", cfg.Storage.Type, "err", err)
+		}
+	}()
 	store := &lazyStore{}
-	var storeFailed atomic.Bool // the Cassandra store could not open: exit 1
-	var eng kairosstore.Engine
+	var cqlCfg cql.Config
 	switch cfg.Storage.Type {
 	case "embedded":
 		// A local store either opens now or never: fail fast.
-		eng, err = pebblekv.Open(cfg.Storage.Path, pebblekv.Options{Sync: true}, logger)
+		e, err := pebblekv.Open(cfg.Storage.Path, pebblekv.Options{Sync: true}, logger)
 		if err == nil {
-			err = openStore(ctx, cfg, eng, store, logger, reg)
+			eng = e // not before: a nil *pebblekv.Engine is a non-nil Engine
+			err = openStore(ctx, cfg, e, store, logger, reg)
 		}
 		if err != nil {
 			logger.Error("Cannot open the embedded store", "path", cfg.Storage.Path, "err", err)
 			return 1
 		}
 	case "cassandra":
-		// Cassandra may come up after the adapter: serve health checks (not
-		// ready) meanwhile and keep trying.
-		cqlCfg, err := cassandraConfig(cfg)
-		if err != nil {
+		if cqlCfg, err = cassandraConfig(cfg); err != nil {
 			logger.Error("Invalid Cassandra configuration", "err", err)
 			return 1
 		}
-		engCh := make(chan kairosstore.Engine, 1)
-		failed := make(chan error, 1)
-		go func() {
-			e, err := connectCassandra(ctx, cqlCfg, logger)
-			if err != nil {
-				failed <- err
-				return
-			}
-			engCh <- e
-			if err := openStore(ctx, cfg, e, store, logger, reg); err != nil {
-				failed <- err
-			}
-		}()
-		defer func() {
-			select {
-			case e := <-engCh:
-				if err := e.Close(); err != nil {
-					logger.Warn("Closing Cassandra session", "err", err)
-				}
-			default:
-			}
-		}()
-		go func() {
-			if err := <-failed; err != nil && ctx.Err() == nil {
-				logger.Error("Cannot open the Cassandra store", "err", err)
-				storeFailed.Store(true)
-				stop()
-			}
-		}()
-	}
-	if eng != nil {
-		defer func() {
-			if err := eng.Close(); err != nil {
-				logger.Warn("Closing the embedded store", "err", err)
-			}
-		}()
 	}
 
 	// Prometheus's query API, so Grafana can query the adapter directly.
@@ -166,31 +139,65 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		// Handler panics and TLS handshake errors go to our log.
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelError),
 	}
-	// exporter-toolkit serves TLS and basic auth as the web config file
-	// says (plain HTTP when the flag is empty) and logs the address it
-	// listens on.
 	webFlags := &web.FlagConfig{
 		WebListenAddresses: &[]string{cfg.Web.ListenAddress},
 		WebSystemdSocket:   new(bool),
 		WebConfigFile:      &cfg.Web.ConfigFile,
 	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- web.ListenAndServe(srv, webFlags, logger) }()
-	logger.Info("Serving", "address", cfg.Web.ListenAddress, "storage", cfg.Storage.Type, "web_config_file", cfg.Web.ConfigFile)
 
-	select {
-	case err := <-serveErr:
+	// The process is three actors; the first to return ends the others:
+	// ctx (a signal), the HTTP server failing, or the Cassandra store
+	// failing to open.
+	var g oklogrun.Group
+	{
+		ctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error {
+			<-ctx.Done()
+			return nil
+		}, func(error) { cancel() })
+	}
+	g.Add(func() error {
+		logger.Info("Serving", "address", cfg.Web.ListenAddress, "storage", cfg.Storage.Type, "web_config_file", cfg.Web.ConfigFile)
+		// exporter-toolkit serves TLS and basic auth as the web config file
+		// says (plain HTTP when the flag is empty) and logs the address it
+		// listens on.
+		err := web.ListenAndServe(srv, webFlags, logger)
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
 		logger.Error("HTTP server failed", "err", err)
-		return 1
-	case <-ctx.Done():
+		return err
+	}, func(error) {
+		logger.Info("Shutting down: draining in-flight requests")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			logger.Warn("Shutdown did not drain every request", "err", err)
+		}
+	})
+	if cfg.Storage.Type == "cassandra" {
+		// Cassandra may come up after the adapter: serve health checks (not
+		// ready) meanwhile and keep trying. Once open, the store stays until
+		// the end; eng is read only after g.Run has returned.
+		ctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error {
+			e, err := connectCassandra(ctx, cqlCfg, logger)
+			if err != nil {
+				return nil // interrupted
+			}
+			eng = e
+			if err := openStore(ctx, cfg, e, store, logger, reg); err != nil {
+				if ctx.Err() != nil {
+					return nil // interrupted
+				}
+				logger.Error("Cannot open the Cassandra store", "err", err)
+				return err
+			}
+			<-ctx.Done()
+			return nil
+		}, func(error) { cancel() })
 	}
-	logger.Info("Shutting down: draining in-flight requests")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		logger.Warn("Shutdown did not drain every request", "err", err)
-	}
-	if storeFailed.Load() {
+	if err := g.Run(); err != nil {
 		return 1
 	}
 	return 0
@@ -205,20 +212,17 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 
 // openStore sets up the engine's tables and the layout, then makes the store
 // available to the HTTP handlers.
-func openStore(ctx context.Context, cfg *config.Config, eng kairosstore.Engine, into *lazyStore, logger *slog.Logger, reg prometheus.Registerer) error {
+func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into *lazyStore, logger *slog.Logger, reg prometheus.Registerer) error {
 	if err := eng.Setup(ctx); err != nil {
 		return fmt.Errorf("create tables: %w", err)
-	}
-	spec := kairosstore.RowSpec{Unit: kairosstore.ParseTimeUnit(cfg.KairosDB.RowTimeUnit), Width: time.Duration(cfg.KairosDB.RowWidth).Milliseconds()}
-	if spec.Unit == kairosstore.Seconds {
-		spec.Width = int64(time.Duration(cfg.KairosDB.RowWidth).Seconds())
 	}
 	tagIndexed := map[string][]string{}
 	for _, m := range cfg.KairosDB.TagIndexedMetrics {
 		tagIndexed[m] = nil
 	}
 	s, err := kairosstore.Open(ctx, eng, kairosstore.Options{
-		Spec:           spec,
+		RowTimeUnit:    codec.ParseTimeUnit(cfg.KairosDB.RowTimeUnit),
+		RowWidth:       time.Duration(cfg.KairosDB.RowWidth),
 		TTL:            int32(time.Duration(cfg.KairosDB.DatapointTTL).Seconds()),
 		TagIndexed:     tagIndexed,
 		IndexCacheSize: cfg.KairosDB.IndexCacheSize,
@@ -279,7 +283,7 @@ func cassandraConfig(cfg *config.Config) (cql.Config, error) {
 }
 
 // connectCassandra retries until Cassandra answers or ctx ends.
-func connectCassandra(ctx context.Context, cfg cql.Config, logger *slog.Logger) (kairosstore.Engine, error) {
+func connectCassandra(ctx context.Context, cfg cql.Config, logger *slog.Logger) (engine.Engine, error) {
 	backoff := time.Second
 	for {
 		e, err := cql.Open(ctx, cfg, logger)

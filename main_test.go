@@ -20,11 +20,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
@@ -316,4 +318,42 @@ func TestHeaderTricklingBoundedByReadTimeout(t *testing.T) {
 		t.Fatal("the server still held the connection 8 s after the 1 s read timeout")
 	}
 	p.stop(t)
+}
+
+// TestRunLeavesNoGoroutines runs the program against a Cassandra node that
+// opens at once, until it is ready, and stops it: no goroutine of run may
+// outlive it. (A waiter for a failed open used to block forever when the
+// open succeeded, once per run.)
+func TestRunLeavesNoGoroutines(t *testing.T) {
+	addr, keyspace := cassandratest.Keyspace(t)
+	p := startRun(t, "--storage=cassandra", "--cassandra.hosts="+addr, "--cassandra.keyspace="+keyspace,
+		"--cassandra.write-consistency=ONE")
+	client := &http.Client{Timeout: 10 * time.Second}
+	require.Eventually(t, func() bool {
+		resp, err := client.Get("http://" + p.addr + "/-/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 2*time.Minute, 100*time.Millisecond, "never ready:\n%s", p.log)
+	p.stop(t)
+	// run has returned; goroutines it ended may still be unwinding.
+	if !assert.Eventually(t, func() bool { return runGoroutines() == "" }, 10*time.Second, 20*time.Millisecond) {
+		t.Fatalf("goroutines of run left after it returned:\n%s", runGoroutines())
+	}
+}
+
+// runGoroutines returns the stacks of the goroutines that are inside a
+// function literal of run.
+func runGoroutines() string {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	var left []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "kairos-adapter.run.func") {
+			left = append(left, g)
+		}
+	}
+	return strings.Join(left, "\n\n")
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/adapter"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
 
@@ -29,11 +30,11 @@ import (
 // does with the batch is measured against the raw-driver baseline by
 // cmd/kairosload instead.
 type discardEngine struct {
-	kairosstore.Engine
+	engine.Engine
 	cells int
 }
 
-func (e *discardEngine) Write(_ context.Context, b *kairosstore.Batch) error {
+func (e *discardEngine) Write(_ context.Context, b *engine.Batch) error {
 	e.cells += len(b.Cells)
 	return nil
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
 
@@ -279,7 +280,7 @@ func openCassandraStore(t *testing.T) *kairosstore.Store {
 	return openStore(t, eng)
 }
 
-func openStore(t *testing.T, eng kairosstore.Engine) *kairosstore.Store {
+func openStore(t *testing.T, eng engine.Engine) *kairosstore.Store {
 	t.Helper()
 	require.NoError(t, eng.Setup(t.Context()))
 	s, err := kairosstore.Open(t.Context(), eng, kairosstore.Options{}, nil, nil)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -193,7 +194,7 @@ func (a *fakeAppender) check(ls labels.Labels) error {
 	a.s.appended++
 	a.s.mu.Unlock()
 	var err error
-	if ls.Get(labels.MetricName) == "" {
+	if ls.Get(model.MetricNameLabel) == "" {
 		err = fmt.Errorf("%w: %s", errInvalidSeries, ls)
 	} else if a.s.appendErr != nil {
 		err = a.s.appendErr(ls)
@@ -236,7 +237,7 @@ func (a *fakeAppender) Ref(ls labels.Labels) (any, error) {
 	a.s.mu.Lock()
 	a.s.refs++
 	a.s.mu.Unlock()
-	if ls.Get(labels.MetricName) == "" {
+	if ls.Get(model.MetricNameLabel) == "" {
 		return nil, fmt.Errorf("%w: %s", errInvalidSeries, ls)
 	}
 	return ls.Copy(), nil

@@ -19,6 +19,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
 
@@ -30,15 +31,15 @@ import (
 func TestAdminDeleteThenWriteIndexesAtOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		open func(t *testing.T) kairosstore.Engine
+		open func(t *testing.T) engine.Engine
 	}{
-		{"pebble", func(t *testing.T) kairosstore.Engine {
+		{"pebble", func(t *testing.T) engine.Engine {
 			eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, eng.Close()) })
 			return eng
 		}},
-		{"cassandra", func(t *testing.T) kairosstore.Engine {
+		{"cassandra", func(t *testing.T) engine.Engine {
 			addr, keyspace := cassandratest.Keyspace(t)
 			eng, err := cql.Open(t.Context(), cql.Config{
 				Hosts: []string{addr}, Keyspace: keyspace,

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/golang/snappy"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -55,7 +56,7 @@ type noopAppender struct{ grown []byte }
 var errNoName = errors.New("missing metric name")
 
 func (*noopAppender) check(ls labels.Labels) error {
-	if ls.Get(labels.MetricName) == "" {
+	if ls.Get(model.MetricNameLabel) == "" {
 		return errNoName
 	}
 	return nil

@@ -19,6 +19,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
 
@@ -239,7 +240,7 @@ func TestHistogramRoundTrip(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
 		a := startAdapter(t, "", embeddedStorage(dir))
-		histogramRoundTrip(t, a, func(t *testing.T) kairosstore.Engine {
+		histogramRoundTrip(t, a, func(t *testing.T) engine.Engine {
 			// Pebble allows one process per directory.
 			require.Equal(t, 0, a.stop(t, syscall.SIGTERM), "adapter exit code after SIGTERM")
 			eng, err := pebblekv.Open(dir, pebblekv.DefaultOptions(), nil)
@@ -251,7 +252,7 @@ func TestHistogramRoundTrip(t *testing.T) {
 		t.Parallel()
 		addr, ks := cassandratest.Keyspace(t)
 		a := startAdapter(t, "", cassandraStorage(addr, ks))
-		histogramRoundTrip(t, a, func(t *testing.T) kairosstore.Engine {
+		histogramRoundTrip(t, a, func(t *testing.T) engine.Engine {
 			eng, err := cql.Open(t.Context(), cql.Config{
 				Hosts: []string{addr}, Keyspace: ks, WriteConsistency: "ONE", ReadConsistency: "ONE", Timeout: 30 * time.Second,
 			}, nil)
@@ -263,7 +264,7 @@ func TestHistogramRoundTrip(t *testing.T) {
 
 // histogramRoundTrip runs the test on a; openEngine opens the adapter's
 // storage for the exemplar check, the test's last step.
-func histogramRoundTrip(t *testing.T, a *adapter, openEngine func(t *testing.T) kairosstore.Engine) {
+func histogramRoundTrip(t *testing.T, a *adapter, openEngine func(t *testing.T) engine.Engine) {
 	v1, v2 := histogramSeries("e2e_hist_v1", false), histogramSeries("e2e_hist_v2", true)
 	written := slices.Concat(v1, v2)
 	all := readQuery{Start: math.MinInt64/1000 + 62135596801, End: math.MaxInt64/1000 - 62135596801, Matchers: []*labels.Matcher{
@@ -322,7 +323,7 @@ func histogramRoundTrip(t *testing.T, a *adapter, openEngine func(t *testing.T) 
 }
 
 // checkExemplars reads every exemplar written through the store's API.
-func checkExemplars(t *testing.T, eng kairosstore.Engine, written []series) {
+func checkExemplars(t *testing.T, eng engine.Engine, written []series) {
 	t.Cleanup(func() { _ = eng.Close() })
 	ctx := context.Background()
 	store, err := kairosstore.Open(ctx, eng, kairosstore.Options{}, nil, nil)

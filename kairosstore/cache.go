@@ -4,11 +4,13 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 )
 
-// DefaultIndexCacheTTL is how long the store trusts that an index row it
+// defaultIndexCacheTTL is how long the store trusts that an index row it
 // wrote still exists, when Options.IndexCacheTTL is not set.
-const DefaultIndexCacheTTL = 5 * time.Minute
+const defaultIndexCacheTTL = 5 * time.Minute
 
 // The store remembers index rows it has written, so it writes each once per
 // IndexCacheTTL rather than with every sample (§5.7). Every cache is an
@@ -74,7 +76,7 @@ func (s *Store) lookupSeries(ls labels.Labels) (*series, error) {
 	if err != nil {
 		return nil, err
 	}
-	SortTags(tags)
+	codec.SortTags(tags)
 	sr.metric, sr.tags = metric, tags
 	s.series.Add(h, sr)
 	return sr, nil

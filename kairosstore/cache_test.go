@@ -8,10 +8,13 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 )
 
-// specEngine is the least Engine Open needs: no spec rows, no metric names.
-type specEngine struct{ Engine }
+// specEngine is the least engine.Engine Open needs: no spec rows, no metric names.
+type specEngine struct{ engine.Engine }
 
 func (specEngine) Spec(context.Context, string) (string, bool, error)         { return "", false, nil }
 func (specEngine) SetSpec(context.Context, string, string, int64) error       { return nil }
@@ -56,8 +59,8 @@ func BenchmarkIndexCacheMemory(b *testing.B) {
 			for i, ls := range lsets {
 				metric, tags, err := s.mapper.Split(ls, nil)
 				require.NoError(b, err)
-				SortTags(tags)
-				keys[i] = string(AppendRowKey(nil, RowKey{Metric: metric, RowTime: 0, DataType: TypeDouble, Tags: tags}))
+				codec.SortTags(tags)
+				keys[i] = string(codec.AppendRowKey(nil, codec.RowKey{Metric: metric, RowTime: 0, DataType: codec.TypeDouble, Tags: tags}))
 			}
 			s.rowKeys.AddAll(keys, 1)
 		}},

@@ -8,7 +8,11 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 )
 
 // Delete removes the samples of the series selected by ms in [start, end]
@@ -40,8 +44,8 @@ func (s *Store) Delete(ctx context.Context, start, end int64, ms ...*labels.Matc
 	}
 	// A series' exemplars go with it.
 	for _, m := range metrics {
-		if !strings.HasSuffix(m, ExemplarSuffix) && !slices.Contains(metrics, m+ExemplarSuffix) {
-			metrics = append(metrics, m+ExemplarSuffix)
+		if !strings.HasSuffix(m, codec.ExemplarSuffix) && !slices.Contains(metrics, m+codec.ExemplarSuffix) {
+			metrics = append(metrics, m+codec.ExemplarSuffix)
 		}
 	}
 	refs, err := s.findSeries(ctx, metrics, plan, start, end)
@@ -50,15 +54,15 @@ func (s *Store) Delete(ctx context.Context, start, end int64, ms ...*labels.Matc
 	}
 	tagged := false
 	for _, m := range ms {
-		tagged = tagged || m.Name != labels.MetricName
+		tagged = tagged || m.Name != model.MetricNameLabel
 	}
 	whole := s.spec.WidthMillis()
-	d := &Deletes{WriteTime: s.opts.Now().UnixMilli()}
+	d := &engine.Deletes{WriteTime: s.opts.Now().UnixMilli()}
 	rowTimes := map[string]bool{}
 	n := 0
 	for _, ref := range refs {
 		for _, r := range ref.rows {
-			k, err := ParseRowKey(r.key)
+			k, err := codec.ParseRowKey(r.key)
 			if err != nil {
 				return 0, fmt.Errorf("BUG: unparsable row key %x: %w", r.key, err)
 			}
@@ -66,27 +70,27 @@ func (s *Store) Delete(ctx context.Context, start, end int64, ms ...*labels.Matc
 			last := r.rowTime + whole - 1
 			if start > r.rowTime || end < last {
 				lo, hi := max(start, r.rowTime), min(end, last)
-				d.CellRanges = append(d.CellRanges, CellRange{Key: r.key, Lo: s.spec.Column(r.rowTime, lo), Hi: s.spec.Column(r.rowTime, hi)})
+				d.CellRanges = append(d.CellRanges, engine.CellRange{Key: r.key, Lo: s.spec.Column(r.rowTime, lo), Hi: s.spec.Column(r.rowTime, hi)})
 				continue
 			}
 			d.Rows = append(d.Rows, r.key)
 			if r.legacy {
 				// Only row_key_index knows a type-less key.
-				d.LegacyRowKeys = append(d.LegacyRowKeys, LegacyRowKey{Metric: k.Metric, RowKey: r.key})
+				d.LegacyRowKeys = append(d.LegacyRowKeys, engine.LegacyRowKey{Metric: k.Metric, RowKey: r.key})
 				continue
 			}
 			indexMetric := k.Metric
 			if r.indexMetric != "" {
 				indexMetric = r.indexMetric
 			}
-			irk := IndexedRowKey{Metric: indexMetric, RowTime: r.rowTime, DataType: r.dataType, Tags: k.Tags}
+			irk := engine.IndexedRowKey{Metric: indexMetric, RowTime: r.rowTime, DataType: r.dataType, Tags: k.Tags}
 			d.RowKeys = append(d.RowKeys, irk)
 			if r.indexMetric == "" {
 				d.TagIndexed = s.appendTagIndexed(d.TagIndexed, irk)
 			}
 			if id := metricRowKey(indexMetric, r.rowTime); !tagged && !rowTimes[id] {
 				rowTimes[id] = true
-				d.RowTimes = append(d.RowTimes, RowTimeIndex{Metric: indexMetric, RowTime: r.rowTime})
+				d.RowTimes = append(d.RowTimes, engine.RowTimeIndex{Metric: indexMetric, RowTime: r.rowTime})
 			}
 		}
 	}

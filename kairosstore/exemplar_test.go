@@ -8,10 +8,11 @@ import (
 
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/model/value"
 	"github.com/stretchr/testify/require"
 
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
@@ -19,73 +20,12 @@ func exemplarAt(ts int64, pairs ...string) exemplar.Exemplar {
 	return exemplar.Exemplar{Labels: labels.FromStrings(pairs...), Value: float64(ts) / 10, Ts: ts, HasTs: ts != 0}
 }
 
-var testExemplarLabels = []labels.Labels{
-	labels.EmptyLabels(),
-	labels.FromStrings("trace_id", "4bf92f3577b34da6a3ce929d0e0e4736"),
-	labels.FromStrings("span_id", "00f067aa0ba902b7", "trace_id", "4bf92f3577b34da6a3ce929d0e0e4736", "été", "😀 a:b=c"),
-	labels.FromStrings("empty", ""),
-}
-
-func TestExemplarValueRoundTrip(t *testing.T) {
-	for _, ls := range testExemplarLabels {
-		for _, v := range []float64{0, 1.5, -1e300, math.Inf(-1), math.Copysign(0, -1), math.NaN(), math.Float64frombits(value.StaleNaN)} {
-			b := ks.AppendExemplarValue([]byte("pre"), ls, v)
-			require.Equal(t, "pre", string(b[:3]))
-			gotLabels, gotValue, err := ks.DecodeExemplarValue(b[3:])
-			require.NoError(t, err, ls.String())
-			require.Equal(t, ls, gotLabels)
-			require.Equal(t, math.Float64bits(v), math.Float64bits(gotValue))
-		}
-	}
-	// The worked example of docs/histogram-encoding.md.
-	require.Equal(t, "01"+"3ff8000000000000"+"01"+"08"+hexOf([]byte("trace_id"))+"03"+hexOf([]byte("abc")),
-		hexOf(ks.AppendExemplarValue(nil, labels.FromStrings("trace_id", "abc"), 1.5)))
-}
-
-func TestExemplarValueRejects(t *testing.T) {
-	valid := ks.AppendExemplarValue(nil, testExemplarLabels[2], 2)
-	for n := range len(valid) {
-		_, _, err := ks.DecodeExemplarValue(valid[:n])
-		require.Error(t, err, "truncated to %d bytes", n)
-	}
-	const v = "3ff0000000000000"
-	for _, tc := range []struct{ name, hex, err string }{
-		{"unknown version", "02" + v + "00", "unknown version 2"},
-		{"trailing byte", "01" + v + "00" + "00", "1 trailing bytes"},
-		{"padded count", "01" + v + "8000", "not minimal"},
-		{"count too big", "01" + v + "05" + "0161" + "0162", "does not fit"},
-		{"string beyond the value", "01" + v + "01" + "0561" + "00", "does not fit"},
-		{"empty name", "01" + v + "01" + "00" + "0161", "empty exemplar label name"},
-		{"out of order", "01" + v + "02" + "0162" + "00" + "0161" + "00", `"a" repeated or out of order`},
-		{"repeated", "01" + v + "02" + "0161" + "00" + "0161" + "00", `"a" repeated or out of order`},
-		{"invalid UTF-8", "01" + v + "01" + "0161" + "01ff", "not valid UTF-8"},
-	} {
-		_, _, err := ks.DecodeExemplarValue(unhexT(t, tc.hex))
-		require.ErrorContains(t, err, tc.err, tc.name)
-	}
-}
-
-// FuzzExemplarValue: decoding never panics, and whatever decodes encodes
-// to the same bytes.
-func FuzzExemplarValue(f *testing.F) {
-	for _, ls := range testExemplarLabels {
-		f.Add(ks.AppendExemplarValue(nil, ls, 1.25))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		ls, v, err := ks.DecodeExemplarValue(b)
-		if err != nil {
-			return
-		}
-		require.Equal(t, b, ks.AppendExemplarValue(nil, ls, v))
-	})
-}
-
 // TestExemplarsWriteQuery stores exemplars of float and histogram series
 // through the Appender and finds them with Store.Exemplars by matchers and
 // time range, while Select and KairosDB's row_keys of the series never see
 // them.
 func TestExemplarsWriteQuery(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		ctx := context.Background()
 		s := openStore(t, eng, ks.Options{})
 		a := labels.FromStrings("__name__", "http_requests_total", "instance", "a:1", "job", "api")
@@ -151,7 +91,7 @@ func TestExemplarsWriteQuery(t *testing.T) {
 		require.Equal(t, []string{"http_requests_total", "http_requests_total#exemplars", "latency", "latency#exemplars", "no_exemplars"}, stored)
 		require.NoError(t, eng.RowTimes(ctx, "http_requests_total", math.MinInt64, math.MaxInt64, func(rt int64) error {
 			return eng.RowKeys(ctx, "http_requests_total", rt, func(dataType string, _ []translate.Tag) error {
-				require.Equal(t, ks.TypeDouble, dataType)
+				require.Equal(t, codec.TypeDouble, dataType)
 				return nil
 			})
 		}))

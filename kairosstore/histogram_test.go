@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
@@ -149,16 +151,16 @@ func nonNil[T any](s []T) []T {
 
 func TestHistogramValueRoundTrip(t *testing.T) {
 	for name, h := range testHistograms(t) {
-		b := ks.AppendHistogramValue([]byte("pre"), h)
+		b := codec.AppendHistogramValue([]byte("pre"), h)
 		require.Equal(t, "pre", string(b[:3]), name)
-		got, err := ks.DecodeHistogramValue(b[3:])
+		got, err := codec.DecodeHistogramValue(b[3:])
 		require.NoError(t, err, name)
 		requireHistogram(t, h, got, name)
 	}
 	for name, fh := range testFloatHistograms(t) {
-		b := ks.AppendFloatHistogramValue([]byte("pre"), fh)
+		b := codec.AppendFloatHistogramValue([]byte("pre"), fh)
 		require.Equal(t, "pre", string(b[:3]), name)
-		got, err := ks.DecodeFloatHistogramValue(b[3:])
+		got, err := codec.DecodeFloatHistogramValue(b[3:])
 		require.NoError(t, err, name)
 		requireFloatHistogram(t, fh, got, name)
 	}
@@ -177,12 +179,12 @@ func TestHistogramValueGolden(t *testing.T) {
 		"3f50624dd2f1a9fc"+"01"+ // zero threshold, zero count
 		"01"+"01"+"02"+"02"+"02"+"04"+ // positive spans, deltas
 		"00"+"00", // negative spans, deltas
-		hexOf(ks.AppendHistogramValue(nil, exp)))
+		hexOf(codec.AppendHistogramValue(nil, exp)))
 	require.Equal(t, "01"+"02"+"06"+"4014000000000000"+"4029000000000000"+
 		"3f50624dd2f1a9fc"+"3ff0000000000000"+
 		"01"+"01"+"02"+"02"+"3ff0000000000000"+"4008000000000000"+
 		"00"+"00",
-		hexOf(ks.AppendFloatHistogramValue(nil, exp.ToFloat(nil))))
+		hexOf(codec.AppendFloatHistogramValue(nil, exp.ToFloat(nil))))
 	nhcb := &histogram.Histogram{
 		Schema: histogram.CustomBucketsSchema, Count: 4, Sum: 2.5,
 		PositiveSpans:   []histogram.Span{{Offset: 0, Length: 3}},
@@ -192,18 +194,18 @@ func TestHistogramValueGolden(t *testing.T) {
 	require.Equal(t, "01"+"00"+"69"+"04"+"4004000000000000"+ // no zero bucket for schema -53
 		"01"+"00"+"03"+"03"+"04"+"01"+"00"+ // positive spans, deltas
 		"02"+"3fe0000000000000"+"3ff0000000000000", // custom values instead of the negative side
-		hexOf(ks.AppendHistogramValue(nil, nhcb)))
+		hexOf(codec.AppendHistogramValue(nil, nhcb)))
 }
 
 func TestHistogramValueRejects(t *testing.T) {
-	valid := ks.AppendHistogramValue(nil, testHistograms(t)["schema 0 both sides"])
+	valid := codec.AppendHistogramValue(nil, testHistograms(t)["schema 0 both sides"])
 	for n := range len(valid) {
-		_, err := ks.DecodeHistogramValue(valid[:n])
+		_, err := codec.DecodeHistogramValue(valid[:n])
 		require.Error(t, err, "truncated to %d bytes", n)
 	}
-	validFloat := ks.AppendFloatHistogramValue(nil, testFloatHistograms(t)["fractional"])
+	validFloat := codec.AppendFloatHistogramValue(nil, testFloatHistograms(t)["fractional"])
 	for n := range len(validFloat) {
-		_, err := ks.DecodeFloatHistogramValue(validFloat[:n])
+		_, err := codec.DecodeFloatHistogramValue(validFloat[:n])
 		require.Error(t, err, "truncated to %d bytes", n)
 	}
 	for _, tc := range []struct{ name, hex, err string }{
@@ -221,10 +223,10 @@ func TestHistogramValueRejects(t *testing.T) {
 		{"negative bucket", "010000" + "00" + "0000000000000000" + "0000000000000000" + "00" + "01" + "00" + "01" + "01" + "01" + "00" + "00", "negative"},
 		{"custom bounds not increasing", "0100" + "69" + "00" + "0000000000000000" + "00" + "00" + "02" + "3ff0000000000000" + "3ff0000000000000", "strictly increasing"},
 	} {
-		_, err := ks.DecodeHistogramValue(unhexT(t, tc.hex))
+		_, err := codec.DecodeHistogramValue(unhexT(t, tc.hex))
 		require.ErrorContains(t, err, tc.err, tc.name)
 	}
-	_, err := ks.DecodeFloatHistogramValue(unhexT(t, "010000"+"bff0000000000000"+"0000000000000000"+"0000000000000000"+"0000000000000000"+"00"+"00"+"00"+"00"))
+	_, err := codec.DecodeFloatHistogramValue(unhexT(t, "010000"+"bff0000000000000"+"0000000000000000"+"0000000000000000"+"0000000000000000"+"00"+"00"+"00"+"00"))
 	require.ErrorContains(t, err, "negative", "float histogram with a negative count")
 }
 
@@ -240,30 +242,30 @@ func unhexT(t testing.TB, s string) []byte {
 // bytes.
 func FuzzHistogramValue(f *testing.F) {
 	for _, h := range testHistograms(f) {
-		f.Add(ks.AppendHistogramValue(nil, h))
+		f.Add(codec.AppendHistogramValue(nil, h))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := ks.DecodeHistogramValue(b)
+		h, err := codec.DecodeHistogramValue(b)
 		if err != nil {
 			return
 		}
 		require.NoError(t, h.Validate())
-		require.Equal(t, b, ks.AppendHistogramValue(nil, h))
+		require.Equal(t, b, codec.AppendHistogramValue(nil, h))
 	})
 }
 
 // FuzzFloatHistogramValue is FuzzHistogramValue for float histograms.
 func FuzzFloatHistogramValue(f *testing.F) {
 	for _, fh := range testFloatHistograms(f) {
-		f.Add(ks.AppendFloatHistogramValue(nil, fh))
+		f.Add(codec.AppendFloatHistogramValue(nil, fh))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fh, err := ks.DecodeFloatHistogramValue(b)
+		fh, err := codec.DecodeFloatHistogramValue(b)
 		if err != nil {
 			return
 		}
 		require.NoError(t, fh.Validate())
-		require.Equal(t, b, ks.AppendFloatHistogramValue(nil, fh))
+		require.Equal(t, b, codec.AppendFloatHistogramValue(nil, fh))
 	})
 }
 
@@ -345,7 +347,7 @@ func appendPoints(t *testing.T, app *ks.Appender, ls labels.Labels, ps []point) 
 // TestHistogramWriteRead stores integer and float histograms of every kind
 // across row windows and reads every field back through Querier.Select.
 func TestHistogramWriteRead(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		s := openStore(t, eng, ks.Options{})
 		names := []string{"schema 0 both sides", "schema -4 reset", "schema 8 huge", "gauge", "empty", "nhcb", "nhcb only +Inf bucket", "stale marker", "nan observed"}
 		hs, fhs := testHistograms(t), testFloatHistograms(t)
@@ -384,7 +386,7 @@ func TestHistogramWriteRead(t *testing.T) {
 // both forms of stale marker (a float StaleNaN and a histogram with a
 // StaleNaN sum).
 func TestHistogramMixedSeries(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		s := openStore(t, eng, ks.Options{})
 		hs, fhs := testHistograms(t), testFloatHistograms(t)
 		ls := labels.FromStrings("__name__", "requests", "instance", "a")
@@ -579,7 +581,7 @@ func requireStatus(t *testing.T, code int, err error, msg string) {
 // for the float series itself. Our own read of the float metric is
 // unaffected as well.
 func TestHistogramsInvisibleToFloatMetrics(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		ctx := context.Background()
 		// Every metric tag-indexed, so tag_indexed_row_keys is written too.
 		s := openStore(t, eng, ks.Options{TagIndexed: map[string][]string{"*": nil}})
@@ -598,7 +600,7 @@ func TestHistogramsInvisibleToFloatMetrics(t *testing.T) {
 
 		// Not even null rows: KairosDB's aggregators fail on a NullDataPoint,
 		// so the stale marker is indexed under the side metric.
-		kairosTypes := map[string]bool{ks.TypeDouble: true}
+		kairosTypes := map[string]bool{codec.TypeDouble: true}
 		rowTimesOf := func(metric string) []int64 {
 			var rowTimes []int64
 			require.NoError(t, eng.RowTimes(ctx, metric, math.MinInt64, math.MaxInt64, func(rt int64) error {

@@ -13,7 +13,9 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
@@ -50,25 +52,25 @@ type foreignDelete func(t *testing.T, rowKey []byte, metric string, rowTime int6
 func TestIndexWrittenAgainAfterForeignDelete(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		open func(t *testing.T) (ks.Engine, foreignDelete)
+		open func(t *testing.T) (engine.Engine, foreignDelete)
 	}{
-		{"pebble", func(t *testing.T) (ks.Engine, foreignDelete) {
+		{"pebble", func(t *testing.T) (engine.Engine, foreignDelete) {
 			eng := openPebble(t)
 			// The embedded store has no second writer: the engine's
 			// own delete, bypassing the Store, stands in for one.
 			return eng, func(t *testing.T, key []byte, metric string, rowTime int64, tags []translate.Tag, writeTime int64) {
-				irk := ks.IndexedRowKey{Metric: metric, RowTime: rowTime, DataType: ks.TypeDouble, Tags: tags}
-				var tagged []ks.TagIndexedRowKey
+				irk := engine.IndexedRowKey{Metric: metric, RowTime: rowTime, DataType: codec.TypeDouble, Tags: tags}
+				var tagged []engine.TagIndexedRowKey
 				for _, tg := range tags {
-					tagged = append(tagged, ks.TagIndexedRowKey{IndexedRowKey: irk, Pair: ks.SingleTagPair(tg), Hash: ks.TagCollectionHash(tags)})
+					tagged = append(tagged, engine.TagIndexedRowKey{IndexedRowKey: irk, Pair: codec.SingleTagPair(tg), Hash: codec.TagCollectionHash(tags)})
 				}
-				require.NoError(t, eng.Delete(context.Background(), &ks.Deletes{
-					WriteTime: writeTime, Rows: [][]byte{key}, RowKeys: []ks.IndexedRowKey{irk}, TagIndexed: tagged,
-					RowTimes: []ks.RowTimeIndex{{Metric: metric, RowTime: rowTime}}, MetricNames: []string{metric},
+				require.NoError(t, eng.Delete(context.Background(), &engine.Deletes{
+					WriteTime: writeTime, Rows: [][]byte{key}, RowKeys: []engine.IndexedRowKey{irk}, TagIndexed: tagged,
+					RowTimes: []engine.RowTimeIndex{{Metric: metric, RowTime: rowTime}}, MetricNames: []string{metric},
 				}))
 			}
 		}},
-		{"cassandra", func(t *testing.T) (ks.Engine, foreignDelete) {
+		{"cassandra", func(t *testing.T) (engine.Engine, foreignDelete) {
 			eng, keyspace := openCassandraKeyspace(t)
 			sess := cassandratest.Session(t, keyspace)
 			return eng, func(t *testing.T, key []byte, metric string, rowTime int64, tags []translate.Tag, writeTime int64) {
@@ -90,7 +92,7 @@ func TestIndexWrittenAgainAfterForeignDelete(t *testing.T) {
 						cql  string
 						args []any
 					}{`DELETE FROM tag_indexed_row_keys WHERE metric = ? AND table_name = 'data_points' AND row_time = ? AND single_tag_pair = ?`,
-						[]any{metric, rt, ks.SingleTagPair(tg)}})
+						[]any{metric, rt, codec.SingleTagPair(tg)}})
 				}
 				for _, st := range stmts {
 					require.NoError(t, sess.Query(st.cql, st.args...).Consistency(gocql.One).WithTimestamp(writeTime).Exec(), st.cql)
@@ -110,14 +112,14 @@ func TestIndexWrittenAgainAfterForeignDelete(t *testing.T) {
 // testForeignDelete writes through Append, or with viaRef through a handle
 // kept across appenders, as the HTTP side does: the handle's series outlives
 // the store's series cache, and its row's own mark must expire too.
-func testForeignDelete(t *testing.T, open func(t *testing.T) (ks.Engine, foreignDelete), viaRef bool) {
+func testForeignDelete(t *testing.T, open func(t *testing.T) (engine.Engine, foreignDelete), viaRef bool) {
 	eng, foreign := open(t)
 	const ttl = time.Minute
 	clk := &testClock{t: time.Now().Truncate(time.Millisecond)}
 	s := openStore(t, eng, ks.Options{IndexCacheTTL: ttl, Now: clk.now, TagIndexed: map[string][]string{"foreign": nil}})
 	ls := lbl("__name__", "foreign", "k", "a")
 	tags := []translate.Tag{{Name: "k", Value: "a"}}
-	key := ks.AppendRowKey(nil, ks.RowKey{Metric: "foreign", RowTime: 0, DataType: ks.TypeDouble, Tags: tags})
+	key := codec.AppendRowKey(nil, codec.RowKey{Metric: "foreign", RowTime: 0, DataType: codec.TypeDouble, Tags: tags})
 	readAll := func() []series { return read(t, s, 0, hour-1, eq("__name__", "foreign"), eq("k", "a")) }
 
 	var ref any
@@ -162,7 +164,7 @@ func testForeignDelete(t *testing.T, open func(t *testing.T) (ks.Engine, foreign
 // through the store returned is kept and indexed at once, even in the
 // delete's millisecond, where Cassandra gives the tie to the tombstone.
 func TestWriteAfterDeleteSameMillisecond(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		ctx := context.Background()
 		frozen := time.Now().Truncate(time.Millisecond)
 		s := openStore(t, eng, ks.Options{Now: func() time.Time { return frozen }, TagIndexed: map[string][]string{"tie": nil}})
@@ -179,7 +181,7 @@ func TestWriteAfterDeleteSameMillisecond(t *testing.T) {
 
 // requireIndexed checks that every index row of the series (metric, tags)
 // in the row window rowTime exists.
-func requireIndexed(t *testing.T, eng ks.Engine, metric string, rowTime int64, tags []translate.Tag) {
+func requireIndexed(t *testing.T, eng engine.Engine, metric string, rowTime int64, tags []translate.Tag) {
 	t.Helper()
 	ctx := context.Background()
 	var rowKeys [][]translate.Tag
@@ -190,7 +192,7 @@ func requireIndexed(t *testing.T, eng ks.Engine, metric string, rowTime int64, t
 	require.Equal(t, [][]translate.Tag{tags}, rowKeys, "row_keys")
 	for _, tg := range tags {
 		var tagged [][]translate.Tag
-		require.NoError(t, eng.TagIndexedRowKeys(ctx, metric, rowTime, ks.SingleTagPair(tg), func(dataType string, tg []translate.Tag) error {
+		require.NoError(t, eng.TagIndexedRowKeys(ctx, metric, rowTime, codec.SingleTagPair(tg), func(dataType string, tg []translate.Tag) error {
 			tagged = append(tagged, tg)
 			return nil
 		}))
@@ -209,7 +211,7 @@ func requireIndexed(t *testing.T, eng ks.Engine, metric string, rowTime int64, t
 
 // openCassandraKeyspace is openCassandra that also names the keyspace, for
 // tests that reach behind the store with CQL.
-func openCassandraKeyspace(t *testing.T) (ks.Engine, string) {
+func openCassandraKeyspace(t *testing.T) (engine.Engine, string) {
 	addr, keyspace := cassandratest.Keyspace(t)
 	eng, err := cql.Open(context.Background(), cql.Config{
 		Hosts: []string{addr}, Keyspace: keyspace,

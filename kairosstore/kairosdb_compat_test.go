@@ -10,6 +10,7 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 )
 
@@ -59,9 +60,9 @@ func TestReadsRowsKairosDBWroteWithCQL(t *testing.T) {
 		require.NoError(t, session.Query(stmt, args...).ExecContext(ctx), stmt)
 	}
 
-	s, err := ks.Open(ctx, eng, ks.Options{Spec: ks.DefaultRowSpec()}, nil, nil)
+	s, err := ks.Open(ctx, eng, ks.Options{RowWidth: 504 * time.Hour}, nil, nil)
 	require.NoError(t, err)
-	require.Equal(t, ks.Legacy, s.Spec().Unit)
+	require.Equal(t, codec.Legacy, s.Spec().Unit)
 	const ts = int64(1359788400000)
 	require.Equal(t, []series{
 		{lbl("__name__", "sys.cpu", "host", "server1"), []sample{{ts, bits(123)}}},

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
@@ -23,7 +24,7 @@ import (
 
 // everything selects every series, for lookups without matchers: the label
 // APIs then mean "all", where a selector without matchers means nothing.
-var everything = []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+")}
+var everything = []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, model.MetricNameLabel, ".+")}
 
 // LabelNames returns the label names of the series the matchers select, or
 // of every series without matchers, sorted.
@@ -45,7 +46,7 @@ func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms 
 // range: a metric whose samples all lie outside the range is listed too.
 func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
 	set := map[string]struct{}{}
-	if name == labels.MetricName && len(ms) == 0 {
+	if name == model.MetricNameLabel && len(ms) == 0 {
 		err := q.s.eng.MetricNames(ctx, func(metric string) error {
 			if n, ok := strings.CutPrefix(metric, q.s.mapper.Prefix); ok && n != "" && !isExemplarMetric(metric) {
 				set[n] = struct{}{}

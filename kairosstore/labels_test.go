@@ -9,13 +9,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 )
 
 // TestLabelLookups checks the label names and values the query API reads
 // from the indexes, with and without matchers, by row window, and that a
 // Select for "series" returns label sets without reading samples.
 func TestLabelLookups(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		s := openStore(t, eng, ks.Options{MetricPrefix: "p."})
 		write(t, s, map[string][]sample{
 			lbl("__name__", "cpu", "host", "a", "mode", "idle"): {{10, bits(1)}},

@@ -11,7 +11,9 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
@@ -33,31 +35,31 @@ type deleteFunc func(t *testing.T, metric string, rowTime int64, d kairosDelete)
 // forEachEngineWithDelete is forEachEngine with a way to delete as KairosDB
 // does: on Cassandra with KairosDB's own CQL statements, on the embedded
 // engine, which has no CQL, with the same deletes through Engine.Delete.
-func forEachEngineWithDelete(t *testing.T, fn func(t *testing.T, eng ks.Engine, del deleteFunc)) {
+func forEachEngineWithDelete(t *testing.T, fn func(t *testing.T, eng engine.Engine, del deleteFunc)) {
 	t.Run("pebble", func(t *testing.T) {
 		t.Parallel()
 		eng := openPebble(t)
 		fn(t, eng, func(t *testing.T, metric string, rt int64, d kairosDelete) {
 			t.Helper()
 			ctx := context.Background()
-			dels := &ks.Deletes{WriteTime: time.Now().UnixMilli()}
+			dels := &engine.Deletes{WriteTime: time.Now().UnixMilli()}
 			require.NoError(t, eng.RowKeys(ctx, metric, rt, func(dataType string, tags []translate.Tag) error {
 				tags = append([]translate.Tag(nil), tags...)
 				if !d.matches(tags) {
 					return nil
 				}
-				ks.SortTags(tags)
-				key := ks.AppendRowKey(nil, ks.RowKey{Metric: metric, RowTime: rt, DataType: dataType, Tags: tags})
-				dels.RowKeys = append(dels.RowKeys, ks.IndexedRowKey{Metric: metric, RowTime: rt, DataType: dataType, Tags: tags})
+				codec.SortTags(tags)
+				key := codec.AppendRowKey(nil, codec.RowKey{Metric: metric, RowTime: rt, DataType: dataType, Tags: tags})
+				dels.RowKeys = append(dels.RowKeys, engine.IndexedRowKey{Metric: metric, RowTime: rt, DataType: dataType, Tags: tags})
 				if !d.indexOnly {
 					dels.Rows = append(dels.Rows, key)
-					dels.LegacyRowKeys = append(dels.LegacyRowKeys, ks.LegacyRowKey{Metric: metric, RowKey: key})
+					dels.LegacyRowKeys = append(dels.LegacyRowKeys, engine.LegacyRowKey{Metric: metric, RowKey: key})
 				}
 				return nil
 			}))
 			require.NotEmpty(t, dels.RowKeys, "nothing to delete")
 			if d.tag == nil && !d.indexOnly {
-				dels.RowTimes = []ks.RowTimeIndex{{Metric: metric, RowTime: rt}}
+				dels.RowTimes = []engine.RowTimeIndex{{Metric: metric, RowTime: rt}}
 			}
 			require.NoError(t, eng.Delete(ctx, dels))
 		})
@@ -100,8 +102,8 @@ func forEachEngineWithDelete(t *testing.T, fn func(t *testing.T, eng ks.Engine, 
 					continue
 				}
 				n++
-				ks.SortTags(tags)
-				key := ks.AppendRowKey(nil, ks.RowKey{Metric: metric, RowTime: rt, DataType: dataType, Tags: tags})
+				codec.SortTags(tags)
+				key := codec.AppendRowKey(nil, codec.RowKey{Metric: metric, RowTime: rt, DataType: dataType, Tags: tags})
 				if !d.indexOnly {
 					exec(`DELETE FROM data_points USING TIMESTAMP ? WHERE key = ?`, ms, key)
 					exec(`DELETE FROM row_key_index USING TIMESTAMP ? WHERE key = ? AND column1 = ?`, ms, []byte(metric), key)
@@ -145,7 +147,7 @@ func tagsMap(tags []translate.Tag) map[string]string {
 // and other series are untouched, and Store.Delete still removes the
 // orphaned rows.
 func TestKairosDBDeleteHidesNonFinite(t *testing.T) {
-	forEachEngineWithDelete(t, func(t *testing.T, eng ks.Engine, del deleteFunc) {
+	forEachEngineWithDelete(t, func(t *testing.T, eng engine.Engine, del deleteFunc) {
 		for _, tc := range []struct {
 			name string
 			del  kairosDelete
@@ -207,7 +209,7 @@ func TestKairosDBDeleteHidesNonFinite(t *testing.T) {
 // same request or an earlier one, for tag-indexed metrics too, and after
 // Store.Delete removed the window's index rows.
 func TestNonFiniteOnlyRowWindow(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		for _, opts := range []struct {
 			name string
 			opts ks.Options

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/util/annotations"
 
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
@@ -111,7 +112,7 @@ func (f *finder) add(metric string, tags []translate.Tag, r rowRef) {
 		return
 	}
 	f.seen[string(r.key)] = true
-	id := string(AppendRowKey(nil, RowKey{Metric: metric, DataType: TypeLegacy, Tags: tags}))
+	id := string(codec.AppendRowKey(nil, codec.RowKey{Metric: metric, DataType: codec.TypeLegacy, Tags: tags}))
 	ref := f.byID[id]
 	if ref == nil {
 		lset, ok := f.mapper.Join(metric, tags, &f.b)
@@ -241,15 +242,15 @@ func (s *Store) rowKeysOf(ctx context.Context, f *finder, metric, indexMetric st
 	add := func(dataType string, tags []translate.Tag) error {
 		// A side index holds only null rows; anything else in that
 		// partition belongs to a real metric of that name.
-		if side && dataType != TypeNull {
+		if side && dataType != codec.TypeNull {
 			return nil
 		}
 		tags = slices.Clone(tags)
 		if !plan.MatchTags(tags) {
 			return nil
 		}
-		SortTags(tags)
-		key := AppendRowKey(nil, RowKey{Metric: metric, RowTime: rt, DataType: dataType, Tags: tags})
+		codec.SortTags(tags)
+		key := codec.AppendRowKey(nil, codec.RowKey{Metric: metric, RowTime: rt, DataType: dataType, Tags: tags})
 		r := rowRef{key: key, rowTime: rt, dataType: dataType}
 		if side {
 			r.indexMetric = indexMetric
@@ -268,7 +269,7 @@ func (s *Store) rowKeysOf(ctx context.Context, f *finder, metric, indexMetric st
 		// rows are a subset of row_keys, one query per value of the chosen
 		// tag (§6.3).
 		for _, v := range values {
-			if err := s.eng.TagIndexedRowKeys(ctx, metric, rt, SingleTagPair(translate.Tag{Name: name, Value: v}), add); err != nil {
+			if err := s.eng.TagIndexedRowKeys(ctx, metric, rt, codec.SingleTagPair(translate.Tag{Name: name, Value: v}), add); err != nil {
 				return fmt.Errorf("read tag_indexed_row_keys of %q: %w", metric, err)
 			}
 		}
@@ -312,19 +313,19 @@ func (s *Store) legacyRowKeys(ctx context.Context, f *finder, metric string, pla
 		ranges = [][2]int64{{start, -1}, {0, end}}
 	}
 	for _, r := range ranges {
-		lo := AppendLegacyIndexBound(nil, metric, s.lowestRowTime(r[0]), false)
-		hi := AppendLegacyIndexBound(nil, metric, s.spec.RowTime(r[1]), true)
+		lo := codec.AppendLegacyIndexBound(nil, metric, s.lowestRowTime(r[0]), false)
+		hi := codec.AppendLegacyIndexBound(nil, metric, s.spec.RowTime(r[1]), true)
 		err := s.eng.LegacyRowKeys(ctx, metric, lo, hi, func(raw []byte) error {
-			k, err := ParseRowKey(raw)
+			k, err := codec.ParseRowKey(raw)
 			if err != nil || k.Metric != metric {
 				s.m.skipped.WithLabelValues("unparsable_row_key").Inc()
 				return nil
 			}
-			SortTags(k.Tags)
+			codec.SortTags(k.Tags)
 			if !plan.MatchTags(k.Tags) {
 				return nil
 			}
-			f.add(metric, k.Tags, rowRef{key: slices.Clone(raw), rowTime: k.RowTime, dataType: k.DataType, legacy: k.DataType == TypeLegacy})
+			f.add(metric, k.Tags, rowRef{key: slices.Clone(raw), rowTime: k.RowTime, dataType: k.DataType, legacy: k.DataType == codec.TypeLegacy})
 			return nil
 		})
 		if err != nil {
@@ -446,7 +447,7 @@ func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64
 	})
 	var customValues []float64 // the last custom bucket bounds, shared while they repeat
 	for _, r := range ref.rows {
-		if r.dataType == TypeExemplar {
+		if r.dataType == codec.TypeExemplar {
 			continue // a metric whose own name ends in ExemplarSuffix: not samples
 		}
 		lo, hi := s.spec.SliceBounds(r.rowTime, start, end)
@@ -463,18 +464,18 @@ func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64
 				err error
 			)
 			switch r.dataType {
-			case TypeHistogram:
-				h, err = DecodeHistogramValue(value)
+			case codec.TypeHistogram:
+				h, err = codec.DecodeHistogramValue(value)
 				if err == nil {
 					h.CustomValues, customValues = internBounds(h.CustomValues, customValues)
 				}
-			case TypeFloatHistogram:
-				fh, err = DecodeFloatHistogramValue(value)
+			case codec.TypeFloatHistogram:
+				fh, err = codec.DecodeFloatHistogramValue(value)
 				if err == nil {
 					fh.CustomValues, customValues = internBounds(fh.CustomValues, customValues)
 				}
 			default:
-				v, ok, err = DecodeValue(r.dataType, r.legacy, col, value)
+				v, ok, err = codec.DecodeValue(r.dataType, r.legacy, col, value)
 			}
 			if err != nil {
 				s.m.skipped.WithLabelValues("undecodable").Inc()

@@ -10,11 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 )
 
 // inFlightEngine records how many data_points slices are read at once.
 type inFlightEngine struct {
-	ks.Engine
+	engine.Engine
 	mu      sync.Mutex
 	calls   int
 	cur     int

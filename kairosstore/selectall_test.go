@@ -9,13 +9,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 )
 
 // TestNoMatchersSelectNothing: a query or delete with no matchers at all
 // selects nothing, as in Prometheus's TSDB, on a store that holds data. A
 // selector that matches everything on purpose still does.
 func TestNoMatchersSelectNothing(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		s := openStore(t, eng, ks.Options{})
 		a := lbl("__name__", "everything", "k", "a")
 		b := lbl("__name__", "else", "k", "b")

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
@@ -38,7 +39,7 @@ func (s *series) doubleRow(rowTime int64) *seriesRow {
 	}
 	r := &seriesRow{
 		rowTime: rowTime,
-		key:     AppendRowKey(nil, RowKey{Metric: s.metric, RowTime: rowTime, DataType: TypeDouble, Tags: s.tags}),
+		key:     codec.AppendRowKey(nil, codec.RowKey{Metric: s.metric, RowTime: rowTime, DataType: codec.TypeDouble, Tags: s.tags}),
 	}
 	// Concurrent requests may each store their own row: both keys are
 	// equal, and the loser's index rows are merely written once more.

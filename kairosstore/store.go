@@ -20,14 +20,19 @@ import (
 	"github.com/prometheus/prometheus/model/metadata"
 
 	"github.com/kairos-remote/kairos-adapter/internal/lru"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // Options configures a Store.
 type Options struct {
-	// Spec is the row spec a fresh keyspace is created with. An existing
-	// keyspace's spec table wins; a contradiction is an error (§3.3).
-	Spec RowSpec
+	// RowTimeUnit and RowWidth are the row spec a fresh keyspace is created
+	// with; the store stores the width in the unit's terms (rowSpec). An
+	// existing keyspace's spec table wins; a contradiction is an error
+	// (§3.3). A zero RowWidth means KairosDB's default of three weeks.
+	RowTimeUnit codec.TimeUnit
+	RowWidth    time.Duration
 	// TTL is the time to live of samples in seconds; 0 keeps them forever.
 	TTL int32
 	// TagIndexed lists metrics whose row keys also go to tag_indexed_row_keys
@@ -39,7 +44,7 @@ type Options struct {
 	IndexCacheSize int
 	// IndexCacheTTL is how long an index row this store wrote is trusted to
 	// still exist (cache.go): one another writer deleted is written again
-	// at most this long after. Default DefaultIndexCacheTTL.
+	// at most this long after. Default 5 minutes (defaultIndexCacheTTL).
 	IndexCacheTTL time.Duration
 	// MetricPrefix is added to every metric name written and required of
 	// every name read.
@@ -61,9 +66,9 @@ type Options struct {
 
 // Store is the KairosDB layout over an Engine.
 type Store struct {
-	eng    Engine
+	eng    engine.Engine
 	opts   Options
-	spec   RowSpec
+	spec   codec.RowSpec
 	mapper translate.Mapper
 	log    *slog.Logger
 	// The caches of cache.go. rowKeys and metricRows map what they
@@ -91,16 +96,27 @@ type storeMetrics struct {
 	opDuration                                               *prometheus.HistogramVec
 }
 
+// rowSpec is the spec table's form of a row width (§3.3): whole seconds
+// with unit SECONDS, where KairosDB reads row_width as seconds, and
+// milliseconds otherwise.
+func rowSpec(unit codec.TimeUnit, width time.Duration) codec.RowSpec {
+	if width == 0 {
+		width = time.Duration(codec.DefaultRowSpec().Width) * time.Millisecond
+	}
+	if unit == codec.Seconds {
+		return codec.RowSpec{Unit: unit, Width: int64(width / time.Second)}
+	}
+	return codec.RowSpec{Unit: unit, Width: width.Milliseconds()}
+}
+
 // Open reads or initialises the keyspace's spec and returns a Store. The
 // engine must already be set up (Engine.Setup).
-func Open(ctx context.Context, eng Engine, opts Options, logger *slog.Logger, reg prometheus.Registerer) (*Store, error) {
+func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Logger, reg prometheus.Registerer) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.Spec == (RowSpec{}) {
-		opts.Spec = DefaultRowSpec()
-	}
-	if err := opts.Spec.Validate(); err != nil {
+	spec := rowSpec(opts.RowTimeUnit, opts.RowWidth)
+	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("configured row spec: %w", err)
 	}
 	if opts.ReadConcurrency <= 0 {
@@ -113,7 +129,7 @@ func Open(ctx context.Context, eng Engine, opts Options, logger *slog.Logger, re
 		opts.IndexCacheSize = 50000
 	}
 	if opts.IndexCacheTTL <= 0 {
-		opts.IndexCacheTTL = DefaultIndexCacheTTL
+		opts.IndexCacheTTL = defaultIndexCacheTTL
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -151,7 +167,7 @@ func Open(ctx context.Context, eng Engine, opts Options, logger *slog.Logger, re
 	}, []string{"cache"})
 	s.m.rowKeyHits, s.m.rowKeyMisses = hits.WithLabelValues("row_keys"), misses.WithLabelValues("row_keys")
 	s.m.metricRowHits, s.m.metricRowMisses = hits.WithLabelValues("row_key_time_index"), misses.WithLabelValues("row_key_time_index")
-	spec, err := s.initSpec(ctx, opts.Spec)
+	spec, err := s.initSpec(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +176,7 @@ func Open(ctx context.Context, eng Engine, opts Options, logger *slog.Logger, re
 }
 
 // Spec is the keyspace's row spec in force.
-func (s *Store) Spec() RowSpec { return s.spec }
+func (s *Store) Spec() codec.RowSpec { return s.spec }
 
 // Ready reports whether the engine answers.
 func (s *Store) Ready(ctx context.Context) error { return s.eng.Ready(ctx) }
@@ -168,43 +184,43 @@ func (s *Store) Ready(ctx context.Context) error { return s.eng.Ready(ctx) }
 // initSpec follows KairosDB's start-up (§3.3): the spec table wins; on a
 // keyspace without spec rows the configured spec is written before any data,
 // except that a keyspace which already lists metric names is LEGACY.
-func (s *Store) initSpec(ctx context.Context, want RowSpec) (RowSpec, error) {
+func (s *Store) initSpec(ctx context.Context, want codec.RowSpec) (codec.RowSpec, error) {
 	now := s.opts.Now().UnixMilli()
 	unitText, haveUnit, err := s.eng.Spec(ctx, "row_time_unit")
 	if err != nil {
-		return RowSpec{}, fmt.Errorf("read spec row_time_unit: %w", err)
+		return codec.RowSpec{}, fmt.Errorf("read spec row_time_unit: %w", err)
 	}
 	widthText, haveWidth, err := s.eng.Spec(ctx, "row_width")
 	if err != nil {
-		return RowSpec{}, fmt.Errorf("read spec row_width: %w", err)
+		return codec.RowSpec{}, fmt.Errorf("read spec row_width: %w", err)
 	}
 	got := want
 	if haveUnit {
-		got.Unit = ParseTimeUnit(unitText)
+		got.Unit = codec.ParseTimeUnit(unitText)
 	} else {
 		hasNames := false
 		err := s.eng.MetricNames(ctx, func(string) error { hasNames = true; return errStop })
 		if err != nil && !errors.Is(err, errStop) {
-			return RowSpec{}, fmt.Errorf("check for legacy data: %w", err)
+			return codec.RowSpec{}, fmt.Errorf("check for legacy data: %w", err)
 		}
 		if hasNames {
-			got.Unit = Legacy
+			got.Unit = codec.Legacy
 			s.log.Warn("Keyspace has metric names but no spec; treating it as KairosDB LEGACY layout, as KairosDB does")
 		}
 	}
 	if haveWidth {
 		w, err := strconv.ParseInt(widthText, 10, 64)
 		if err != nil || w <= 0 {
-			return RowSpec{}, fmt.Errorf("spec table has row_width %q, which is not a positive integer", widthText)
+			return codec.RowSpec{}, fmt.Errorf("spec table has row_width %q, which is not a positive integer", widthText)
 		}
 		got.Width = w
 	}
 	if err := got.Validate(); err != nil {
-		return RowSpec{}, fmt.Errorf("the keyspace's spec table is unusable: %w", err)
+		return codec.RowSpec{}, fmt.Errorf("the keyspace's spec table is unusable: %w", err)
 	}
 	if haveUnit || haveWidth {
-		if (want.Unit == Seconds) != (got.Unit == Seconds) || want.WidthMillis() != got.WidthMillis() {
-			return RowSpec{}, fmt.Errorf("keyspace was created with row time unit %s and row width %s, but the configuration asks for %s and %s: "+
+		if (want.Unit == codec.Seconds) != (got.Unit == codec.Seconds) || want.WidthMillis() != got.WidthMillis() {
+			return codec.RowSpec{}, fmt.Errorf("keyspace was created with row time unit %s and row width %s, but the configuration asks for %s and %s: "+
 				"set --kairosdb.row-time-unit=%s and --kairosdb.row-width=%s, or use another keyspace",
 				got.Unit, time.Duration(got.WidthMillis())*time.Millisecond, want.Unit, time.Duration(want.WidthMillis())*time.Millisecond,
 				unitFlag(got.Unit), time.Duration(got.WidthMillis())*time.Millisecond)
@@ -214,19 +230,19 @@ func (s *Store) initSpec(ctx context.Context, want RowSpec) (RowSpec, error) {
 	// see a width without a unit and guess LEGACY.
 	if !haveUnit {
 		if err := s.eng.SetSpec(ctx, "row_time_unit", got.Unit.String(), now); err != nil {
-			return RowSpec{}, fmt.Errorf("write spec row_time_unit: %w", err)
+			return codec.RowSpec{}, fmt.Errorf("write spec row_time_unit: %w", err)
 		}
 	}
 	if !haveWidth {
 		if err := s.eng.SetSpec(ctx, "row_width", strconv.FormatInt(got.Width, 10), now); err != nil {
-			return RowSpec{}, fmt.Errorf("write spec row_width: %w", err)
+			return codec.RowSpec{}, fmt.Errorf("write spec row_width: %w", err)
 		}
 	}
 	return got, nil
 }
 
-func unitFlag(u TimeUnit) string {
-	if u == Seconds {
+func unitFlag(u codec.TimeUnit) string {
+	if u == codec.Seconds {
 		return "SECONDS"
 	}
 	return "MILLISECONDS"

@@ -11,13 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
 
 // benchEngines opens each engine for a benchmark: the same workload runs on
 // both, side by side in one run, so their ratio is meaningful on a noisy
 // machine.
-func benchEngines(b *testing.B, fn func(b *testing.B, eng ks.Engine)) {
+func benchEngines(b *testing.B, fn func(b *testing.B, eng engine.Engine)) {
 	b.Run("engine=pebble", func(b *testing.B) {
 		fn(b, openPebbleWith(b, pebblekv.DefaultOptions()))
 	})
@@ -37,7 +38,7 @@ func benchSeries(n int) []labels.Labels {
 // BenchmarkStoreWrite stores 1,000 series × 10 samples per request, the
 // shape of a remote-write request, through the whole layout.
 func BenchmarkStoreWrite(b *testing.B) {
-	benchEngines(b, func(b *testing.B, eng ks.Engine) {
+	benchEngines(b, func(b *testing.B, eng engine.Engine) {
 		s, err := ks.Open(context.Background(), eng, ks.Options{}, nil, nil)
 		require.NoError(b, err)
 		series := benchSeries(1000)
@@ -62,7 +63,7 @@ func BenchmarkStoreWrite(b *testing.B) {
 // BenchmarkStoreRead reads 200 series × 2,000 samples (about 8 hours at 15 s)
 // back through the three-phase read.
 func BenchmarkStoreRead(b *testing.B) {
-	benchEngines(b, func(b *testing.B, eng ks.Engine) {
+	benchEngines(b, func(b *testing.B, eng engine.Engine) {
 		s, err := ks.Open(context.Background(), eng, ks.Options{}, nil, nil)
 		require.NoError(b, err)
 		series := benchSeries(200)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
 	"github.com/prometheus/prometheus/model/value"
@@ -19,7 +20,9 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
@@ -30,7 +33,7 @@ const hour = int64(time.Hour / time.Millisecond)
 
 // forEachEngine runs fn once per engine: the embedded one always, Cassandra
 // when the test node is there (and always under CI=true, see cassandratest).
-func forEachEngine(t *testing.T, fn func(t *testing.T, eng ks.Engine)) {
+func forEachEngine(t *testing.T, fn func(t *testing.T, eng engine.Engine)) {
 	t.Run("pebble", func(t *testing.T) {
 		t.Parallel()
 		fn(t, openPebble(t))
@@ -41,11 +44,11 @@ func forEachEngine(t *testing.T, fn func(t *testing.T, eng ks.Engine)) {
 	})
 }
 
-func openPebble(t testing.TB) ks.Engine {
+func openPebble(t testing.TB) engine.Engine {
 	return openPebbleWith(t, pebblekv.Options{})
 }
 
-func openPebbleWith(t testing.TB, opts pebblekv.Options) ks.Engine {
+func openPebbleWith(t testing.TB, opts pebblekv.Options) engine.Engine {
 	eng, err := pebblekv.Open(t.TempDir(), opts, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, eng.Close()) })
@@ -53,7 +56,7 @@ func openPebbleWith(t testing.TB, opts pebblekv.Options) ks.Engine {
 	return eng
 }
 
-func openCassandra(t testing.TB) ks.Engine {
+func openCassandra(t testing.TB) engine.Engine {
 	addr, keyspace := cassandratest.Keyspace(t)
 	eng, err := cql.Open(context.Background(), cql.Config{
 		Hosts: []string{addr}, Keyspace: keyspace,
@@ -67,10 +70,10 @@ func openCassandra(t testing.TB) ks.Engine {
 	return eng
 }
 
-func openStore(t *testing.T, eng ks.Engine, opts ks.Options) *ks.Store {
+func openStore(t *testing.T, eng engine.Engine, opts ks.Options) *ks.Store {
 	t.Helper()
-	if opts.Spec == (ks.RowSpec{}) {
-		opts.Spec = ks.RowSpec{Unit: ks.Milliseconds, Width: hour}
+	if opts.RowWidth == 0 {
+		opts.RowWidth = time.Duration(hour) * time.Millisecond
 	}
 	s, err := ks.Open(context.Background(), eng, opts, nil, nil)
 	require.NoError(t, err)
@@ -212,7 +215,7 @@ func bits(v float64) uint64 { return math.Float64bits(v) }
 // TestWriteReadManySeries writes series with unusual label characters over
 // four row windows and reads them back with every value bit intact.
 func TestWriteReadManySeries(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		s := openStore(t, eng, ks.Options{})
 		base := int64(1_700_000_000_000) - 1_700_000_000_000%hour
 		data := map[string][]sample{}
@@ -238,25 +241,25 @@ func TestWriteReadManySeries(t *testing.T) {
 		}
 		write(t, s, data)
 
-		got := read(t, s, base, base+4*hour, labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+"))
+		got := read(t, s, base, base+4*hour, labels.MustNewMatcher(labels.MatchRegexp, model.MetricNameLabel, ".+"))
 		require.Equal(t, sortByLabels(t, expect(data, base, base+4*hour, nil)), got)
 
 		// A window in the middle cuts series at exact bounds.
 		start, end := base+hour+30*60*1000, base+2*hour+12*60*1000
-		got = read(t, s, start, end, eq(labels.MetricName, "metric_one"))
+		got = read(t, s, start, end, eq(model.MetricNameLabel, "metric_one"))
 		require.Equal(t, sortByLabels(t, expect(data, start, end, func(ls string) bool { return ls != tagless && ls != special })), got)
 
-		got = read(t, s, base, base+4*hour, eq(labels.MetricName, "tagless_metric"))
+		got = read(t, s, base, base+4*hour, eq(model.MetricNameLabel, "tagless_metric"))
 		require.Equal(t, []series{{tagless, data[tagless]}}, got)
 
-		require.Empty(t, read(t, s, base, base+4*hour, eq(labels.MetricName, "no_such_metric")))
-		require.Empty(t, read(t, s, base+5*hour, base+6*hour, eq(labels.MetricName, "metric_one")))
+		require.Empty(t, read(t, s, base, base+4*hour, eq(model.MetricNameLabel, "no_such_metric")))
+		require.Empty(t, read(t, s, base+5*hour, base+6*hour, eq(model.MetricNameLabel, "metric_one")))
 	})
 }
 
 // TestMatchers compares the adapter's selection with Prometheus's matchers.
 func TestMatchers(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		s := openStore(t, eng, ks.Options{})
 		const ts = 1_000_000
 		sets := []string{
@@ -308,7 +311,7 @@ func TestMatchers(t *testing.T) {
 // TestNegativeTimestamps covers row times of negative timestamps (§3.1),
 // including samples that KairosDB itself would miss at the start of a range.
 func TestNegativeTimestamps(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		s := openStore(t, eng, ks.Options{})
 		ls := lbl("__name__", "neg", "h", "a")
 		data := map[string][]sample{ls: {
@@ -323,7 +326,7 @@ func TestNegativeTimestamps(t *testing.T) {
 
 // TestTTLExpires checks that samples and their index rows carry the TTL.
 func TestTTLExpires(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		// 3 s, not 1: under -race on a loaded machine the first read
 		// can take over a second, and found the cell expired already.
 		s := openStore(t, eng, ks.Options{TTL: 3})
@@ -337,13 +340,13 @@ func TestTTLExpires(t *testing.T) {
 
 // countingEngine counts index rows written and can fail writes.
 type countingEngine struct {
-	ks.Engine
+	engine.Engine
 	rowKeys  atomic.Int64
 	rowTimes atomic.Int64
 	fail     atomic.Bool
 }
 
-func (c *countingEngine) Write(ctx context.Context, b *ks.Batch) error {
+func (c *countingEngine) Write(ctx context.Context, b *engine.Batch) error {
 	if c.fail.Load() {
 		return errors.New("injected failure")
 	}
@@ -422,10 +425,10 @@ func TestSeriesRefs(t *testing.T) {
 
 // TestSpec follows KairosDB's start-up rules for the spec table (§3.3).
 func TestSpec(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		ctx := context.Background()
-		s := openStore(t, eng, ks.Options{Spec: ks.DefaultRowSpec()})
-		require.Equal(t, ks.DefaultRowSpec(), s.Spec())
+		s := openStore(t, eng, ks.Options{RowWidth: 504 * time.Hour})
+		require.Equal(t, codec.DefaultRowSpec(), s.Spec())
 		unit, ok, err := eng.Spec(ctx, "row_time_unit")
 		require.NoError(t, err)
 		require.True(t, ok)
@@ -435,20 +438,20 @@ func TestSpec(t *testing.T) {
 		require.True(t, ok)
 		require.Equal(t, "1814400000", width)
 
-		_, err = ks.Open(ctx, eng, ks.Options{Spec: ks.RowSpec{Unit: ks.Milliseconds, Width: hour}}, nil, nil)
+		_, err = ks.Open(ctx, eng, ks.Options{RowWidth: time.Hour}, nil, nil)
 		require.ErrorContains(t, err, "set --kairosdb.row-time-unit=MILLISECONDS and --kairosdb.row-width=504h0m0s")
-		_, err = ks.Open(ctx, eng, ks.Options{Spec: ks.RowSpec{Unit: ks.Seconds, Width: 1814400}}, nil, nil)
+		_, err = ks.Open(ctx, eng, ks.Options{RowTimeUnit: codec.Seconds, RowWidth: 504 * time.Hour}, nil, nil)
 		require.ErrorContains(t, err, "row time unit")
 	})
 }
 
 // TestLegacyDetection: a keyspace with metric names but no spec is LEGACY.
 func TestLegacyDetection(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		ctx := context.Background()
-		require.NoError(t, eng.Write(ctx, &ks.Batch{WriteTime: 1, MetricNames: []string{"old.metric"}}))
-		s := openStore(t, eng, ks.Options{Spec: ks.DefaultRowSpec()})
-		require.Equal(t, ks.Legacy, s.Spec().Unit)
+		require.NoError(t, eng.Write(ctx, &engine.Batch{WriteTime: 1, MetricNames: []string{"old.metric"}}))
+		s := openStore(t, eng, ks.Options{RowWidth: 504 * time.Hour})
+		require.Equal(t, codec.Legacy, s.Spec().Unit)
 		unit, _, err := eng.Spec(ctx, "row_time_unit")
 		require.NoError(t, err)
 		require.Equal(t, "LEGACY", unit)
@@ -459,29 +462,29 @@ func TestLegacyDetection(t *testing.T) {
 // worked example EX1 of §2.4 and §5.3, a long and a string series) and reads
 // them back.
 func TestReadsKairosDBRows(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		ctx := context.Background()
-		s := openStore(t, eng, ks.Options{Spec: ks.DefaultRowSpec()})
+		s := openStore(t, eng, ks.Options{RowWidth: 504 * time.Hour})
 		const ts = int64(1359788400000)
-		spec := ks.DefaultRowSpec()
+		spec := codec.DefaultRowSpec()
 		rt := spec.RowTime(ts)
 		tags := []translate.Tag{{Name: "host", Value: "server1"}}
-		long := ks.AppendRowKey(nil, ks.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: ks.TypeLong, Tags: tags})
-		str := ks.AppendRowKey(nil, ks.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: ks.TypeString, Tags: []translate.Tag{{Name: "host", Value: "server2"}}})
-		sv, err := ks.AppendString(nil, "text")
+		long := codec.AppendRowKey(nil, codec.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeLong, Tags: tags})
+		str := codec.AppendRowKey(nil, codec.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeString, Tags: []translate.Tag{{Name: "host", Value: "server2"}}})
+		sv, err := codec.AppendString(nil, "text")
 		require.NoError(t, err)
-		require.NoError(t, eng.Write(ctx, &ks.Batch{
+		require.NoError(t, eng.Write(ctx, &engine.Batch{
 			WriteTime: 1,
-			Cells: []ks.Cell{
-				{Key: long, Column: spec.Column(rt, ts), Value: ks.AppendLong(nil, 123)},
-				{Key: long, Column: spec.Column(rt, ts+1000), Value: ks.AppendLong(nil, -5)},
+			Cells: []engine.Cell{
+				{Key: long, Column: spec.Column(rt, ts), Value: codec.AppendLong(nil, 123)},
+				{Key: long, Column: spec.Column(rt, ts+1000), Value: codec.AppendLong(nil, -5)},
 				{Key: str, Column: spec.Column(rt, ts), Value: sv},
 			},
-			RowKeys: []ks.IndexedRowKey{
-				{Metric: "sys.cpu", RowTime: rt, DataType: ks.TypeLong, Tags: tags},
-				{Metric: "sys.cpu", RowTime: rt, DataType: ks.TypeString, Tags: []translate.Tag{{Name: "host", Value: "server2"}}},
+			RowKeys: []engine.IndexedRowKey{
+				{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeLong, Tags: tags},
+				{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeString, Tags: []translate.Tag{{Name: "host", Value: "server2"}}},
 			},
-			RowTimes:    []ks.RowTimeIndex{{Metric: "sys.cpu", RowTime: rt}},
+			RowTimes:    []engine.RowTimeIndex{{Metric: "sys.cpu", RowTime: rt}},
 			MetricNames: []string{"sys.cpu"},
 		}))
 		got := read(t, s, ts-1000, ts+1000, eq("__name__", "sys.cpu"))
@@ -492,7 +495,7 @@ func TestReadsKairosDBRows(t *testing.T) {
 
 // TestDelete covers whole-row and partial-row deletes (§8).
 func TestDelete(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		ctx := context.Background()
 		s := openStore(t, eng, ks.Options{})
 		a := lbl("__name__", "del", "k", "a")
@@ -525,7 +528,7 @@ func TestDelete(t *testing.T) {
 
 // TestMetadata stores and reads back metric metadata in service_index.
 func TestMetadata(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		ctx := context.Background()
 		s := openStore(t, eng, ks.Options{})
 		app := s.NewAppender()
@@ -558,33 +561,33 @@ func TestInvalidSeries(t *testing.T) {
 // row key found only through row_key_index, whose cells are typed by the
 // column's low bit (§4.8), and a kairos_legacy row from row_keys (§4.5).
 func TestReadsLegacyLayouts(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		ctx := context.Background()
 		require.NoError(t, eng.SetSpec(ctx, "row_time_unit", "LEGACY", 1))
 		require.NoError(t, eng.SetSpec(ctx, "row_width", "1814400000", 1))
-		s := openStore(t, eng, ks.Options{Spec: ks.DefaultRowSpec()})
+		s := openStore(t, eng, ks.Options{RowWidth: 504 * time.Hour})
 		spec := s.Spec()
-		require.Equal(t, ks.Legacy, spec.Unit)
+		require.Equal(t, codec.Legacy, spec.Unit)
 
 		const ts = int64(1359788400000) // EX1
 		rt := spec.RowTime(ts)
-		typeless := ks.AppendRowKey(nil, ks.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: ks.TypeLegacy, Tags: []translate.Tag{{Name: "host", Value: "server1"}}})
+		typeless := codec.AppendRowKey(nil, codec.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeLegacy, Tags: []translate.Tag{{Name: "host", Value: "server1"}}})
 		require.Equal(t, "7379732e637075000000013c69da9c00686f73743d736572766572313a", hexOf(typeless), "the spec's legacy key vector")
 		col := spec.Column(rt, ts)
 		require.Equal(t, uint32(0x5fb38300), col, "the spec's LEGACY-mode column of EX1")
 
-		saved := ks.AppendRowKey(nil, ks.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: ks.TypeLegacy, Tags: []translate.Tag{{Name: "host", Value: "server2"}}})
-		require.NoError(t, eng.Write(ctx, &ks.Batch{
+		saved := codec.AppendRowKey(nil, codec.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeLegacy, Tags: []translate.Tag{{Name: "host", Value: "server2"}}})
+		require.NoError(t, eng.Write(ctx, &engine.Batch{
 			WriteTime: 1,
-			Cells: []ks.Cell{
+			Cells: []engine.Cell{
 				{Key: typeless, Column: col, Value: []byte{0x01, 0x2c}},                                      // long 300, stripped big-endian
 				{Key: typeless, Column: spec.Column(rt, ts+1000) | 1, Value: []byte{0x01, 0x3f, 0xc0, 0, 0}}, // float 1.5
 				{Key: saved, Column: col, Value: []byte{0x01, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0}},                 // kairos_legacy double 1.5
-				{Key: saved, Column: spec.Column(rt, ts+1000), Value: append([]byte{0x00}, ks.AppendLong(nil, -7)...)},
+				{Key: saved, Column: spec.Column(rt, ts+1000), Value: append([]byte{0x00}, codec.AppendLong(nil, -7)...)},
 			},
-			RowKeys:       []ks.IndexedRowKey{{Metric: "sys.cpu", RowTime: rt, DataType: ks.TypeLegacy, Tags: []translate.Tag{{Name: "host", Value: "server2"}}}},
-			RowTimes:      []ks.RowTimeIndex{{Metric: "sys.cpu", RowTime: rt}},
-			LegacyRowKeys: []ks.LegacyRowKey{{Metric: "sys.cpu", RowKey: typeless}},
+			RowKeys:       []engine.IndexedRowKey{{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeLegacy, Tags: []translate.Tag{{Name: "host", Value: "server2"}}}},
+			RowTimes:      []engine.RowTimeIndex{{Metric: "sys.cpu", RowTime: rt}},
+			LegacyRowKeys: []engine.LegacyRowKey{{Metric: "sys.cpu", RowKey: typeless}},
 			MetricNames:   []string{"sys.cpu"},
 		}))
 		got := read(t, s, ts-1000, ts+2000, eq("__name__", "sys.cpu"))
@@ -602,7 +605,7 @@ func hexOf(b []byte) string { return fmt.Sprintf("%x", b) }
 // TestDeleteSideRows: deleting a series also deletes its non-finite values
 // (indexed under the side metric) and its exemplars.
 func TestDeleteSideRows(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, eng ks.Engine) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		ctx := context.Background()
 		s := openStore(t, eng, ks.Options{})
 		ls := parseLabels(t, lbl("__name__", "side", "k", "a"))
@@ -619,7 +622,7 @@ func TestDeleteSideRows(t *testing.T) {
 		ex, err := s.Exemplars(ctx, 0, hour, eq("__name__", "side"))
 		require.NoError(t, err)
 		require.Empty(t, ex)
-		for _, m := range []string{"side", "side" + ks.NonFiniteSuffix, "side" + ks.ExemplarSuffix} {
+		for _, m := range []string{"side", "side" + ks.NonFiniteSuffix, "side" + codec.ExemplarSuffix} {
 			require.NoError(t, eng.RowTimes(ctx, m, math.MinInt64, math.MaxInt64, func(rt int64) error {
 				t.Errorf("row_key_time_index of %s still has %d", m, rt)
 				return nil

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/prometheus/model/metadata"
 
 	"github.com/kairos-remote/kairos-adapter/internal/lru"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
@@ -53,7 +55,7 @@ type Appender struct {
 	now      int64  // the store's stamp when the request started (cache.go)
 	indexed  int    // distinct rows found already indexed, for the hit counter
 	values   []byte // backing store of all cell values
-	batch    Batch
+	batch    engine.Batch
 	meta     map[string]pendingMetadata // by metric family
 }
 
@@ -81,7 +83,7 @@ func (s *Store) NewAppender() *Appender {
 // that per request made the garbage collector a tenth of the write path's
 // CPU (BenchmarkPipeline).
 type appendBuffers struct {
-	cells  []Cell
+	cells  []engine.Cell
 	values []byte
 }
 
@@ -145,15 +147,15 @@ func (a *Appender) appendFloat(t int64, v float64) error {
 		return err
 	}
 	off := len(a.values)
-	a.values = AppendDouble(a.values, v)
+	a.values = codec.AppendDouble(a.values, v)
 	if math.IsNaN(v) || math.IsInf(v, 0) {
-		a.addCell(a.cur.metric, a.cur.metric+NonFiniteSuffix, t, TypeNull, off)
+		a.addCell(a.cur.metric, a.cur.metric+NonFiniteSuffix, t, codec.TypeNull, off)
 		// The reader returns the null row only for windows where the
 		// series has a row in the metric's own index (withoutOrphans), the
 		// index KairosDB's delete goes by (§8). So index the series'
 		// kairos_double row of the window too, with or without cells: an
 		// entry of an empty data_points row costs KairosDB one empty read.
-		a.row(a.cur.metric, a.cur.metric, a.s.spec.RowTime(t), TypeDouble)
+		a.row(a.cur.metric, a.cur.metric, a.s.spec.RowTime(t), codec.TypeDouble)
 		return nil
 	}
 	// The hot path: the row and its key come from the series cache, so a
@@ -168,11 +170,11 @@ func (a *Appender) appendFloat(t int64, v float64) error {
 			a.rowIndex[string(r.key)] = len(a.rows)
 			a.rows = append(a.rows, pendingRow{
 				key: r.key, metric: a.cur.metric, indexMetric: a.cur.metric, rowTime: rowTime,
-				dataType: TypeDouble, tags: a.cur.tags, shared: r,
+				dataType: codec.TypeDouble, tags: a.cur.tags, shared: r,
 			})
 		}
 	}
-	a.batch.Cells = append(a.batch.Cells, Cell{
+	a.batch.Cells = append(a.batch.Cells, engine.Cell{
 		Key:    r.key,
 		Column: a.s.spec.Column(rowTime, t),
 		Value:  a.values[off:len(a.values):len(a.values)],
@@ -209,12 +211,12 @@ func (a *Appender) AppendHistogram(ls labels.Labels, t int64, h *histogram.Histo
 		return err
 	}
 	off := len(a.values)
-	dataType := TypeHistogram
+	dataType := codec.TypeHistogram
 	if h != nil {
-		a.values = AppendHistogramValue(a.values, h)
+		a.values = codec.AppendHistogramValue(a.values, h)
 	} else {
-		dataType = TypeFloatHistogram
-		a.values = AppendFloatHistogramValue(a.values, fh)
+		dataType = codec.TypeFloatHistogram
+		a.values = codec.AppendFloatHistogramValue(a.values, fh)
 	}
 	a.addCell(a.cur.metric, a.cur.metric, t, dataType, off)
 	return nil
@@ -227,18 +229,18 @@ func (a *Appender) AppendExemplar(ls labels.Labels, e exemplar.Exemplar) error {
 	if err := a.s.checkTime(e.Ts); err != nil {
 		return err
 	}
-	if err := checkExemplarLabels(e.Labels); err != nil {
+	if err := codec.CheckExemplarLabels(e.Labels); err != nil {
 		return badRequest("invalid exemplar at %d: %w", e.Ts, err)
 	}
 	if err := a.series(ls); err != nil {
 		return err
 	}
 	off := len(a.values)
-	a.values = AppendExemplarValue(a.values, e.Labels, e.Value)
+	a.values = codec.AppendExemplarValue(a.values, e.Labels, e.Value)
 	// The key fits Cassandra's limit: Split checked the series with room
 	// for a 127-byte type name, and the suffix plus "prom_exemplar" is
 	// shorter than that.
-	a.addCell(a.cur.metric+ExemplarSuffix, a.cur.metric+ExemplarSuffix, e.Ts, TypeExemplar, off)
+	a.addCell(a.cur.metric+codec.ExemplarSuffix, a.cur.metric+codec.ExemplarSuffix, e.Ts, codec.TypeExemplar, off)
 	return nil
 }
 
@@ -274,7 +276,7 @@ func (e *timeRangeError) RefusesItemOnly() {}
 func (a *Appender) addCell(metric, indexMetric string, t int64, dataType string, off int) {
 	rowTime := a.s.spec.RowTime(t)
 	row := a.row(metric, indexMetric, rowTime, dataType)
-	a.batch.Cells = append(a.batch.Cells, Cell{
+	a.batch.Cells = append(a.batch.Cells, engine.Cell{
 		Key:    a.rows[row].key,
 		Column: a.s.spec.Column(rowTime, t),
 		Value:  a.values[off:len(a.values):len(a.values)],
@@ -331,7 +333,7 @@ func (a *Appender) series(ls labels.Labels) error {
 // row returns the index of the current series' row of metric (the series'
 // own or its exemplar metric) for rowTime and type, adding it on first use.
 func (a *Appender) row(metric, indexMetric string, rowTime int64, dataType string) int {
-	a.keyBuf = AppendRowKey(a.keyBuf[:0], RowKey{Metric: metric, RowTime: rowTime, DataType: dataType, Tags: a.cur.tags})
+	a.keyBuf = codec.AppendRowKey(a.keyBuf[:0], codec.RowKey{Metric: metric, RowTime: rowTime, DataType: dataType, Tags: a.cur.tags})
 	if i, ok := a.rowIndex[string(a.keyBuf)]; ok {
 		return i
 	}
@@ -380,7 +382,7 @@ func (a *Appender) Commit(ctx context.Context) error {
 		if r.shared != nil {
 			confirmed = append(confirmed, r.shared)
 		}
-		irk := IndexedRowKey{Metric: r.indexMetric, RowTime: r.rowTime, DataType: r.dataType, Tags: r.tags, TTL: indexTTL}
+		irk := engine.IndexedRowKey{Metric: r.indexMetric, RowTime: r.rowTime, DataType: r.dataType, Tags: r.tags, TTL: indexTTL}
 		b.RowKeys = append(b.RowKeys, irk)
 		if r.indexMetric == r.metric {
 			b.TagIndexed = s.appendTagIndexed(b.TagIndexed, irk)
@@ -401,7 +403,7 @@ func (a *Appender) Commit(ctx context.Context) error {
 		}
 		seenMetricRows[mk] = true
 		newMetricRows = append(newMetricRows, mk)
-		b.RowTimes = append(b.RowTimes, RowTimeIndex{Metric: r.indexMetric, RowTime: r.rowTime, TTL: indexTTL})
+		b.RowTimes = append(b.RowTimes, engine.RowTimeIndex{Metric: r.indexMetric, RowTime: r.rowTime, TTL: indexTTL})
 		// string_index lists the metric of the row key: a side metric is
 		// found through its metric and stays out of KairosDB's name list.
 		if !seenNames[r.metric] {
@@ -450,7 +452,7 @@ func (s *Store) indexTTL() int32 {
 
 // appendTagIndexed adds the tag_indexed_row_keys rows of a row key of a
 // tag-indexed metric (§6.2).
-func (s *Store) appendTagIndexed(dst []TagIndexedRowKey, r IndexedRowKey) []TagIndexedRowKey {
+func (s *Store) appendTagIndexed(dst []engine.TagIndexedRowKey, r engine.IndexedRowKey) []engine.TagIndexedRowKey {
 	names, ok := s.opts.TagIndexed[r.Metric]
 	if !ok {
 		if names, ok = s.opts.TagIndexed["*"]; !ok {
@@ -469,9 +471,9 @@ func (s *Store) appendTagIndexed(dst []TagIndexedRowKey, r IndexedRowKey) []TagI
 	if len(indexed) == 0 {
 		return dst
 	}
-	hash := TagCollectionHash(indexed)
+	hash := codec.TagCollectionHash(indexed)
 	for _, t := range indexed {
-		dst = append(dst, TagIndexedRowKey{IndexedRowKey: r, Pair: SingleTagPair(t), Hash: hash})
+		dst = append(dst, engine.TagIndexedRowKey{IndexedRowKey: r, Pair: codec.SingleTagPair(t), Hash: hash})
 	}
 	return dst
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 )
 
@@ -75,7 +76,7 @@ func (m Mapper) Split(ls labels.Labels, dst []Tag) (metric string, tags []Tag, e
 			sorted = false
 		}
 		prev = l.Name
-		if l.Name == labels.MetricName {
+		if l.Name == model.MetricNameLabel {
 			if haveName {
 				return fmt.Errorf("%w %q", ErrDuplicateLabel, l.Name)
 			}
@@ -118,7 +119,7 @@ func checkLabel(l labels.Label) error {
 	switch {
 	case l.Name == "":
 		return ErrEmptyLabelName
-	case l.Name == labels.MetricName && l.Value == "":
+	case l.Name == model.MetricNameLabel && l.Value == "":
 		return ErrMissingName
 	case l.Value == "":
 		return fmt.Errorf("%w for %q", ErrEmptyLabelValue, l.Name)
@@ -185,7 +186,7 @@ func (m Mapper) Join(metric string, tags []Tag, b *labels.ScratchBuilder) (label
 		return labels.EmptyLabels(), false
 	}
 	b.Reset()
-	b.Add(labels.MetricName, name)
+	b.Add(model.MetricNameLabel, name)
 	for _, t := range tags {
 		if t.Name == "" || t.Value == "" {
 			return labels.EmptyLabels(), false

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 )
 
@@ -52,7 +53,7 @@ func (m Mapper) Plan(ms []*labels.Matcher) (Plan, error) {
 		if err := checkMatcher(lm); err != nil {
 			return Plan{}, err
 		}
-		if lm.Name == labels.MetricName {
+		if lm.Name == model.MetricNameLabel {
 			p.names = append(p.names, lm)
 		} else {
 			p.tags = append(p.tags, lm)

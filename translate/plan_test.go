@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
 )
@@ -14,7 +15,7 @@ func neq(n, v string) *labels.Matcher { return labels.MustNewMatcher(labels.Matc
 func re(n, v string) *labels.Matcher  { return labels.MustNewMatcher(labels.MatchRegexp, n, v) }
 func nre(n, v string) *labels.Matcher { return labels.MustNewMatcher(labels.MatchNotRegexp, n, v) }
 
-const name = labels.MetricName
+const name = model.MetricNameLabel
 
 // corpus is the stored data the matcher test selects from.
 func corpus() []labels.Labels {

@@ -14,7 +14,7 @@ import (
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/apache/cassandra-gocql-driver/v2/snappy"
 
-	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
@@ -125,7 +125,7 @@ func runDirect(ctx context.Context, sh shape, f directFlags, ws []watched, logge
 // order, so "first time" is the first request carrying the row, as with the
 // adapter's index caches.
 func buildDirect(sh shape, strategy string, batchSize int) ([]directReq, error) {
-	spec := kairosstore.DefaultRowSpec()
+	spec := codec.DefaultRowSpec()
 	type seriesRow struct {
 		rowTime int64
 		key     []byte
@@ -138,7 +138,7 @@ func buildDirect(sh shape, strategy string, batchSize int) ([]directReq, error) 
 		if err != nil {
 			return nil, err
 		}
-		kairosstore.SortTags(t)
+		codec.SortTags(t)
 		metrics[i], tags[i] = m, t
 		rows[i].rowTime = -1 << 63
 	}
@@ -152,16 +152,16 @@ func buildDirect(sh shape, strategy string, batchSize int) ([]directReq, error) 
 				ts := sh.timestamp(round, k)
 				rt := spec.RowTime(ts)
 				if rows[i].rowTime != rt {
-					rows[i] = seriesRow{rt, kairosstore.AppendRowKey(nil, kairosstore.RowKey{
-						Metric: metrics[i], RowTime: rt, DataType: kairosstore.TypeDouble, Tags: tags[i],
+					rows[i] = seriesRow{rt, codec.AppendRowKey(nil, codec.RowKey{
+						Metric: metrics[i], RowTime: rt, DataType: codec.TypeDouble, Tags: tags[i],
 					})}
 					index = appendIndex(index, metrics[i], rt, tags[i], seenMetricRows)
 				}
 				key := rows[i].key
 				data = append(data, stmt{
 					cql: insertDataPoint,
-					args: []any{key, kairosstore.AppendColumn(nil, spec.Column(rt, ts)),
-						kairosstore.AppendDouble(nil, value(i, round*sh.samplesPerSeries+k)), int32(0), int64(0)},
+					args: []any{key, codec.AppendColumn(nil, spec.Column(rt, ts)),
+						codec.AppendDouble(nil, value(i, round*sh.samplesPerSeries+k)), int32(0), int64(0)},
 					part: "d" + string(key),
 				})
 			}
@@ -181,7 +181,7 @@ func appendIndex(dst []stmt, metric string, rowTime int64, tags []translate.Tag,
 	metricRow := fmt.Sprintf("%s\x00%d", metric, rowTime)
 	dst = append(dst, stmt{
 		cql:  insertRowKey,
-		args: []any{metric, "data_points", rowTime, kairosstore.TypeDouble, tm, int32(0)},
+		args: []any{metric, "data_points", rowTime, codec.TypeDouble, tm, int32(0)},
 		part: "r" + metricRow,
 	})
 	if seen[metricRow] {

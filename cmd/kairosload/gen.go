@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/golang/snappy"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
@@ -91,7 +92,7 @@ var fillers = []struct {
 func (s shape) seriesLabels(i int) labels.Labels {
 	j := i / s.metrics
 	kv := []string{
-		labels.MetricName, "load_metric_" + strconv.Itoa(i%s.metrics),
+		model.MetricNameLabel, "load_metric_" + strconv.Itoa(i%s.metrics),
 		"instance", fmt.Sprintf("10.%d.%d.%d:9100", j>>16&255, j>>8&255, j&255),
 		"job", "node",
 	}

@@ -1,4 +1,4 @@
-package kairosstore
+package codec
 
 import (
 	"slices"
@@ -40,14 +40,14 @@ func TestNoAllocs(t *testing.T) {
 		{"AppendLegacyIndexBound", func() { dst = AppendLegacyIndexBound(dst[:0], "m", 1, true) }},
 		{"AppendColumn", func() { dst = AppendColumn(dst[:0], 7) }},
 		{"AppendDouble", func() { dst = AppendDouble(dst[:0], 1.5) }},
-		{"DecodeDouble", func() { _, _ = DecodeDouble(dst[:8]) }},
+		{"decodeDouble", func() { _, _ = decodeDouble(dst[:8]) }},
 		{"AppendLong", func() { dst = AppendLong(dst[:0], -123456789) }},
-		{"DecodeLong", func() { _, _ = DecodeLong(AppendLong(dst[:0], -123456789)) }},
-		{"DecodeKairosLegacy", func() { _, _ = DecodeKairosLegacy([]byte{0, 0xf6, 0x01}) }},
-		{"DecodeLegacyCell", func() { _, _ = DecodeLegacyCell(0, []byte{1, 0x2c}) }},
+		{"decodeLong", func() { _, _ = decodeLong(AppendLong(dst[:0], -123456789)) }},
+		{"decodeKairosLegacy", func() { _, _ = decodeKairosLegacy([]byte{0, 0xf6, 0x01}) }},
+		{"decodeLegacyCell", func() { _, _ = decodeLegacyCell(0, []byte{1, 0x2c}) }},
 		{"DecodeValue", func() { _, _, _ = DecodeValue(TypeNull, false, 0, AppendDouble(dst[:0], 1)) }},
 		{"AppendString", func() { dst, _ = AppendString(dst[:0], "hé😀\x00") }},
-		{"JavaLess", func() { _ = JavaLess("instance😀", "instance\uffff") }},
+		{"javaLess", func() { _ = javaLess("instance😀", "instance\uffff") }},
 		{"SortTags", func() { copy(tg, benchTags); SortTags(tg) }},
 		{"TagCollectionHash", func() { _ = TagCollectionHash(benchKey.Tags) }},
 	} {
@@ -85,7 +85,7 @@ func BenchmarkDecodeDouble(b *testing.B) {
 	b.ReportAllocs()
 	v := AppendDouble(nil, 13.2)
 	for b.Loop() {
-		if _, err := DecodeDouble(v); err != nil {
+		if _, err := decodeDouble(v); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -103,7 +103,7 @@ func BenchmarkDecodeLong(b *testing.B) {
 	b.ReportAllocs()
 	v := AppendLong(nil, 1700000000123)
 	for b.Loop() {
-		if _, err := DecodeLong(v); err != nil {
+		if _, err := decodeLong(v); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -113,7 +113,7 @@ func BenchmarkJavaLess(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for i := 1; i < len(benchTags); i++ {
-			JavaLess(benchTags[i-1].Name, benchTags[i].Name)
+			javaLess(benchTags[i-1].Name, benchTags[i].Name)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package kairosstore
+package codec
 
 import (
 	"encoding/binary"
@@ -41,8 +41,8 @@ func (u TimeUnit) String() string {
 	return "TimeUnit(" + strconv.Itoa(int(u)) + ")"
 }
 
-// DefaultRowWidth is KairosDB's default row_width in ms: three weeks (§3.3).
-const DefaultRowWidth = 1814400000
+// defaultRowWidth is KairosDB's default row_width in ms: three weeks (§3.3).
+const defaultRowWidth = 1814400000
 
 // RowSpec is the cluster's row layout from the spec table (§3.3).
 type RowSpec struct {
@@ -52,7 +52,7 @@ type RowSpec struct {
 }
 
 // DefaultRowSpec is what a fresh cluster gets: MILLISECONDS, three weeks.
-func DefaultRowSpec() RowSpec { return RowSpec{Unit: Milliseconds, Width: DefaultRowWidth} }
+func DefaultRowSpec() RowSpec { return RowSpec{Unit: Milliseconds, Width: defaultRowWidth} }
 
 // Validate reports whether every column of a row fits the 32-bit column
 // encoding (§3.2), so that the methods of s decode what they encode.
@@ -136,8 +136,8 @@ func AppendColumn(dst []byte, col uint32) []byte {
 	return binary.BigEndian.AppendUint32(dst, col)
 }
 
-// ParseColumn decodes a column1 blob; it must be exactly 4 bytes (§3.2).
-func ParseColumn(b []byte) (uint32, error) {
+// parseColumn decodes a column1 blob; it must be exactly 4 bytes (§3.2).
+func parseColumn(b []byte) (uint32, error) {
 	if len(b) != 4 {
 		return 0, errors.New("kairosstore: column1 is " + strconv.Itoa(len(b)) + " bytes, want 4")
 	}

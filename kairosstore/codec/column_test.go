@@ -1,4 +1,4 @@
-package kairosstore
+package codec
 
 import (
 	"fmt"
@@ -155,13 +155,13 @@ func TestColumnBytes(t *testing.T) {
 		b := AppendColumn([]byte("pre"), col)
 		require.Equal(t, "pre", string(b[:3]))
 		require.Len(t, b, 7)
-		got, err := ParseColumn(b[3:])
+		got, err := parseColumn(b[3:])
 		require.NoError(t, err)
 		require.Equal(t, col, got)
 	}
 	require.Equal(t, []byte{0x2f, 0xd9, 0xc1, 0x80}, AppendColumn(nil, 0x2fd9c180))
 	for _, n := range []int{0, 3, 5} {
-		_, err := ParseColumn(make([]byte, n))
+		_, err := parseColumn(make([]byte, n))
 		require.Error(t, err)
 	}
 }

@@ -1,4 +1,4 @@
-package kairosstore
+package codec
 
 import (
 	"bytes"
@@ -60,12 +60,12 @@ func FuzzDecodeLong(f *testing.F) {
 	}
 	f.Add([]byte{}, int64(math.MinInt64))
 	f.Fuzz(func(t *testing.T, b []byte, v int64) {
-		got, err := DecodeLong(AppendLong(nil, v))
+		got, err := decodeLong(AppendLong(nil, v))
 		require.NoError(t, err)
 		require.Equal(t, v, got)
 
 		// Anything accepted is exactly what AppendLong writes.
-		if d, err := DecodeLong(b); err == nil {
+		if d, err := decodeLong(b); err == nil {
 			require.Equal(t, b, AppendLong(nil, d))
 		}
 	})
@@ -79,7 +79,7 @@ func FuzzDecodeString(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte, s string) {
 		enc, err := AppendString(nil, s)
 		if err == nil {
-			got, err := DecodeString(enc)
+			got, err := decodeString(enc)
 			require.NoError(t, err)
 			require.Equal(t, s, got)
 		} else {
@@ -88,11 +88,11 @@ func FuzzDecodeString(f *testing.F) {
 
 		// Whatever decodes is valid UTF-8 and re-encodes to something that
 		// decodes to the same string.
-		if d, err := DecodeString(b); err == nil {
+		if d, err := decodeString(b); err == nil {
 			require.True(t, utf8.ValidString(d))
 			enc, err := AppendString(nil, d)
 			require.NoError(t, err)
-			again, err := DecodeString(enc)
+			again, err := decodeString(enc)
 			require.NoError(t, err)
 			require.Equal(t, d, again)
 		}
@@ -104,12 +104,12 @@ func FuzzDecodeKairosLegacy(f *testing.F) {
 		f.Add(unhex(f, h))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		v, err := DecodeKairosLegacy(b)
+		v, err := decodeKairosLegacy(b)
 		if err != nil {
 			return
 		}
 		if b[0] == 0 {
-			n, err := DecodeLong(b[1:])
+			n, err := decodeLong(b[1:])
 			require.NoError(t, err)
 			require.Equal(t, float64(n), v)
 			return
@@ -125,7 +125,7 @@ func FuzzDecodeLegacyCell(f *testing.F) {
 	f.Add(uint32(1), unhex(f, "013fc00000"))
 	f.Add(uint32(0x5fb38301), unhex(f, "02402a666666666666"))
 	f.Fuzz(func(t *testing.T, col uint32, b []byte) {
-		v, err := DecodeLegacyCell(col, b)
+		v, err := decodeLegacyCell(col, b)
 		if col&1 == 0 {
 			require.Equal(t, len(b) <= 8, err == nil)
 			if err == nil {
@@ -160,7 +160,7 @@ func FuzzDecodeValue(f *testing.F) {
 		}
 		switch {
 		case legacyKey:
-			want, werr := DecodeLegacyCell(col, b)
+			want, werr := decodeLegacyCell(col, b)
 			require.Equal(t, werr == nil, ok)
 			if ok {
 				require.Equal(t, math.Float64bits(want), math.Float64bits(v))

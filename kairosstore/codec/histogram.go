@@ -1,4 +1,4 @@
-package kairosstore
+package codec
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package kairosstore
+package codec
 
 import (
 	"math/bits"
@@ -74,8 +74,8 @@ func (m *murmur32) sum() uint32 {
 	return h
 }
 
-// Murmur3x86_32 is MurmurHash3 x86_32 of data with the given seed.
-func Murmur3x86_32(data []byte, seed uint32) uint32 {
+// murmur3x86_32 is MurmurHash3 x86_32 of data with the given seed.
+func murmur3x86_32(data []byte, seed uint32) uint32 {
 	m := murmur32{h: seed}
 	murmurWrite(&m, data)
 	return m.sum()

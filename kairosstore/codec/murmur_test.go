@@ -1,4 +1,4 @@
-package kairosstore
+package codec
 
 import (
 	"fmt"
@@ -30,7 +30,7 @@ func TestMurmur3x86_32(t *testing.T) {
 		{"hostserver1", 0, 0x814b33d4}, // §6.2
 	} {
 		t.Run(fmt.Sprintf("%q/%x", tc.in, tc.seed), func(t *testing.T) {
-			require.Equal(t, fmt.Sprintf("%08x", tc.want), fmt.Sprintf("%08x", Murmur3x86_32([]byte(tc.in), tc.seed)))
+			require.Equal(t, fmt.Sprintf("%08x", tc.want), fmt.Sprintf("%08x", murmur3x86_32([]byte(tc.in), tc.seed)))
 		})
 	}
 }
@@ -38,7 +38,7 @@ func TestMurmur3x86_32(t *testing.T) {
 func TestMurmurStreaming(t *testing.T) {
 	// Feeding the input in any split gives the one-shot hash.
 	in := "The quick brown fox jumps over the lazy dog"
-	want := Murmur3x86_32([]byte(in), 7)
+	want := murmur3x86_32([]byte(in), 7)
 	for i := 0; i <= len(in); i++ {
 		for j := i; j <= len(in); j++ {
 			m := murmur32{h: 7}
@@ -68,7 +68,7 @@ func TestTagCollectionHash(t *testing.T) {
 			for _, tg := range tc.tags {
 				concat.WriteString(tg.Name + tg.Value)
 			}
-			require.Equal(t, tc.want, int32(Murmur3x86_32([]byte(concat.String()), 0)))
+			require.Equal(t, tc.want, int32(murmur3x86_32([]byte(concat.String()), 0)))
 		})
 	}
 	// The hex forms of §6.2.

@@ -1,4 +1,4 @@
-package kairosstore
+package codec
 
 import (
 	"encoding/binary"
@@ -36,11 +36,11 @@ type RowKey struct {
 	Tags []translate.Tag
 }
 
-// JavaLess reports whether a sorts before b in Java's String.compareTo order,
+// javaLess reports whether a sorts before b in Java's String.compareTo order,
 // which compares UTF-16 code units, not UTF-8 bytes (§2.2).
-func JavaLess(a, b string) bool { return JavaCompare(a, b) < 0 }
+func javaLess(a, b string) bool { return javaCompare(a, b) < 0 }
 
-// JavaCompare compares a and b in Java's String.compareTo order (§2.2): -1, 0
+// javaCompare compares a and b in Java's String.compareTo order (§2.2): -1, 0
 // or +1. It does not allocate.
 //
 // Both strings are decoded rune by rune. Each rune gets a key that orders like
@@ -48,7 +48,7 @@ func JavaLess(a, b string) bool { return JavaCompare(a, b) < 0 }
 // 0xD800-0xDBFF) sort after U+0000-U+D7FF and before U+E000-U+FFFF. Bytes
 // that are not valid UTF-8 (which Java strings cannot hold) sort after
 // everything, by byte value, so the order stays total.
-func JavaCompare(a, b string) int {
+func javaCompare(a, b string) int {
 	i, j := 0, 0
 	for i < len(a) && j < len(b) {
 		ca, cb := a[i], b[j]
@@ -102,7 +102,7 @@ func utf16Key(s string) (key uint32, size int) {
 
 // SortTags sorts tags by name in Java order (§2.2). Names must be unique.
 func SortTags(tags []translate.Tag) {
-	slices.SortFunc(tags, func(a, b translate.Tag) int { return JavaCompare(a.Name, b.Name) })
+	slices.SortFunc(tags, func(a, b translate.Tag) int { return javaCompare(a.Name, b.Name) })
 }
 
 // Validate reports whether k can be written by AppendRowKey and read back by
@@ -123,7 +123,7 @@ func (k RowKey) Validate() error {
 		if !utf8.ValidString(t.Name) || !utf8.ValidString(t.Value) {
 			return fmt.Errorf("kairosstore: tag %q is not valid UTF-8", t.Name)
 		}
-		if i > 0 && JavaCompare(k.Tags[i-1].Name, t.Name) >= 0 {
+		if i > 0 && javaCompare(k.Tags[i-1].Name, t.Name) >= 0 {
 			return fmt.Errorf("kairosstore: tags not sorted or not unique at %q", t.Name)
 		}
 	}
@@ -307,7 +307,7 @@ func unescape(seg string, esc byte, escaped bool) string {
 func javaTagMap(tags []translate.Tag) []translate.Tag {
 	sorted := true
 	for i := 1; i < len(tags); i++ {
-		if JavaCompare(tags[i-1].Name, tags[i].Name) >= 0 {
+		if javaCompare(tags[i-1].Name, tags[i].Name) >= 0 {
 			sorted = false
 			break
 		}
@@ -315,7 +315,7 @@ func javaTagMap(tags []translate.Tag) []translate.Tag {
 	if sorted {
 		return tags
 	}
-	slices.SortStableFunc(tags, func(a, b translate.Tag) int { return JavaCompare(a.Name, b.Name) })
+	slices.SortStableFunc(tags, func(a, b translate.Tag) int { return javaCompare(a.Name, b.Name) })
 	out := tags[:0]
 	for i, t := range tags {
 		if i+1 < len(tags) && tags[i+1].Name == t.Name {

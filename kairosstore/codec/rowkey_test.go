@@ -1,4 +1,4 @@
-package kairosstore
+package codec
 
 import (
 	"encoding/hex"
@@ -12,7 +12,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
-const testW = DefaultRowWidth
+const testW = defaultRowWidth
 
 func unhex(t testing.TB, s string) []byte {
 	t.Helper()
@@ -241,11 +241,11 @@ func TestJavaLess(t *testing.T) {
 		{"\U00010000", "\U0010ffff", true},
 		{"a😀", "a\uffff", true},
 	} {
-		require.Equal(t, tc.less, JavaLess(tc.a, tc.b), "%q < %q", tc.a, tc.b)
+		require.Equal(t, tc.less, javaLess(tc.a, tc.b), "%q < %q", tc.a, tc.b)
 	}
 	for _, a := range javaOrderStrings {
 		for _, b := range javaOrderStrings {
-			require.Equal(t, javaOrderRef(a, b), JavaCompare(a, b), "%q vs %q", a, b)
+			require.Equal(t, javaOrderRef(a, b), javaCompare(a, b), "%q vs %q", a, b)
 		}
 	}
 }
@@ -255,12 +255,12 @@ func TestJavaCompareInvalidUTF8(t *testing.T) {
 	// antisymmetric.
 	strs := []string{"\xff", "\xfe", "a\xff", "a", "\uffff", "\xc3", "\xc3\xa9", "\xc3A"}
 	for _, a := range strs {
-		require.Equal(t, 0, JavaCompare(a, a))
+		require.Equal(t, 0, javaCompare(a, a))
 		for _, b := range strs {
-			require.Equal(t, -JavaCompare(b, a), JavaCompare(a, b), "%q vs %q", a, b)
+			require.Equal(t, -javaCompare(b, a), javaCompare(a, b), "%q vs %q", a, b)
 			for _, c := range strs {
-				if JavaCompare(a, b) < 0 && JavaCompare(b, c) < 0 {
-					require.Negative(t, JavaCompare(a, c), "%q < %q < %q", a, b, c)
+				if javaCompare(a, b) < 0 && javaCompare(b, c) < 0 {
+					require.Negative(t, javaCompare(a, c), "%q < %q < %q", a, b, c)
 				}
 			}
 		}

@@ -1,4 +1,4 @@
-package kairosstore
+package codec
 
 import (
 	"encoding/binary"
@@ -17,9 +17,9 @@ var (
 	errTrailing  = errors.New("kairosstore: trailing bytes after value")
 )
 
-// IsFinite reports whether v is neither NaN nor ±Inf. Non-finite samples go
+// isFinite reports whether v is neither NaN nor ±Inf. Non-finite samples go
 // to a null-typed row (project decision; see DecodeValue).
-func IsFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // AppendDouble appends v as 8 big-endian bytes (§4.2). Unlike Java it keeps
 // NaN payloads, so Prometheus stale markers survive bit for bit.
@@ -27,8 +27,8 @@ func AppendDouble(dst []byte, v float64) []byte {
 	return binary.BigEndian.AppendUint64(dst, math.Float64bits(v))
 }
 
-// DecodeDouble decodes a kairos_double value: exactly 8 bytes (§4.2).
-func DecodeDouble(b []byte) (float64, error) {
+// decodeDouble decodes a kairos_double value: exactly 8 bytes (§4.2).
+func decodeDouble(b []byte) (float64, error) {
 	if len(b) != 8 {
 		return 0, fmt.Errorf("kairosstore: double value is %d bytes, want 8", len(b))
 	}
@@ -40,11 +40,11 @@ func AppendLong(dst []byte, v int64) []byte {
 	return binary.AppendVarint(dst, v)
 }
 
-// DecodeLong decodes a kairos_long value (§4.1). It accepts only what
+// decodeLong decodes a kairos_long value (§4.1). It accepts only what
 // AppendLong writes: one minimal varint of at most 10 bytes filling b.
 // (Java is laxer: it ignores trailing bytes and accepts padded groups; no
 // KairosDB writer produces either.)
-func DecodeLong(b []byte) (int64, error) {
+func decodeLong(b []byte) (int64, error) {
 	v, n := binary.Varint(b)
 	switch {
 	case n == 0:
@@ -59,25 +59,25 @@ func DecodeLong(b []byte) (int64, error) {
 	return v, nil
 }
 
-// DecodeKairosLegacy decodes a kairos_legacy value as current KairosDB writes
+// decodeKairosLegacy decodes a kairos_legacy value as current KairosDB writes
 // it (§4.5): type byte 0x00 then a zigzag varint long, any other type byte
 // then an 8-byte double.
-func DecodeKairosLegacy(b []byte) (float64, error) {
+func decodeKairosLegacy(b []byte) (float64, error) {
 	if len(b) == 0 {
 		return 0, errTruncated
 	}
 	if b[0] == 0x00 {
-		v, err := DecodeLong(b[1:])
+		v, err := decodeLong(b[1:])
 		return float64(v), err
 	}
-	return DecodeDouble(b[1:])
+	return decodeDouble(b[1:])
 }
 
-// DecodeLegacyCell decodes a value of a row whose key has no type block
+// decodeLegacyCell decodes a value of a row whose key has no type block
 // (§4.8). The column's low bit picks the type: 0 is a long stored as
 // big-endian bytes with leading zeros stripped (empty is 0, no sign
 // extension), 1 is a flag byte then a float32 (flag 0x01) or a float64.
-func DecodeLegacyCell(col uint32, b []byte) (float64, error) {
+func decodeLegacyCell(col uint32, b []byte) (float64, error) {
 	if col&1 == 0 {
 		if len(b) > 8 {
 			return 0, fmt.Errorf("kairosstore: legacy long is %d bytes, more than 8", len(b))
@@ -97,7 +97,7 @@ func DecodeLegacyCell(col uint32, b []byte) (float64, error) {
 		}
 		return float64(math.Float32frombits(binary.BigEndian.Uint32(b[1:]))), nil
 	}
-	return DecodeDouble(b[1:])
+	return decodeDouble(b[1:])
 }
 
 // AppendString appends s in Java's writeUTF form (§4.3): a uint16 byte
@@ -144,12 +144,12 @@ func appendUTF8Unit(dst []byte, u rune) []byte {
 	return append(dst, 0xE0|byte(u>>12), 0x80|byte(u>>6)&0x3F, 0x80|byte(u)&0x3F)
 }
 
-// DecodeString decodes a kairos_string value written by writeUTF (§4.3).
+// decodeString decodes a kairos_string value written by writeUTF (§4.3).
 // Like Java's readUTF it accepts 1-, 2- and 3-byte forms including overlong
 // ones (C0 80 is U+0000) and joins surrogate pairs. It rejects what Java
 // rejects, a length that does not match, and unpaired surrogates, which have
 // no UTF-8 form.
-func DecodeString(b []byte) (string, error) {
+func decodeString(b []byte) (string, error) {
 	if len(b) < 2 {
 		return "", errTruncated
 	}
@@ -231,23 +231,23 @@ func decodeUnit(b []byte) (rune, int, error) {
 //     skips them (KairosDB would fail the whole query on an unknown type).
 func DecodeValue(dataType string, legacyKey bool, col uint32, b []byte) (v float64, ok bool, err error) {
 	if legacyKey {
-		v, err = DecodeLegacyCell(col, b)
+		v, err = decodeLegacyCell(col, b)
 		return v, err == nil, err
 	}
 	switch dataType {
 	case TypeLong:
 		var n int64
-		n, err = DecodeLong(b)
+		n, err = decodeLong(b)
 		v = float64(n)
 	case TypeDouble:
-		v, err = DecodeDouble(b)
+		v, err = decodeDouble(b)
 	case TypeLegacy:
-		v, err = DecodeKairosLegacy(b)
+		v, err = decodeKairosLegacy(b)
 	case TypeNull:
 		if len(b) == 0 {
 			return 0, false, nil
 		}
-		v, err = DecodeDouble(b)
+		v, err = decodeDouble(b)
 	default:
 		return 0, false, nil
 	}

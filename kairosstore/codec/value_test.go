@@ -1,4 +1,4 @@
-package kairosstore
+package codec
 
 import (
 	"encoding/hex"
@@ -35,7 +35,7 @@ func TestLong(t *testing.T) {
 		t.Run(tc.hex, func(t *testing.T) {
 			got := AppendLong([]byte{0xEE}, tc.v)
 			require.Equal(t, "ee"+tc.hex, hex.EncodeToString(got))
-			v, err := DecodeLong(got[1:])
+			v, err := decodeLong(got[1:])
 			require.NoError(t, err)
 			require.Equal(t, tc.v, v)
 		})
@@ -54,7 +54,7 @@ func TestDecodeLongErrors(t *testing.T) {
 		{"padded 2 groups", "828000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := DecodeLong(unhex(t, tc.hex))
+			_, err := decodeLong(unhex(t, tc.hex))
 			require.Error(t, err)
 		})
 	}
@@ -77,20 +77,20 @@ func TestDouble(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := AppendDouble([]byte{0xEE}, tc.v)
 			require.Equal(t, "ee"+tc.hex, hex.EncodeToString(got))
-			v, err := DecodeDouble(got[1:])
+			v, err := decodeDouble(got[1:])
 			require.NoError(t, err)
 			require.Equal(t, math.Float64bits(tc.v), math.Float64bits(v))
 		})
 	}
 	for _, n := range []int{0, 7, 9} {
-		_, err := DecodeDouble(make([]byte, n))
+		_, err := decodeDouble(make([]byte, n))
 		require.Error(t, err)
 	}
-	require.True(t, IsFinite(1))
-	require.True(t, IsFinite(-math.MaxFloat64))
-	require.False(t, IsFinite(math.NaN()))
-	require.False(t, IsFinite(staleNaN))
-	require.False(t, IsFinite(math.Inf(-1)))
+	require.True(t, isFinite(1))
+	require.True(t, isFinite(-math.MaxFloat64))
+	require.False(t, isFinite(math.NaN()))
+	require.False(t, isFinite(staleNaN))
+	require.False(t, isFinite(math.Inf(-1)))
 }
 
 func TestString(t *testing.T) {
@@ -112,7 +112,7 @@ func TestString(t *testing.T) {
 			got, err := AppendString([]byte{0xEE}, tc.s)
 			require.NoError(t, err)
 			require.Equal(t, "ee"+tc.hex, hex.EncodeToString(got))
-			s, err := DecodeString(got[1:])
+			s, err := decodeString(got[1:])
 			require.NoError(t, err)
 			require.Equal(t, tc.s, s)
 		})
@@ -139,14 +139,14 @@ func TestStringLimits(t *testing.T) {
 }
 
 func TestDecodeStringLenient(t *testing.T) {
-	// Java's readUTF accepts these (§4.3); so does DecodeString.
+	// Java's readUTF accepts these (§4.3); so does decodeString.
 	for _, tc := range []struct{ name, hex, s string }{
 		{"raw NUL", "000100", "\x00"},
 		{"overlong 2-byte A", "0002c181", "A"},
 		{"overlong 3-byte A", "0003e08181", "A"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := DecodeString(unhex(t, tc.hex))
+			s, err := decodeString(unhex(t, tc.hex))
 			require.NoError(t, err)
 			require.Equal(t, tc.s, s)
 		})
@@ -170,7 +170,7 @@ func TestDecodeStringErrors(t *testing.T) {
 		{"two highs", "0006eda0bdeda0bd"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := DecodeString(unhex(t, tc.hex))
+			_, err := decodeString(unhex(t, tc.hex))
 			require.Error(t, err)
 		})
 	}
@@ -188,13 +188,13 @@ func TestDecodeKairosLegacy(t *testing.T) {
 		{"double 13.2, other type byte", "02402a666666666666", 13.2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v, err := DecodeKairosLegacy(unhex(t, tc.hex))
+			v, err := decodeKairosLegacy(unhex(t, tc.hex))
 			require.NoError(t, err)
 			require.Equal(t, tc.v, v)
 		})
 	}
 	for _, h := range []string{"", "00", "0080", "01", "013ff00000000000", "013ff000000000000000"} {
-		_, err := DecodeKairosLegacy(unhex(t, h))
+		_, err := decodeKairosLegacy(unhex(t, h))
 		require.Error(t, err, h)
 	}
 }
@@ -216,7 +216,7 @@ func TestDecodeLegacyCell(t *testing.T) {
 		{"double after flag 0x02", 0x5fb38301, "02402a666666666666", 13.2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v, err := DecodeLegacyCell(tc.col, unhex(t, tc.hex))
+			v, err := decodeLegacyCell(tc.col, unhex(t, tc.hex))
 			require.NoError(t, err)
 			require.Equal(t, tc.v, v)
 		})
@@ -233,7 +233,7 @@ func TestDecodeLegacyCell(t *testing.T) {
 		{1, "013030303030303030"}, // flag 0x01 means float32, so 9 bytes is wrong
 		{1, "02402a6666666666"},
 	} {
-		_, err := DecodeLegacyCell(tc.col, unhex(t, tc.hex))
+		_, err := decodeLegacyCell(tc.col, unhex(t, tc.hex))
 		require.Error(t, err, tc.hex)
 	}
 }

@@ -8,13 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
-	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/enginetest"
 )
 
 func TestConformance(t *testing.T) {
-	enginetest.Run(t, func(t *testing.T) kairosstore.Engine {
+	enginetest.Run(t, func(t *testing.T) engine.Engine {
 		addr, ks := cassandratest.Keyspace(t)
 		e, err := cql.Open(t.Context(), testConfig(addr, ks), nil)
 		require.NoError(t, err)
@@ -33,7 +33,7 @@ type seeder struct {
 
 const insertLegacy = `INSERT INTO row_key_index (key, column1, value) VALUES (?, ?, 0x00)`
 
-func (s seeder) SeedLegacyRowKeys(ctx context.Context, writeTime int64, keys []kairosstore.LegacyRowKey) error {
+func (s seeder) SeedLegacyRowKeys(ctx context.Context, writeTime int64, keys []engine.LegacyRowKey) error {
 	for _, k := range keys {
 		if err := s.s.Query(insertLegacy, []byte(k.Metric), k.RowKey).WithTimestamp(writeTime).ExecContext(ctx); err != nil {
 			return err

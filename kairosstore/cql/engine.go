@@ -1,4 +1,4 @@
-// Package cql implements kairosstore.Engine on Apache Cassandra with
+// Package cql implements engine.Engine on Apache Cassandra with
 // KairosDB's exact tables and statements (kairosdb-layout.md), through the
 // gocql v2 driver.
 package cql
@@ -14,7 +14,7 @@ import (
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
-	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 )
 
 // ErrNoKeyspace is returned by data methods while the keyspace does not exist
@@ -24,7 +24,7 @@ var ErrNoKeyspace = errors.New("cassandra: keyspace does not exist; run Setup fi
 // readyTimeout bounds the health query of Ready.
 const readyTimeout = 2 * time.Second
 
-// Engine is a kairosstore.Engine on one Cassandra cluster.
+// Engine is a engine.Engine on one Cassandra cluster.
 type Engine struct {
 	cfg    Config
 	set    settings
@@ -48,7 +48,7 @@ type Engine struct {
 	pool *pool
 }
 
-var _ kairosstore.Engine = (*Engine)(nil)
+var _ engine.Engine = (*Engine)(nil)
 
 // Open connects to the cluster. When the keyspace exists the engine is ready
 // for use; otherwise only Setup, Ready and Close work until Setup created it.

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
-	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
@@ -85,7 +85,7 @@ func TestSetupCreatesKeyspaceAndTables(t *testing.T) {
 
 	// Before Setup the keyspace is missing, and data methods say so.
 	require.ErrorIs(t, e.Ready(t.Context()), cql.ErrNoKeyspace)
-	require.ErrorIs(t, e.Write(t.Context(), &kairosstore.Batch{MetricNames: []string{"m"}}), cql.ErrNoKeyspace)
+	require.ErrorIs(t, e.Write(t.Context(), &engine.Batch{MetricNames: []string{"m"}}), cql.ErrNoKeyspace)
 
 	require.NoError(t, e.Setup(t.Context()))
 	require.NoError(t, e.Setup(t.Context()), "Setup is idempotent")
@@ -184,28 +184,28 @@ func tags(kv ...string) []translate.Tag {
 func col(c uint32) []byte { return binary.BigEndian.AppendUint32(nil, c) }
 
 // sample is a small batch touching every table Write fills.
-func sample(writeTime int64) *kairosstore.Batch {
+func sample(writeTime int64) *engine.Batch {
 	const rt = 1358985600000
 	keyA := []byte("sys.cpu\x00A")
 	keyB := []byte("sys.cpu\x00B")
 	host := tags("host", "server1", "dc", "x:y")
-	return &kairosstore.Batch{
+	return &engine.Batch{
 		WriteTime: writeTime,
-		Cells: []kairosstore.Cell{
+		Cells: []engine.Cell{
 			{Key: keyA, Column: 0x2fd9c180, Value: []byte{0xf6, 0x01}},
 			{Key: keyA, Column: 0x00000001, Value: []byte{0x02}},
 			{Key: keyA, Column: 0xd84b17fe, Value: []byte{0x04}}, // sorts as unsigned
 			{Key: keyB, Column: 7, Value: nil},                   // the `null` type's empty value (§4.6)
 		},
-		RowKeys: []kairosstore.IndexedRowKey{
+		RowKeys: []engine.IndexedRowKey{
 			{Metric: "sys.cpu", RowTime: rt, DataType: "kairos_long", Tags: host},
 			{Metric: "sys.cpu", RowTime: rt, DataType: "kairos_double", Tags: host, TTL: 1814400},
 		},
-		TagIndexed: []kairosstore.TagIndexedRowKey{
-			{IndexedRowKey: kairosstore.IndexedRowKey{Metric: "sys.cpu", RowTime: rt, DataType: "kairos_long", Tags: host}, Pair: "host=server1", Hash: -2125777964},
-			{IndexedRowKey: kairosstore.IndexedRowKey{Metric: "sys.cpu", RowTime: rt, DataType: "kairos_long", Tags: host}, Pair: "dc=x:y", Hash: -2125777964},
+		TagIndexed: []engine.TagIndexedRowKey{
+			{IndexedRowKey: engine.IndexedRowKey{Metric: "sys.cpu", RowTime: rt, DataType: "kairos_long", Tags: host}, Pair: "host=server1", Hash: -2125777964},
+			{IndexedRowKey: engine.IndexedRowKey{Metric: "sys.cpu", RowTime: rt, DataType: "kairos_long", Tags: host}, Pair: "dc=x:y", Hash: -2125777964},
 		},
-		RowTimes: []kairosstore.RowTimeIndex{
+		RowTimes: []engine.RowTimeIndex{
 			{Metric: "sys.cpu", RowTime: rt},
 			{Metric: "sys.cpu", RowTime: rt + 1814400000},
 			{Metric: "sys.cpu", RowTime: -2}, // negative row times (§3.1)
@@ -298,8 +298,8 @@ func TestStoredBytes(t *testing.T) {
 
 	// Index rows carry the TTL given (§5.3); mtime, the only non-key column
 	// written, shows it.
-	rk := kairosstore.IndexedRowKey{Metric: "ttl.metric", RowTime: 0, DataType: "kairos_long", TTL: 1814400}
-	require.NoError(t, e.Write(t.Context(), &kairosstore.Batch{WriteTime: now, RowKeys: []kairosstore.IndexedRowKey{rk}}))
+	rk := engine.IndexedRowKey{Metric: "ttl.metric", RowTime: 0, DataType: "kairos_long", TTL: 1814400}
+	require.NoError(t, e.Write(t.Context(), &engine.Batch{WriteTime: now, RowKeys: []engine.IndexedRowKey{rk}}))
 	require.NoError(t, s.Query(`SELECT TTL(mtime) FROM row_keys WHERE metric = ? AND table_name = ? AND row_time = ?`,
 		"ttl.metric", "data_points", int64(0)).Scan(&ttl))
 	require.NotNil(t, ttl)
@@ -335,11 +335,11 @@ func TestWriteTimestampsAreMilliseconds(t *testing.T) {
 
 	// row_key_time_index has only key columns: its row marker carries the
 	// timestamp, so a delete at now-1 must not remove it, and one at now must.
-	require.NoError(t, e.Delete(ctx, &kairosstore.Deletes{WriteTime: now - 1,
-		RowTimes: []kairosstore.RowTimeIndex{{Metric: "sys.cpu", RowTime: 1358985600000}}}))
+	require.NoError(t, e.Delete(ctx, &engine.Deletes{WriteTime: now - 1,
+		RowTimes: []engine.RowTimeIndex{{Metric: "sys.cpu", RowTime: 1358985600000}}}))
 	require.Contains(t, collectRowTimes(t, e, "sys.cpu", 0, 1<<62), int64(1358985600000))
-	require.NoError(t, e.Delete(ctx, &kairosstore.Deletes{WriteTime: now,
-		RowTimes: []kairosstore.RowTimeIndex{{Metric: "sys.cpu", RowTime: 1358985600000}}}))
+	require.NoError(t, e.Delete(ctx, &engine.Deletes{WriteTime: now,
+		RowTimes: []engine.RowTimeIndex{{Metric: "sys.cpu", RowTime: 1358985600000}}}))
 	require.NotContains(t, collectRowTimes(t, e, "sys.cpu", 0, 1<<62), int64(1358985600000))
 }
 
@@ -354,11 +354,11 @@ func TestTaglessSeries(t *testing.T) {
 	}{{"nil", nil}, {"empty", []translate.Tag{}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			metric := "nt." + tc.name
-			rk := kairosstore.IndexedRowKey{Metric: metric, RowTime: 0, DataType: "kairos_long", Tags: tc.tags}
-			require.NoError(t, e.Write(ctx, &kairosstore.Batch{
+			rk := engine.IndexedRowKey{Metric: metric, RowTime: 0, DataType: "kairos_long", Tags: tc.tags}
+			require.NoError(t, e.Write(ctx, &engine.Batch{
 				WriteTime:  time.Now().UnixMilli(),
-				RowKeys:    []kairosstore.IndexedRowKey{rk},
-				TagIndexed: []kairosstore.TagIndexedRowKey{{IndexedRowKey: rk, Pair: "", Hash: 0}},
+				RowKeys:    []engine.IndexedRowKey{rk},
+				TagIndexed: []engine.TagIndexedRowKey{{IndexedRowKey: rk, Pair: "", Hash: 0}},
 			}))
 			got := collectRowKeys(t, func(fn func(string, []translate.Tag) error) error {
 				return e.RowKeys(ctx, metric, 0, fn)
@@ -371,9 +371,9 @@ func TestTaglessSeries(t *testing.T) {
 				metric, "data_points", int64(0)).Scan(&m))
 			require.Empty(t, m)
 
-			require.NoError(t, e.Delete(ctx, &kairosstore.Deletes{
+			require.NoError(t, e.Delete(ctx, &engine.Deletes{
 				WriteTime: time.Now().UnixMilli(),
-				RowKeys:   []kairosstore.IndexedRowKey{rk},
+				RowKeys:   []engine.IndexedRowKey{rk},
 			}))
 			require.Empty(t, collectRowKeys(t, func(fn func(string, []translate.Tag) error) error {
 				return e.RowKeys(ctx, metric, 0, fn)
@@ -434,10 +434,10 @@ func TestLegacyRowKeys(t *testing.T) {
 	require.Empty(t, list(hi, lo))
 	require.Equal(t, keys, list([]byte("m"), []byte("n")))
 
-	require.NoError(t, e.Delete(ctx, &kairosstore.Deletes{WriteTime: now,
-		LegacyRowKeys: []kairosstore.LegacyRowKey{{Metric: "m", RowKey: keys[1]}}}))
+	require.NoError(t, e.Delete(ctx, &engine.Deletes{WriteTime: now,
+		LegacyRowKeys: []engine.LegacyRowKey{{Metric: "m", RowKey: keys[1]}}}))
 	require.Equal(t, [][]byte{keys[0], keys[2]}, list([]byte("m"), []byte("n")))
-	require.NoError(t, e.Delete(ctx, &kairosstore.Deletes{WriteTime: now, LegacyMetrics: []string{"m"}}))
+	require.NoError(t, e.Delete(ctx, &engine.Deletes{WriteTime: now, LegacyMetrics: []string{"m"}}))
 	require.Empty(t, list([]byte("m"), []byte("n")))
 }
 
@@ -450,19 +450,19 @@ func TestDelete(t *testing.T) {
 	// A third row for the range delete.
 	keyC := []byte("sys.cpu\x00C")
 	for c := uint32(1); c <= 5; c++ {
-		b.Cells = append(b.Cells, kairosstore.Cell{Key: keyC, Column: c, Value: []byte{byte(c)}})
+		b.Cells = append(b.Cells, engine.Cell{Key: keyC, Column: c, Value: []byte{byte(c)}})
 	}
 	require.NoError(t, e.Write(ctx, b))
 
 	host := tags("host", "server1", "dc", "x:y")
-	require.NoError(t, e.Delete(ctx, &kairosstore.Deletes{
+	require.NoError(t, e.Delete(ctx, &engine.Deletes{
 		WriteTime:  now + 1,
 		Rows:       [][]byte{[]byte("sys.cpu\x00A")},
-		CellRanges: []kairosstore.CellRange{{Key: keyC, Lo: 2, Hi: 4}},
-		RowKeys:    []kairosstore.IndexedRowKey{{Metric: "sys.cpu", RowTime: rt, DataType: "kairos_long", Tags: tags("dc", "x:y", "host", "server1")}},
-		TagIndexed: []kairosstore.TagIndexedRowKey{{IndexedRowKey: kairosstore.IndexedRowKey{
+		CellRanges: []engine.CellRange{{Key: keyC, Lo: 2, Hi: 4}},
+		RowKeys:    []engine.IndexedRowKey{{Metric: "sys.cpu", RowTime: rt, DataType: "kairos_long", Tags: tags("dc", "x:y", "host", "server1")}},
+		TagIndexed: []engine.TagIndexedRowKey{{IndexedRowKey: engine.IndexedRowKey{
 			Metric: "sys.cpu", RowTime: rt, DataType: "kairos_long", Tags: host}, Pair: "dc=x:y", Hash: -2125777964}},
-		RowTimes:    []kairosstore.RowTimeIndex{{Metric: "sys.cpu", RowTime: -2}},
+		RowTimes:    []engine.RowTimeIndex{{Metric: "sys.cpu", RowTime: -2}},
 		MetricNames: []string{"été"},
 	}))
 
@@ -482,29 +482,29 @@ func TestDelete(t *testing.T) {
 
 	// Deletes shadow only older writes: a write at the delete's time or
 	// later comes back (ms timestamps on both sides, §5.4).
-	require.NoError(t, e.Write(ctx, &kairosstore.Batch{WriteTime: now + 2,
-		Cells: []kairosstore.Cell{{Key: []byte("sys.cpu\x00A"), Column: 9, Value: []byte{9}}}}))
+	require.NoError(t, e.Write(ctx, &engine.Batch{WriteTime: now + 2,
+		Cells: []engine.Cell{{Key: []byte("sys.cpu\x00A"), Column: 9, Value: []byte{9}}}}))
 	require.Equal(t, []cell{{9, "09"}}, collectCells(t, e, []byte("sys.cpu\x00A"), 0, 100))
-	require.NoError(t, e.Write(ctx, &kairosstore.Batch{WriteTime: now,
-		Cells: []kairosstore.Cell{{Key: keyC, Column: 3, Value: []byte{3}}}}))
+	require.NoError(t, e.Write(ctx, &engine.Batch{WriteTime: now,
+		Cells: []engine.Cell{{Key: keyC, Column: 3, Value: []byte{3}}}}))
 	require.Equal(t, []cell{{1, "01"}, {5, "05"}}, collectCells(t, e, keyC, 0, 100), "older write stays deleted")
 
-	require.NoError(t, e.Delete(ctx, &kairosstore.Deletes{WriteTime: now}), "empty delete")
+	require.NoError(t, e.Delete(ctx, &engine.Deletes{WriteTime: now}), "empty delete")
 }
 
 func TestTTLExpires(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := t.Context()
-	rk := kairosstore.IndexedRowKey{Metric: "ttl", RowTime: 0, DataType: "kairos_long", Tags: tags("a", "b"), TTL: 2}
-	require.NoError(t, e.Write(ctx, &kairosstore.Batch{
+	rk := engine.IndexedRowKey{Metric: "ttl", RowTime: 0, DataType: "kairos_long", Tags: tags("a", "b"), TTL: 2}
+	require.NoError(t, e.Write(ctx, &engine.Batch{
 		WriteTime: time.Now().UnixMilli(),
-		Cells: []kairosstore.Cell{
+		Cells: []engine.Cell{
 			{Key: []byte("ttl"), Column: 1, Value: []byte{1}, TTL: 2},
 			{Key: []byte("ttl"), Column: 2, Value: []byte{2}}, // 0: never expires
 		},
-		RowKeys:    []kairosstore.IndexedRowKey{rk},
-		TagIndexed: []kairosstore.TagIndexedRowKey{{IndexedRowKey: rk, Pair: "a=b"}},
-		RowTimes:   []kairosstore.RowTimeIndex{{Metric: "ttl", RowTime: 0, TTL: 2}},
+		RowKeys:    []engine.IndexedRowKey{rk},
+		TagIndexed: []engine.TagIndexedRowKey{{IndexedRowKey: rk, Pair: "a=b"}},
+		RowTimes:   []engine.RowTimeIndex{{Metric: "ttl", RowTime: 0, TTL: 2}},
 	}))
 	require.Len(t, collectCells(t, e, []byte("ttl"), 0, 10), 2)
 	time.Sleep(3 * time.Second)
@@ -568,7 +568,7 @@ func TestFailedWritesReturnErrors(t *testing.T) {
 		err := e.Write(ctx, b)
 		require.ErrorIs(t, err, context.Canceled)
 		require.ErrorContains(t, err, "statements failed")
-		require.ErrorIs(t, e.Delete(ctx, &kairosstore.Deletes{WriteTime: 1, Rows: [][]byte{[]byte("x")}}), context.Canceled)
+		require.ErrorIs(t, e.Delete(ctx, &engine.Deletes{WriteTime: 1, Rows: [][]byte{[]byte("x")}}), context.Canceled)
 		require.Error(t, e.MetricNames(ctx, func(string) error { return nil }))
 	}
 
@@ -601,7 +601,7 @@ func TestGroupingsStoreTheSame(t *testing.T) {
 	now := time.Now().UnixMilli()
 	b := workload(now, 50, 7)
 	b.RowKeys[0].Tags = nil // a tagless series too
-	b.TagIndexed = append(b.TagIndexed, kairosstore.TagIndexedRowKey{IndexedRowKey: b.RowKeys[1], Pair: "host=h1", Hash: 42})
+	b.TagIndexed = append(b.TagIndexed, engine.TagIndexedRowKey{IndexedRowKey: b.RowKeys[1], Pair: "host=h1", Hash: 42})
 	var dumps []map[string][]string
 	for _, g := range []cql.Grouping{cql.GroupSingles, cql.GroupPartitions, cql.GroupReplicas} {
 		e, s := newEngine(t)
@@ -647,21 +647,21 @@ func dump(t *testing.T, s *gocql.Session) map[string][]string {
 
 // workload is series×samples cells in one row each, with the index rows a
 // writer sends for them: 10 metrics, series spread over them.
-func workload(writeTime int64, series, samples int) *kairosstore.Batch {
+func workload(writeTime int64, series, samples int) *engine.Batch {
 	const rt = 1358985600000
-	b := &kairosstore.Batch{WriteTime: writeTime}
+	b := &engine.Batch{WriteTime: writeTime}
 	for m := range 10 {
 		metric := fmt.Sprintf("bench.metric%d", m)
-		b.RowTimes = append(b.RowTimes, kairosstore.RowTimeIndex{Metric: metric, RowTime: rt, TTL: 1814400 + 86400})
+		b.RowTimes = append(b.RowTimes, engine.RowTimeIndex{Metric: metric, RowTime: rt, TTL: 1814400 + 86400})
 		b.MetricNames = append(b.MetricNames, metric)
 	}
 	for i := range series {
 		metric := fmt.Sprintf("bench.metric%d", i%10)
 		tg := tags("host", fmt.Sprintf("h%d", i), "job", "node", "instance", fmt.Sprintf("10.0.%d.%d:9100", i/256, i%256))
 		key := fmt.Appendf(nil, "%s\x00\x00\x00\x01\x3c\x69\xda\x9c\x00\x00\x0bkairos_long%s", metric, tg)
-		b.RowKeys = append(b.RowKeys, kairosstore.IndexedRowKey{Metric: metric, RowTime: rt, DataType: "kairos_double", Tags: tg, TTL: 1814400 + 86400})
+		b.RowKeys = append(b.RowKeys, engine.IndexedRowKey{Metric: metric, RowTime: rt, DataType: "kairos_double", Tags: tg, TTL: 1814400 + 86400})
 		for j := range samples {
-			b.Cells = append(b.Cells, kairosstore.Cell{
+			b.Cells = append(b.Cells, engine.Cell{
 				Key:    key,
 				Column: uint32(j * 15000),
 				Value:  binary.BigEndian.AppendUint64(nil, uint64(i*samples+j)),

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
@@ -34,7 +34,7 @@ func BenchmarkCells(b *testing.B) {
 	cpid, _ := strconv.Atoi(os.Getenv("KAIROS_BENCH_CASSANDRA_PID"))
 	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
 	end := start + 24*time.Hour.Milliseconds()
-	spec := kairosstore.DefaultRowSpec()
+	spec := codec.DefaultRowSpec()
 
 	e, err := cql.Open(b.Context(), testConfig(addr, ks), nil)
 	require.NoError(b, err)
@@ -54,8 +54,8 @@ func BenchmarkCells(b *testing.B) {
 			lo, hi := spec.SliceBounds(rt, start, end)
 			require.NoError(b, e.RowKeys(b.Context(), metric, rt, func(dataType string, tags []translate.Tag) error {
 				tags = append([]translate.Tag(nil), tags...)
-				kairosstore.SortTags(tags)
-				key := kairosstore.AppendRowKey(nil, kairosstore.RowKey{Metric: metric, RowTime: rt, DataType: dataType, Tags: tags})
+				codec.SortTags(tags)
+				key := codec.AppendRowKey(nil, codec.RowKey{Metric: metric, RowTime: rt, DataType: dataType, Tags: tags})
 				slices = append(slices, slice{key, lo, hi})
 				return nil
 			}))

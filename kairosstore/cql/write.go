@@ -10,7 +10,7 @@ import (
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
-	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 )
 
 // grouping is how Write and Delete turn statements into requests.
@@ -95,7 +95,7 @@ func (r request) len() int { return len(r.cells) + len(r.stmts) }
 // Write stores the batch: data_points, row_keys, tag_indexed_row_keys,
 // row_key_time_index and string_index rows (§5.3), all with the batch's
 // millisecond write timestamp (§5.4) at the write consistency.
-func (e *Engine) Write(ctx context.Context, b *kairosstore.Batch) error {
+func (e *Engine) Write(ctx context.Context, b *engine.Batch) error {
 	s, err := e.session()
 	if err != nil {
 		return err
@@ -200,7 +200,7 @@ func (e *Engine) group(stmts []stmt) []request {
 
 // Delete applies the deletes of §8 synchronously, at the read consistency as
 // KairosDB does (§8 step 5, §11), with the millisecond write timestamp.
-func (e *Engine) Delete(ctx context.Context, d *kairosstore.Deletes) error {
+func (e *Engine) Delete(ctx context.Context, d *engine.Deletes) error {
 	s, err := e.session()
 	if err != nil {
 		return err
@@ -263,7 +263,7 @@ type call struct {
 	ts   int64
 	// cells are the batch's cells that requests name by index, writeTime
 	// the encoded ts their inserts bind.
-	cells     []kairosstore.Cell
+	cells     []engine.Cell
 	writeTime *boundBlob
 }
 
@@ -443,7 +443,7 @@ func byPartition[T any](items []T, part func(T) string, limit int) [][]T {
 // order of first appearance, as cell indexes. replica may not know the ring
 // yet: then the host is whatever it picks, and the grouping is only less
 // useful, never wrong, since any coordinator can apply any batch.
-func byReplica(cells []kairosstore.Cell, replica func(key []byte) string) [][]int32 {
+func byReplica(cells []engine.Cell, replica func(key []byte) string) [][]int32 {
 	type open struct {
 		req  int // index in reqs
 		size int

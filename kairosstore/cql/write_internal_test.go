@@ -6,14 +6,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 )
 
 func TestByReplicaCapsBatches(t *testing.T) {
-	data := func(n, valueLen int) []kairosstore.Cell {
-		var out []kairosstore.Cell
+	data := func(n, valueLen int) []engine.Cell {
+		var out []engine.Cell
 		for i := range n {
-			out = append(out, kairosstore.Cell{Key: fmt.Appendf(nil, "series%d", i), Value: make([]byte, valueLen)})
+			out = append(out, engine.Cell{Key: fmt.Appendf(nil, "series%d", i), Value: make([]byte, valueLen)})
 		}
 		return out
 	}

@@ -1,4 +1,8 @@
-package kairosstore
+// Package engine is the contract between the KairosDB layout logic
+// (package kairosstore) and the engines that keep its rows (kairosstore/cql,
+// kairosstore/pebblekv): the Engine interface and the rows it writes and
+// deletes. It holds no logic, so an engine depends on nothing above it.
+package engine
 
 import (
 	"context"
@@ -8,7 +12,7 @@ import (
 
 // Engine is the storage under the KairosDB layout: one method per statement
 // KairosDB issues against its eight tables (kairosdb-layout.md §1, §5.3, §7, §8,
-// §9). The layout logic in this package (keys, columns, values, caches, the
+// §9). The layout logic of package kairosstore (keys, columns, values, caches, the
 // three-phase read) sits above it, so the Cassandra engine and the embedded
 // engine share every byte rule and differ only in how rows are kept.
 //

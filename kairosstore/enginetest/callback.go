@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
@@ -19,20 +19,20 @@ func testCallbackError(t *testing.T, start opener) {
 	wt := writeTime()
 	const rt = 1358985600000
 	key := []byte("k")
-	rowKey := func(kv string) kairosstore.IndexedRowKey {
-		return kairosstore.IndexedRowKey{Metric: "m", RowTime: rt, DataType: "kairos_long", Tags: tags("h", kv)}
+	rowKey := func(kv string) engine.IndexedRowKey {
+		return engine.IndexedRowKey{Metric: "m", RowTime: rt, DataType: "kairos_long", Tags: tags("h", kv)}
 	}
-	write(t, e, &kairosstore.Batch{
+	write(t, e, &engine.Batch{
 		WriteTime:   wt,
-		Cells:       []kairosstore.Cell{{Key: key, Column: 1, Value: []byte("1")}, {Key: key, Column: 2, Value: []byte("2")}},
-		RowKeys:     []kairosstore.IndexedRowKey{rowKey("a"), rowKey("b")},
-		TagIndexed:  []kairosstore.TagIndexedRowKey{{IndexedRowKey: rowKey("a"), Pair: "p"}, {IndexedRowKey: rowKey("b"), Pair: "p"}},
-		RowTimes:    []kairosstore.RowTimeIndex{{Metric: "m", RowTime: rt}, {Metric: "m", RowTime: rt + rowWidth}},
+		Cells:       []engine.Cell{{Key: key, Column: 1, Value: []byte("1")}, {Key: key, Column: 2, Value: []byte("2")}},
+		RowKeys:     []engine.IndexedRowKey{rowKey("a"), rowKey("b")},
+		TagIndexed:  []engine.TagIndexedRowKey{{IndexedRowKey: rowKey("a"), Pair: "p"}, {IndexedRowKey: rowKey("b"), Pair: "p"}},
+		RowTimes:    []engine.RowTimeIndex{{Metric: "m", RowTime: rt}, {Metric: "m", RowTime: rt + rowWidth}},
 		MetricNames: []string{"m", "n"},
 	})
 	require.NoError(t, e.SetServiceValue(ctx, "s", "sk", "a", "1", wt))
 	require.NoError(t, e.SetServiceValue(ctx, "s", "sk", "b", "2", wt))
-	seedLegacy(t, e, wt, kairosstore.LegacyRowKey{Metric: "m", RowKey: []byte{1}}, kairosstore.LegacyRowKey{Metric: "m", RowKey: []byte{2}})
+	seedLegacy(t, e, wt, engine.LegacyRowKey{Metric: "m", RowKey: []byte{1}}, engine.LegacyRowKey{Metric: "m", RowKey: []byte{2}})
 
 	errStop := errors.New("stop")
 	for _, tc := range []struct {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
@@ -44,7 +44,7 @@ func entry(dataType string, kv ...string) indexEntry {
 	return indexEntry{DataType: dataType, Tags: tagMap(tags(kv...))}
 }
 
-func cells(t *testing.T, e kairosstore.Engine, key []byte, lo, hi uint32) []cell {
+func cells(t *testing.T, e engine.Engine, key []byte, lo, hi uint32) []cell {
 	t.Helper()
 	out := []cell{}
 	err := e.Cells(t.Context(), key, lo, hi, func(column uint32, value []byte) error {
@@ -55,7 +55,7 @@ func cells(t *testing.T, e kairosstore.Engine, key []byte, lo, hi uint32) []cell
 	return out
 }
 
-func rowKeys(t *testing.T, e kairosstore.Engine, metric string, rowTime int64) []indexEntry {
+func rowKeys(t *testing.T, e engine.Engine, metric string, rowTime int64) []indexEntry {
 	t.Helper()
 	out := []indexEntry{}
 	err := e.RowKeys(t.Context(), metric, rowTime, func(dataType string, tags []translate.Tag) error {
@@ -66,7 +66,7 @@ func rowKeys(t *testing.T, e kairosstore.Engine, metric string, rowTime int64) [
 	return out
 }
 
-func tagIndexed(t *testing.T, e kairosstore.Engine, metric string, rowTime int64, pair string) []indexEntry {
+func tagIndexed(t *testing.T, e engine.Engine, metric string, rowTime int64, pair string) []indexEntry {
 	t.Helper()
 	out := []indexEntry{}
 	err := e.TagIndexedRowKeys(t.Context(), metric, rowTime, pair, func(dataType string, tags []translate.Tag) error {
@@ -77,7 +77,7 @@ func tagIndexed(t *testing.T, e kairosstore.Engine, metric string, rowTime int64
 	return out
 }
 
-func rowTimes(t *testing.T, e kairosstore.Engine, metric string, lo, hi int64) []int64 {
+func rowTimes(t *testing.T, e engine.Engine, metric string, lo, hi int64) []int64 {
 	t.Helper()
 	out := []int64{}
 	err := e.RowTimes(t.Context(), metric, lo, hi, func(rowTime int64) error {
@@ -88,7 +88,7 @@ func rowTimes(t *testing.T, e kairosstore.Engine, metric string, lo, hi int64) [
 	return out
 }
 
-func legacyRowKeys(t *testing.T, e kairosstore.Engine, metric string, lo, hi []byte) [][]byte {
+func legacyRowKeys(t *testing.T, e engine.Engine, metric string, lo, hi []byte) [][]byte {
 	t.Helper()
 	out := [][]byte{}
 	err := e.LegacyRowKeys(t.Context(), metric, lo, hi, func(rowKey []byte) error {
@@ -99,7 +99,7 @@ func legacyRowKeys(t *testing.T, e kairosstore.Engine, metric string, lo, hi []b
 	return out
 }
 
-func metricNames(t *testing.T, e kairosstore.Engine) []string {
+func metricNames(t *testing.T, e engine.Engine) []string {
 	t.Helper()
 	out := []string{}
 	err := e.MetricNames(t.Context(), func(name string) error {
@@ -110,7 +110,7 @@ func metricNames(t *testing.T, e kairosstore.Engine) []string {
 	return out
 }
 
-func serviceKeys(t *testing.T, e kairosstore.Engine, service, serviceKey, prefix string) []string {
+func serviceKeys(t *testing.T, e engine.Engine, service, serviceKey, prefix string) []string {
 	t.Helper()
 	out := []string{}
 	err := e.ServiceKeys(t.Context(), service, serviceKey, prefix, func(key string) error {
@@ -121,33 +121,33 @@ func serviceKeys(t *testing.T, e kairosstore.Engine, service, serviceKey, prefix
 	return out
 }
 
-func spec(t *testing.T, e kairosstore.Engine, name string) (string, bool) {
+func spec(t *testing.T, e engine.Engine, name string) (string, bool) {
 	t.Helper()
 	v, ok, err := e.Spec(t.Context(), name)
 	require.NoError(t, err)
 	return v, ok
 }
 
-func serviceValue(t *testing.T, e kairosstore.Engine, service, serviceKey, key string) (string, bool) {
+func serviceValue(t *testing.T, e engine.Engine, service, serviceKey, key string) (string, bool) {
 	t.Helper()
 	v, ok, err := e.ServiceValue(t.Context(), service, serviceKey, key)
 	require.NoError(t, err)
 	return v, ok
 }
 
-func write(t *testing.T, e kairosstore.Engine, b *kairosstore.Batch) {
+func write(t *testing.T, e engine.Engine, b *engine.Batch) {
 	t.Helper()
 	require.NoError(t, e.Write(t.Context(), b))
 }
 
-func del(t *testing.T, e kairosstore.Engine, d *kairosstore.Deletes) {
+func del(t *testing.T, e engine.Engine, d *engine.Deletes) {
 	t.Helper()
 	require.NoError(t, e.Delete(t.Context(), d))
 }
 
 // seedLegacy writes row_key_index cells, which only data from KairosDB
 // before 1.0 has.
-func seedLegacy(t *testing.T, e kairosstore.Engine, writeTime int64, keys ...kairosstore.LegacyRowKey) {
+func seedLegacy(t *testing.T, e engine.Engine, writeTime int64, keys ...engine.LegacyRowKey) {
 	t.Helper()
-	write(t, e, &kairosstore.Batch{WriteTime: writeTime, LegacyRowKeys: keys})
+	write(t, e, &engine.Batch{WriteTime: writeTime, LegacyRowKeys: keys})
 }

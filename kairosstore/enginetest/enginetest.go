@@ -1,4 +1,4 @@
-// Package enginetest is the conformance suite every kairosstore.Engine must
+// Package enginetest is the conformance suite every engine.Engine must
 // pass, so that the Cassandra engine and the embedded engine keep exactly the
 // same semantics (style.md §10). Expected results follow Cassandra with
 // KairosDB's tables (kairosdb-layout.md §1, §5.3–5.5, §7, §8, §9).
@@ -11,14 +11,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 )
 
 // Run runs the suite. open must return a fresh, empty engine on every call
 // and arrange its Close with t.Cleanup; Run calls Setup itself. Every case is
 // a subtest with its own engine.
-func Run(t *testing.T, open func(t *testing.T) kairosstore.Engine) {
-	start := func(t *testing.T) kairosstore.Engine {
+func Run(t *testing.T, open func(t *testing.T) engine.Engine) {
+	start := func(t *testing.T) engine.Engine {
 		t.Helper()
 		e := open(t)
 		require.NoError(t, e.Setup(t.Context()))
@@ -48,7 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) kairosstore.Engine) {
 	}
 }
 
-type opener = func(t *testing.T) kairosstore.Engine
+type opener = func(t *testing.T) engine.Engine
 
 // rowWidth is KairosDB's default row width in ms (§3.1), used to make row
 // times look real.
@@ -110,16 +110,16 @@ func testCells(t *testing.T, start opener) {
 
 	// Keys that are prefixes of one another must stay separate partitions.
 	a, a0, a0ff := []byte("a"), []byte("a\x00"), []byte("a\x00\xff")
-	b := &kairosstore.Batch{WriteTime: wt}
+	b := &engine.Batch{WriteTime: wt}
 	for i := len(all) - 1; i >= 0; i-- { // written out of order
-		b.Cells = append(b.Cells, kairosstore.Cell{Key: ex1Key, Column: all[i].Column, Value: all[i].Value})
+		b.Cells = append(b.Cells, engine.Cell{Key: ex1Key, Column: all[i].Column, Value: all[i].Value})
 	}
 	b.Cells = append(b.Cells,
-		kairosstore.Cell{Key: a, Column: 0x2fd9c180, Value: []byte("a")},
-		kairosstore.Cell{Key: a0, Column: 0x2fd9c180, Value: []byte("a0")},
+		engine.Cell{Key: a, Column: 0x2fd9c180, Value: []byte("a")},
+		engine.Cell{Key: a0, Column: 0x2fd9c180, Value: []byte("a0")},
 	)
 	write(t, e, b)
-	write(t, e, &kairosstore.Batch{WriteTime: wt, Cells: []kairosstore.Cell{{Key: a0ff, Column: 5, Value: []byte("a0ff")}}})
+	write(t, e, &engine.Batch{WriteTime: wt, Cells: []engine.Cell{{Key: a0ff, Column: 5, Value: []byte("a0ff")}}})
 
 	for _, tc := range []struct {
 		name   string
@@ -148,24 +148,24 @@ func testOverwrite(t *testing.T, start opener) {
 	e := start(t)
 	wt := writeTime()
 	key := []byte("overwrite")
-	put := func(writeTime int64, cs ...kairosstore.Cell) {
+	put := func(writeTime int64, cs ...engine.Cell) {
 		t.Helper()
 		for i := range cs {
 			cs[i].Key = key
 		}
-		write(t, e, &kairosstore.Batch{WriteTime: writeTime, Cells: cs})
+		write(t, e, &engine.Batch{WriteTime: writeTime, Cells: cs})
 	}
 
-	put(wt+10, kairosstore.Cell{Column: 1, Value: []byte("new")}, kairosstore.Cell{Column: 2, Value: []byte("x1")})
-	put(wt+5, kairosstore.Cell{Column: 1, Value: []byte("old")}, kairosstore.Cell{Column: 3, Value: []byte("only")})
+	put(wt+10, engine.Cell{Column: 1, Value: []byte("new")}, engine.Cell{Column: 2, Value: []byte("x1")})
+	put(wt+5, engine.Cell{Column: 1, Value: []byte("old")}, engine.Cell{Column: 3, Value: []byte("only")})
 	require.Equal(t, []cell{{1, []byte("new")}, {2, []byte("x1")}, {3, []byte("only")}}, cells(t, e, key, 0, 0xffffffff),
 		"the higher write time wins regardless of write order")
 
-	put(wt+20, kairosstore.Cell{Column: 2, Value: []byte("x2")}, kairosstore.Cell{Column: 3, Value: []byte{}})
+	put(wt+20, engine.Cell{Column: 2, Value: []byte("x2")}, engine.Cell{Column: 3, Value: []byte{}})
 	want := []cell{{1, []byte("new")}, {2, []byte("x2")}, {3, []byte{}}}
 	require.Equal(t, want, cells(t, e, key, 0, 0xffffffff))
 
-	put(wt+20, kairosstore.Cell{Column: 2, Value: []byte("x2")}, kairosstore.Cell{Column: 3, Value: []byte{}})
+	put(wt+20, engine.Cell{Column: 2, Value: []byte("x2")}, engine.Cell{Column: 3, Value: []byte{}})
 	require.Equal(t, want, cells(t, e, key, 0, 0xffffffff), "re-writing identical data is idempotent")
 }
 
@@ -175,22 +175,22 @@ func testTTL(t *testing.T, start opener) {
 	wt := writeTime()
 	key := []byte("ttl")
 	const rt = 1358985600000
-	write(t, e, &kairosstore.Batch{
+	write(t, e, &engine.Batch{
 		WriteTime: wt,
-		Cells: []kairosstore.Cell{
+		Cells: []engine.Cell{
 			{Key: key, Column: 1, Value: []byte("ttl 1"), TTL: 1},
 			{Key: key, Column: 2, Value: []byte("ttl 0")},
 			{Key: key, Column: 3, Value: []byte("ttl 3600"), TTL: 3600},
 		},
-		RowKeys: []kairosstore.IndexedRowKey{
+		RowKeys: []engine.IndexedRowKey{
 			{Metric: "m", RowTime: rt, DataType: "kairos_long", Tags: tags("h", "a"), TTL: 1},
 			{Metric: "m", RowTime: rt, DataType: "kairos_long", Tags: tags("h", "b")},
 		},
-		TagIndexed: []kairosstore.TagIndexedRowKey{
-			{IndexedRowKey: kairosstore.IndexedRowKey{Metric: "m", RowTime: rt, DataType: "kairos_long", Tags: tags("h", "a"), TTL: 1}, Pair: "h=a", Hash: 1},
-			{IndexedRowKey: kairosstore.IndexedRowKey{Metric: "m", RowTime: rt, DataType: "kairos_long", Tags: tags("h", "b")}, Pair: "h=b", Hash: 2},
+		TagIndexed: []engine.TagIndexedRowKey{
+			{IndexedRowKey: engine.IndexedRowKey{Metric: "m", RowTime: rt, DataType: "kairos_long", Tags: tags("h", "a"), TTL: 1}, Pair: "h=a", Hash: 1},
+			{IndexedRowKey: engine.IndexedRowKey{Metric: "m", RowTime: rt, DataType: "kairos_long", Tags: tags("h", "b")}, Pair: "h=b", Hash: 2},
 		},
-		RowTimes: []kairosstore.RowTimeIndex{
+		RowTimes: []engine.RowTimeIndex{
 			{Metric: "m", RowTime: rt, TTL: 1},
 			{Metric: "m", RowTime: rt + rowWidth},
 		},
@@ -215,10 +215,10 @@ func testRowKeys(t *testing.T, start opener) {
 	// non-ASCII, an empty value, given out of order.
 	odd := tags("dc", "x:y", "a:b", "c=d", "😀", "vé", "sp ace", "tab\there", "nul", "a\x00b", "empty", "")
 	oddShuffled := tags("nul", "a\x00b", "empty", "", "😀", "vé", "a:b", "c=d", "sp ace", "tab\there", "dc", "x:y")
-	row := func(metric string, rowTime int64, dataType string, ts ...string) kairosstore.IndexedRowKey {
-		return kairosstore.IndexedRowKey{Metric: metric, RowTime: rowTime, DataType: dataType, Tags: tags(ts...)}
+	row := func(metric string, rowTime int64, dataType string, ts ...string) engine.IndexedRowKey {
+		return engine.IndexedRowKey{Metric: metric, RowTime: rowTime, DataType: dataType, Tags: tags(ts...)}
 	}
-	write(t, e, &kairosstore.Batch{WriteTime: wt, RowKeys: []kairosstore.IndexedRowKey{
+	write(t, e, &engine.Batch{WriteTime: wt, RowKeys: []engine.IndexedRowKey{
 		row("sys.cpu", rt, "kairos_long", "host", "server1"),
 		row("sys.cpu", rt, "kairos_double", "host", "server1"),
 		{Metric: "sys.cpu", RowTime: rt, DataType: "kairos_long", Tags: odd},
@@ -230,7 +230,7 @@ func testRowKeys(t *testing.T, start opener) {
 	}})
 	// The same entries again, tags in another order: a frozen map is one
 	// value whatever the order it was bound in.
-	write(t, e, &kairosstore.Batch{WriteTime: wt + 1, RowKeys: []kairosstore.IndexedRowKey{
+	write(t, e, &engine.Batch{WriteTime: wt + 1, RowKeys: []engine.IndexedRowKey{
 		row("sys.cpu", rt, "kairos_long", "host", "server1"),
 		{Metric: "sys.cpu", RowTime: rt, DataType: "kairos_long", Tags: oddShuffled},
 	}})
@@ -256,13 +256,13 @@ func testRowTimes(t *testing.T, start opener) {
 	// delete-metric (§12 item 12).
 	const minRow = -9223372035360000000
 	times := []int64{0, -2, 3 * rowWidth, minRow, -rowWidth, rowWidth, -2 * rowWidth}
-	b := &kairosstore.Batch{WriteTime: wt}
+	b := &engine.Batch{WriteTime: wt}
 	for _, rt := range times {
-		b.RowTimes = append(b.RowTimes, kairosstore.RowTimeIndex{Metric: "m", RowTime: rt})
+		b.RowTimes = append(b.RowTimes, engine.RowTimeIndex{Metric: "m", RowTime: rt})
 	}
 	b.RowTimes = append(b.RowTimes,
-		kairosstore.RowTimeIndex{Metric: "m2", RowTime: rowWidth},
-		kairosstore.RowTimeIndex{Metric: "n", RowTime: -rowWidth},
+		engine.RowTimeIndex{Metric: "m2", RowTime: rowWidth},
+		engine.RowTimeIndex{Metric: "n", RowTime: -rowWidth},
 	)
 	write(t, e, b)
 
@@ -292,15 +292,15 @@ func testTagIndexed(t *testing.T, start opener) {
 	e := start(t)
 	wt := writeTime()
 	const rt = 1358985600000
-	ti := func(pair string, hash int32, dataType string, ts ...string) kairosstore.TagIndexedRowKey {
-		return kairosstore.TagIndexedRowKey{
-			IndexedRowKey: kairosstore.IndexedRowKey{Metric: "sys.cpu", RowTime: rt, DataType: dataType, Tags: tags(ts...)},
+	ti := func(pair string, hash int32, dataType string, ts ...string) engine.TagIndexedRowKey {
+		return engine.TagIndexedRowKey{
+			IndexedRowKey: engine.IndexedRowKey{Metric: "sys.cpu", RowTime: rt, DataType: dataType, Tags: tags(ts...)},
 			Pair:          pair,
 			Hash:          hash,
 		}
 	}
 	// Hashes of §6.2.
-	write(t, e, &kairosstore.Batch{WriteTime: wt, TagIndexed: []kairosstore.TagIndexedRowKey{
+	write(t, e, &engine.Batch{WriteTime: wt, TagIndexed: []engine.TagIndexedRowKey{
 		ti("host=server1", -2125777964, "kairos_long", "host", "server1"),
 		ti("host=server1", -934437578, "kairos_long", "host", "server1", "data_center", "DC1"),
 		ti("data_center=DC1", -934437578, "kairos_long", "host", "server1", "data_center", "DC1"),
@@ -328,13 +328,13 @@ func testLegacyRowKeys(t *testing.T, start opener) {
 	// The legacy (typeless) EX1 key of Appendix A.
 	legacyEX1 := []byte("sys.cpu\x00\x00\x00\x01\x3c\x69\xda\x9c\x00host=server1:")
 	keys := [][]byte{{0xff, 0x00}, {0x00}, {0x80}, legacyEX1, {0x00, 0x00}, {0xff}, {0x01}, {0x7f, 0xff}}
-	var seed []kairosstore.LegacyRowKey
+	var seed []engine.LegacyRowKey
 	for _, k := range keys {
-		seed = append(seed, kairosstore.LegacyRowKey{Metric: "sys.cpu", RowKey: k})
+		seed = append(seed, engine.LegacyRowKey{Metric: "sys.cpu", RowKey: k})
 	}
 	seed = append(seed,
-		kairosstore.LegacyRowKey{Metric: "sys.cp", RowKey: []byte{0x01}},
-		kairosstore.LegacyRowKey{Metric: "sys.cpu\x00", RowKey: []byte{0x02}},
+		engine.LegacyRowKey{Metric: "sys.cp", RowKey: []byte{0x01}},
+		engine.LegacyRowKey{Metric: "sys.cpu\x00", RowKey: []byte{0x02}},
 	)
 	seedLegacy(t, e, wt, seed...)
 
@@ -363,8 +363,8 @@ func testLegacyRowKeys(t *testing.T, start opener) {
 func testMetricNames(t *testing.T, start opener) {
 	e := start(t)
 	wt := writeTime()
-	write(t, e, &kairosstore.Batch{WriteTime: wt, MetricNames: []string{"sys.cpu", "a", "B", "😀"}})
-	write(t, e, &kairosstore.Batch{WriteTime: wt, MetricNames: []string{"a", "é", "a b", "Ab", "\uffff"}})
+	write(t, e, &engine.Batch{WriteTime: wt, MetricNames: []string{"sys.cpu", "a", "B", "😀"}})
+	write(t, e, &engine.Batch{WriteTime: wt, MetricNames: []string{"a", "é", "a b", "Ab", "\uffff"}})
 	// UTF-8 byte order: U+FFFF sorts before U+1F600 here, unlike Java's
 	// UTF-16 order.
 	require.Equal(t, []string{"Ab", "B", "a", "a b", "sys.cpu", "é", "\uffff", "😀"}, metricNames(t, e))
@@ -427,9 +427,9 @@ func testCancelledWrite(t *testing.T, start opener) {
 	e := start(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	err := e.Write(ctx, &kairosstore.Batch{
+	err := e.Write(ctx, &engine.Batch{
 		WriteTime: writeTime(),
-		Cells:     []kairosstore.Cell{{Key: []byte("k"), Column: 1, Value: []byte("v")}},
+		Cells:     []engine.Cell{{Key: []byte("k"), Column: 1, Value: []byte("v")}},
 	})
 	require.ErrorIs(t, err, context.Canceled)
 }

@@ -7,12 +7,12 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 )
 
 // Delete applies the deletes of one delete-by-query (§8) in one transaction.
 // See the package doc for the tombstone model.
-func (e *Engine) Delete(ctx context.Context, d *kairosstore.Deletes) error {
+func (e *Engine) Delete(ctx context.Context, d *engine.Deletes) error {
 	return e.update(ctx, d.WriteTime, func(t *txn) error {
 		tomb := t.tombstone()
 		for _, rowKey := range d.Rows {

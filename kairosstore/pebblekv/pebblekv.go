@@ -1,4 +1,4 @@
-// Package pebblekv implements kairosstore.Engine on an embedded Pebble store
+// Package pebblekv implements engine.Engine on an embedded Pebble store
 // with KairosDB's table layout, so the adapter runs without a database.
 //
 // # Keys
@@ -68,7 +68,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 )
 
 // ErrClosed is returned by methods called after Close.
@@ -111,7 +111,7 @@ type Options struct {
 // DefaultOptions returns the options Open should normally get.
 func DefaultOptions() Options { return Options{Sync: true} }
 
-// Engine is a kairosstore.Engine on Pebble.
+// Engine is a engine.Engine on Pebble.
 type Engine struct {
 	db     *pebble.DB
 	lock   *pebble.Lock
@@ -135,7 +135,7 @@ type Engine struct {
 	done   chan struct{}
 }
 
-var _ kairosstore.Engine = (*Engine)(nil)
+var _ engine.Engine = (*Engine)(nil)
 
 // Open opens or creates the store in dir and starts the background purge.
 func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {

@@ -11,7 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/enginetest"
 )
 
@@ -24,7 +24,7 @@ func open(t testing.TB, dir string, opts Options) *Engine {
 }
 
 func TestEngine(t *testing.T) {
-	enginetest.Run(t, func(t *testing.T) kairosstore.Engine {
+	enginetest.Run(t, func(t *testing.T) engine.Engine {
 		return open(t, t.TempDir(), DefaultOptions())
 	})
 }
@@ -36,12 +36,12 @@ func TestReopenKeepsData(t *testing.T) {
 	e, err := Open(dir, DefaultOptions(), nil)
 	require.NoError(t, err)
 	require.NoError(t, e.Setup(ctx))
-	require.NoError(t, e.Write(ctx, &kairosstore.Batch{
+	require.NoError(t, e.Write(ctx, &engine.Batch{
 		WriteTime:   wt,
-		Cells:       []kairosstore.Cell{{Key: []byte("k"), Column: 1, Value: []byte("v")}},
+		Cells:       []engine.Cell{{Key: []byte("k"), Column: 1, Value: []byte("v")}},
 		MetricNames: []string{"m"},
 	}))
-	require.NoError(t, e.Delete(ctx, &kairosstore.Deletes{WriteTime: wt + 100, Rows: [][]byte{[]byte("gone")}}))
+	require.NoError(t, e.Delete(ctx, &engine.Deletes{WriteTime: wt + 100, Rows: [][]byte{[]byte("gone")}}))
 	require.NoError(t, e.Close())
 	require.ErrorIs(t, e.Close(), ErrClosed)
 	require.ErrorIs(t, e.Ready(ctx), ErrClosed)
@@ -61,7 +61,7 @@ func TestReopenKeepsData(t *testing.T) {
 	require.Equal(t, []string{"1=v", "m"}, got)
 
 	// The tombstone survived too.
-	require.NoError(t, e.Write(ctx, &kairosstore.Batch{WriteTime: wt + 50, Cells: []kairosstore.Cell{{Key: []byte("gone"), Column: 1, Value: []byte("old")}}}))
+	require.NoError(t, e.Write(ctx, &engine.Batch{WriteTime: wt + 50, Cells: []engine.Cell{{Key: []byte("gone"), Column: 1, Value: []byte("old")}}}))
 	require.Zero(t, countKeys(t, e, tableData, "gone"))
 }
 
@@ -130,20 +130,20 @@ func TestPurge(t *testing.T) {
 	wt := clock.UnixMilli()
 
 	key := []byte("k")
-	require.NoError(t, e.Write(ctx, &kairosstore.Batch{
+	require.NoError(t, e.Write(ctx, &engine.Batch{
 		WriteTime: wt,
-		Cells: []kairosstore.Cell{
+		Cells: []engine.Cell{
 			{Key: key, Column: 1, Value: []byte("ttl 10"), TTL: 10},
 			{Key: key, Column: 2, Value: []byte("ttl 10, rewritten without"), TTL: 10},
 			{Key: key, Column: 3, Value: []byte("no ttl")},
 		},
-		RowKeys: []kairosstore.IndexedRowKey{{Metric: "m", RowTime: 0, DataType: "kairos_long", TTL: 10}},
+		RowKeys: []engine.IndexedRowKey{{Metric: "m", RowTime: 0, DataType: "kairos_long", TTL: 10}},
 	}))
-	require.NoError(t, e.Write(ctx, &kairosstore.Batch{
+	require.NoError(t, e.Write(ctx, &engine.Batch{
 		WriteTime: wt + 1,
-		Cells:     []kairosstore.Cell{{Key: key, Column: 2, Value: []byte("kept")}},
+		Cells:     []engine.Cell{{Key: key, Column: 2, Value: []byte("kept")}},
 	}))
-	require.NoError(t, e.Delete(ctx, &kairosstore.Deletes{WriteTime: wt, Rows: [][]byte{[]byte("deleted")}}))
+	require.NoError(t, e.Delete(ctx, &engine.Deletes{WriteTime: wt, Rows: [][]byte{[]byte("deleted")}}))
 	require.Equal(t, 4, countKeys(t, e, tableExpiry, ""), "three TTL'd entries and one tombstone")
 
 	n, err := e.purge()
@@ -160,7 +160,7 @@ func TestPurge(t *testing.T) {
 
 	// Within its grace the tombstone hides older writes; past it, it is
 	// purged and they show, as in Cassandra after gc_grace_seconds.
-	old := &kairosstore.Batch{WriteTime: wt - 1, Cells: []kairosstore.Cell{{Key: []byte("deleted"), Column: 1, Value: []byte("old")}}}
+	old := &engine.Batch{WriteTime: wt - 1, Cells: []engine.Cell{{Key: []byte("deleted"), Column: 1, Value: []byte("old")}}}
 	require.NoError(t, e.Write(ctx, old))
 	require.Zero(t, countKeys(t, e, tableData, "deleted"))
 	clock = clock.Add(100 * time.Second)
@@ -178,9 +178,9 @@ func TestBackgroundPurge(t *testing.T) {
 	opts.PurgeInterval = 100 * time.Millisecond
 	e := open(t, t.TempDir(), opts)
 	ctx := t.Context()
-	require.NoError(t, e.Write(ctx, &kairosstore.Batch{
+	require.NoError(t, e.Write(ctx, &engine.Batch{
 		WriteTime: time.Now().UnixMilli(),
-		Cells: []kairosstore.Cell{
+		Cells: []engine.Cell{
 			{Key: []byte("k"), Column: 1, Value: []byte("a"), TTL: 1},
 			{Key: []byte("k"), Column: 2, Value: []byte("b")},
 		},
@@ -195,9 +195,9 @@ func TestWriteRejectsBadTTL(t *testing.T) {
 	opts.FS = vfs.NewMem()
 	e := open(t, "db", opts)
 	for _, ttl := range []int32{-1, maxTTL + 1} {
-		err := e.Write(t.Context(), &kairosstore.Batch{
+		err := e.Write(t.Context(), &engine.Batch{
 			WriteTime: 1,
-			Cells: []kairosstore.Cell{
+			Cells: []engine.Cell{
 				{Key: []byte("k"), Column: 1, Value: []byte("ok")},
 				{Key: []byte("k"), Column: 2, Value: []byte("bad"), TTL: ttl},
 			},
@@ -227,13 +227,13 @@ func BenchmarkWrite(b *testing.B) {
 					keys[i] = fmt.Appendf(nil, "sys.cpu\x00\x00\x00\x01\x3c\x69\xda\x9c\x00\x00\x0bkairos_longhost=server%d:", i)
 				}
 				if lookup {
-					newer := &kairosstore.Batch{WriteTime: math.MaxInt64}
+					newer := &engine.Batch{WriteTime: math.MaxInt64}
 					for _, k := range keys {
-						newer.Cells = append(newer.Cells, kairosstore.Cell{Key: k, Column: 1})
+						newer.Cells = append(newer.Cells, engine.Cell{Key: k, Column: 1})
 					}
 					require.NoError(b, e.Write(b.Context(), newer))
 				}
-				batch := &kairosstore.Batch{Cells: make([]kairosstore.Cell, cellsPerBatch)}
+				batch := &engine.Batch{Cells: make([]engine.Cell, cellsPerBatch)}
 				value := []byte{0xf6, 0x01}
 				column := uint32(0)
 				b.ReportAllocs()
@@ -243,7 +243,7 @@ func BenchmarkWrite(b *testing.B) {
 						if i%len(keys) == 0 {
 							column += 2 // new cells, the common case
 						}
-						batch.Cells[i] = kairosstore.Cell{Key: keys[i%len(keys)], Column: column, Value: value}
+						batch.Cells[i] = engine.Cell{Key: keys[i%len(keys)], Column: column, Value: value}
 					}
 					if err := e.Write(b.Context(), batch); err != nil {
 						b.Fatal(err)
@@ -258,9 +258,9 @@ func BenchmarkWrite(b *testing.B) {
 func BenchmarkCells(b *testing.B) {
 	e := open(b, b.TempDir(), DefaultOptions())
 	key := []byte("sys.cpu\x00\x00\x00\x01\x3c\x69\xda\x9c\x00\x00\x0bkairos_longhost=server1:")
-	batch := &kairosstore.Batch{WriteTime: time.Now().UnixMilli()}
+	batch := &engine.Batch{WriteTime: time.Now().UnixMilli()}
 	for i := range cellsPerBatch {
-		batch.Cells = append(batch.Cells, kairosstore.Cell{Key: key, Column: uint32(i) << 8, Value: []byte{0xf6, 0x01}})
+		batch.Cells = append(batch.Cells, engine.Cell{Key: key, Column: uint32(i) << 8, Value: []byte{0xf6, 0x01}})
 	}
 	require.NoError(b, e.Write(b.Context(), batch))
 	b.ReportAllocs()
@@ -317,14 +317,14 @@ func TestReopenKeepsHighWater(t *testing.T) {
 	e, err := Open("db", opts, nil)
 	require.NoError(t, err)
 	ctx := t.Context()
-	cell := func(v string) []kairosstore.Cell {
-		return []kairosstore.Cell{{Key: []byte("k"), Column: 1, Value: []byte(v)}}
+	cell := func(v string) []engine.Cell {
+		return []engine.Cell{{Key: []byte("k"), Column: 1, Value: []byte(v)}}
 	}
-	require.NoError(t, e.Write(ctx, &kairosstore.Batch{WriteTime: 2000, Cells: cell("newer")}))
+	require.NoError(t, e.Write(ctx, &engine.Batch{WriteTime: 2000, Cells: cell("newer")}))
 	require.NoError(t, e.Close())
 
 	e = open(t, "db", opts)
-	require.NoError(t, e.Write(ctx, &kairosstore.Batch{WriteTime: 1000, Cells: cell("older")}))
+	require.NoError(t, e.Write(ctx, &engine.Batch{WriteTime: 1000, Cells: cell("older")}))
 	require.Equal(t, []string{"1=newer"}, cellValues(t, e, "k"))
 }
 
@@ -336,20 +336,20 @@ func TestEqualWriteTime(t *testing.T) {
 	opts.FS = vfs.NewMem()
 	e := open(t, "db", opts)
 	ctx := t.Context()
-	cells := func(key string, values ...string) []kairosstore.Cell {
-		var cs []kairosstore.Cell
+	cells := func(key string, values ...string) []engine.Cell {
+		var cs []engine.Cell
 		for _, v := range values {
-			cs = append(cs, kairosstore.Cell{Key: []byte(key), Column: 1, Value: []byte(v)})
+			cs = append(cs, engine.Cell{Key: []byte(key), Column: 1, Value: []byte(v)})
 		}
 		return cs
 	}
-	require.NoError(t, e.Write(ctx, &kairosstore.Batch{WriteTime: 10, Cells: cells("a", "b", "c", "a")}))
+	require.NoError(t, e.Write(ctx, &engine.Batch{WriteTime: 10, Cells: cells("a", "b", "c", "a")}))
 	require.Equal(t, []string{"1=c"}, cellValues(t, e, "a"))
 
-	require.NoError(t, e.Write(ctx, &kairosstore.Batch{WriteTime: 20, Cells: cells("b", "b")}))
-	require.NoError(t, e.Write(ctx, &kairosstore.Batch{WriteTime: 20, Cells: cells("b", "a")}))
+	require.NoError(t, e.Write(ctx, &engine.Batch{WriteTime: 20, Cells: cells("b", "b")}))
+	require.NoError(t, e.Write(ctx, &engine.Batch{WriteTime: 20, Cells: cells("b", "a")}))
 	require.Equal(t, []string{"1=b"}, cellValues(t, e, "b"))
-	require.NoError(t, e.Write(ctx, &kairosstore.Batch{WriteTime: 20, Cells: cells("b", "c")}))
+	require.NoError(t, e.Write(ctx, &engine.Batch{WriteTime: 20, Cells: cells("b", "c")}))
 	require.Equal(t, []string{"1=c"}, cellValues(t, e, "b"))
 }
 
@@ -364,9 +364,9 @@ func TestConcurrentWrites(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Go(func() {
-			b := &kairosstore.Batch{WriteTime: int64(1000 + w)}
+			b := &engine.Batch{WriteTime: int64(1000 + w)}
 			for k := range keys {
-				b.Cells = append(b.Cells, kairosstore.Cell{Key: fmt.Appendf(nil, "k%d", k%5), Column: uint32(k), Value: []byte{byte(w)}})
+				b.Cells = append(b.Cells, engine.Cell{Key: fmt.Appendf(nil, "k%d", k%5), Column: uint32(k), Value: []byte{byte(w)}})
 			}
 			assert(t, e.Write(ctx, b))
 			assert(t, e.Cells(ctx, []byte("k0"), 0, 0xffffffff, func(uint32, []byte) error { return nil }))

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
@@ -195,7 +195,7 @@ func (t *txn) stored(key []byte) (entry, bool, error) {
 }
 
 // Write stores every row of the batch in one Pebble batch.
-func (e *Engine) Write(ctx context.Context, b *kairosstore.Batch) error {
+func (e *Engine) Write(ctx context.Context, b *engine.Batch) error {
 	if err := checkTTLs(b); err != nil {
 		return err
 	}
@@ -237,7 +237,7 @@ func (e *Engine) Write(ctx context.Context, b *kairosstore.Batch) error {
 }
 
 // checkTTLs rejects the TTLs Cassandra rejects, before anything is written.
-func checkTTLs(b *kairosstore.Batch) error {
+func checkTTLs(b *engine.Batch) error {
 	check := func(ttl int32) error {
 		if ttl < 0 || ttl > maxTTL {
 			return fmt.Errorf("ttl %d out of range [0, %d]", ttl, maxTTL)
@@ -260,7 +260,7 @@ func checkTTLs(b *kairosstore.Batch) error {
 	return errors.Join(errs...)
 }
 
-func (t *txn) putCell(c *kairosstore.Cell) error {
+func (t *txn) putCell(c *engine.Cell) error {
 	newer, ok := t.rows[string(c.Key)]
 	if !ok {
 		newer = t.e.marks.newer(c.Key, t.writeTime)
@@ -334,13 +334,13 @@ func (t *txn) loadDataTombs(rowKey []byte) error {
 	return it.Error()
 }
 
-func (t *txn) putRowKey(r *kairosstore.IndexedRowKey, ent entry) error {
+func (t *txn) putRowKey(r *engine.IndexedRowKey, ent entry) error {
 	t.tags = canonicalTags(t.tags, r.Tags)
 	t.key = appendRowKeysKey(t.key[:0], r.Metric, r.RowTime, r.DataType, t.tags)
 	return t.put(t.key, ent)
 }
 
-func (t *txn) putTagIndexed(r *kairosstore.TagIndexedRowKey, ent entry) error {
+func (t *txn) putTagIndexed(r *engine.TagIndexedRowKey, ent entry) error {
 	t.tags = canonicalTags(t.tags, r.Tags)
 	t.key = appendTagIndexedKey(t.key[:0], r.Metric, r.RowTime, r.Pair, r.DataType, r.Hash, t.tags)
 	return t.put(t.key, ent)
@@ -354,7 +354,7 @@ func (e *Engine) SetSpec(ctx context.Context, name, value string, writeTime int6
 }
 
 // SetServiceValue writes service_index(service, serviceKey, key) = value.
-// The static mtime column has no reader in kairosstore.Engine, so it is not
+// The static mtime column has no reader in engine.Engine, so it is not
 // kept.
 func (e *Engine) SetServiceValue(ctx context.Context, service, serviceKey, key, value string, writeTime int64) error {
 	return e.update(ctx, writeTime, func(t *txn) error {
@@ -363,7 +363,7 @@ func (e *Engine) SetServiceValue(ctx context.Context, service, serviceKey, key, 
 }
 
 // putLegacyRowKey writes one row_key_index cell; KairosDB's value is 0x00.
-func (t *txn) putLegacyRowKey(k kairosstore.LegacyRowKey) error {
+func (t *txn) putLegacyRowKey(k engine.LegacyRowKey) error {
 	shadowed, err := t.legacyShadowed(k.Metric)
 	if err != nil || shadowed {
 		return err
