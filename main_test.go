@@ -279,7 +279,7 @@ func (b *syncBuffer) String() string {
 
 // TestCassandraSpecContradictionExits: a keyspace whose spec table
 // contradicts the configured row width stops the program with status 1
-// (kairosdb-layout.md §3.3), rather than serving a store that would write
+// (docs/kairosdb-layout.md §3.3), rather than serving a store that would write
 // unreadable columns.
 func TestCassandraSpecContradictionExits(t *testing.T) {
 	addr, keyspace := cassandratest.Keyspace(t)

@@ -3,7 +3,7 @@
 // health and the adapter's own metrics. It knows nothing of Cassandra: it
 // talks to the Store interface declared in store.go.
 //
-// Choices where the specs leave room (prometheus-remote-protocols.md):
+// Choices where the specs leave room (docs/remote-protocols.md):
 //   - Write Content-Type: missing, application/x-protobuf or
 //     proto=prometheus.WriteRequest is 1.0; proto=io.prometheus.write.v2.Request
 //     (quoted or spaced, RFC 9110) is 2.0; anything else 415 without the 2.0

@@ -17,7 +17,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // frameHeaderMax is the largest frame header: uvarint length + CRC.
 const frameHeaderMax = binary.MaxVarintLen64 + 4
 
-// chunkedWriter writes STREAMED_XOR_CHUNKS frames (protocol doc §5.4;
+// chunkedWriter writes STREAMED_XOR_CHUNKS frames (docs/remote-protocols.md §5.4;
 // Prometheus storage/remote/chunked.go): uvarint(len(msg)) ‖ big-endian
 // CRC-32C(msg) ‖ msg, one Write and one Flush per frame so the client gets
 // each series as soon as it is ready.

@@ -40,7 +40,7 @@ const (
 )
 
 // parseWriteContentType picks the message from Content-Type (RW 2.0 spec
-// §"Content-Type"; protocol doc §3.1). mime.ParseMediaType follows RFC 9110,
+// §"Content-Type"; docs/remote-protocols.md §3.1). mime.ParseMediaType follows RFC 9110,
 // so `application/x-protobuf; proto="io.prometheus.write.v2.Request"` with a
 // space and quotes is 2.0 too, where a naive split on ";" and "=" would fall
 // back to 1.0 and store nothing. A missing header means 1.0, as in

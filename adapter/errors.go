@@ -7,7 +7,7 @@ import (
 )
 
 // statusOf maps an error from the store to the HTTP status of the answer.
-// Classification happens here only, at the edge (style §4): an error that
+// Classification happens here only, at the edge, so every handler maps an error alike: an error that
 // carries its own status wins; a deadline is a transient overload, so 503
 // makes Prometheus retry; everything else gets the caller's fallback
 // (400 for a rejected series, 500 for a failed commit or query).

@@ -21,7 +21,7 @@ import (
 )
 
 // streamedContentType is compared by prefix, space included, by the
-// Prometheus client (protocol doc §5.4), so it must be exactly this.
+// Prometheus client (docs/remote-protocols.md §5.4), so it must be exactly this.
 const streamedContentType = "application/x-streamed-protobuf; proto=prometheus.ChunkedReadResponse"
 
 // readHandler serves remote read, following the structure of Prometheus's
@@ -185,7 +185,7 @@ func negotiateResponseType(accepted []prompb.ReadRequest_ResponseType) (prompb.R
 
 // convertQueries turns the wire queries into labels.Matchers. NewMatcher
 // anchors regular expressions (^(?s:...)$), which the wire value lacks
-// (protocol doc §5.2).
+// (docs/remote-protocols.md §5.2).
 func convertQueries(pqs []*prompb.Query) ([]query, error) {
 	qs := make([]query, 0, len(pqs))
 	for i, pq := range pqs {

@@ -19,7 +19,7 @@ import (
 )
 
 // Response headers remote write 2.0 requires on every answer (spec
-// §"Required Written Response Headers"; protocol doc §3.4). They are never set
+// §"Required Written Response Headers"; docs/remote-protocols.md §3.4). They are never set
 // on 1.0 answers: senders would read them as a partial write (Prometheus #17683).
 const (
 	headerSamplesWritten    = "X-Prometheus-Remote-Write-Samples-Written"
@@ -262,7 +262,7 @@ func (h *writeHandler) writeV1(ctx context.Context, st *writeState, body []byte)
 	}
 	if !some && unknown {
 		// A 2.0 (or read) body parses as an empty 1.0 message whose
-		// fields are all unknown (protocol doc §3.1, grafana/mimir#10423):
+		// fields are all unknown (docs/remote-protocols.md §3.1, grafana/mimir#10423):
 		// answering 2xx would silently drop it.
 		return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV1, body, "it holds only unknown fields")}
 	}

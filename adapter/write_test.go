@@ -689,7 +689,7 @@ func TestWriteMetadataOnlyV1(t *testing.T) {
 }
 
 // Stale markers and other NaNs must reach the store with their exact bits
-// (protocol doc §2.8): compare bits, never with == or math.IsNaN. (-0 is not
+// (docs/remote-protocols.md §2.8): compare bits, never with == or math.IsNaN. (-0 is not
 // in the list: proto3 omits a double equal to 0, so every sender turns it
 // into +0 on the wire.)
 func TestWriteStaleMarkersAndNaN(t *testing.T) {
@@ -820,7 +820,7 @@ func TestWriteConcurrencyLimit(t *testing.T) {
 }
 
 // Every 2.0 answer carries the three headers, every 1.0 answer none
-// (protocol doc §3.4, checklist item 10).
+// (docs/remote-protocols.md §3.4, §8 item 10).
 func TestWriteHeadersOnEveryResponse(t *testing.T) {
 	type scenario struct {
 		name     string

@@ -196,7 +196,7 @@ func (c *Config) Validate() error {
 	if c.Cassandra.PasswordFile != "" && c.Cassandra.Username == "" {
 		bad("cassandra.password-file", "cassandra.password_file", "needs --cassandra.username")
 	}
-	// Index rows live one row width longer than samples (layout §5.2), and
+	// Index rows live one row width longer than samples (docs/kairosdb-layout.md §5.2), and
 	// Cassandra refuses TTLs above 20 years.
 	ttl, maxTTL := time.Duration(c.KairosDB.DatapointTTL), 630720000*time.Second-time.Duration(c.KairosDB.RowWidth)
 	if ttl < 0 || ttl%time.Second != 0 || ttl > maxTTL {
@@ -205,7 +205,7 @@ func (c *Config) Validate() error {
 	switch strings.ToUpper(c.KairosDB.RowTimeUnit) {
 	case "MILLISECONDS":
 		w := time.Duration(c.KairosDB.RowWidth)
-		// Columns are signed 32-bit millisecond offsets (layout §3.2).
+		// Columns are signed 32-bit millisecond offsets (docs/kairosdb-layout.md §3.2).
 		if w <= 0 || w%time.Millisecond != 0 || w >= (1<<31)*time.Millisecond {
 			bad("kairosdb.row-width", "kairosdb.row_width", "%s must be whole milliseconds, positive and below 24d20h31m23s", c.KairosDB.RowWidth)
 		}

@@ -27,7 +27,7 @@ import (
 )
 
 // This file is a small remote-write and remote-read client written from the
-// protocol (prometheus-remote-protocols.md §2, §3, §5), independent of the
+// protocol (docs/remote-protocols.md §2, §3, §5), independent of the
 // adapter's code, so the tests check the wire format, not our own helpers.
 
 // sample is one float sample; the value is kept as bits so that NaN

@@ -15,7 +15,7 @@ import (
 )
 
 // TestReadsRowsKairosDBWroteWithCQL seeds a keyspace with the very CQL
-// statements KairosDB issues (kairosdb-layout.md §3.3, §5.3, with
+// statements KairosDB issues (docs/kairosdb-layout.md §3.3, §5.3, with
 // millisecond write timestamps §5.4), byte for byte from the specification's
 // vectors, in a LEGACY-mode keyspace, including a pre-typed key that only the
 // legacy row_key_index knows (§7.2, §4.8). The store must read all of it.

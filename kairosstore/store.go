@@ -1,6 +1,6 @@
 // Package kairosstore keeps Prometheus samples in KairosDB's Cassandra layout:
 // row keys, column names and values byte for byte as KairosDB writes them
-// (../shared/kairosdb-layout.md, cited as §n), the index tables, and the
+// (docs/kairosdb-layout.md, cited as §n), the index tables, and the
 // three-phase tag-filtered read. Where rows are kept is an Engine's business.
 package kairosstore
 

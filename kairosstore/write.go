@@ -188,7 +188,7 @@ func (a *Appender) appendFloat(t int64, v float64) error {
 // series' row of type prom_histogram or prom_float_histogram (histogram.go).
 // A histogram that fails histogram.Validate is refused, as Prometheus's TSDB
 // refuses it, so that nothing is stored that readers would have to skip;
-// callers reduce schemas 9..52 to 8 first (prometheus-remote-protocols.md
+// callers reduce schemas 9..52 to 8 first (docs/remote-protocols.md
 // §2.7). A histogram stale marker (Sum = StaleNaN) is valid and kept bit for
 // bit.
 func (a *Appender) AppendHistogram(ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error {

@@ -20,15 +20,15 @@ var (
 	ErrEmptyLabelName = errors.New("empty label name")
 	// ErrEmptyLabelValue: in Prometheus an empty value means "label absent",
 	// so a sender never needs one, and KairosDB rejects empty tag values
-	// (layout §10.2). Storing it would create a tag KairosDB itself cannot
+	// (docs/kairosdb-layout.md §10.2). Storing it would create a tag KairosDB itself cannot
 	// produce or query, so we refuse it instead of silently dropping it.
 	ErrEmptyLabelValue = errors.New("empty label value")
 	ErrInvalidUTF8     = errors.New("label name or value is not valid UTF-8")
 	ErrDuplicateLabel  = errors.New("duplicate label name")
 	// ErrNULInMetric: the metric name ends at the first 0x00 of the row key
-	// and is not escaped (layout §2.1), so a NUL in it makes a key that
+	// and is not escaped (docs/kairosdb-layout.md §2.1), so a NUL in it makes a key that
 	// cannot be parsed back. Tags are safe: the tag string runs to the end of
-	// the key and NUL is not special there (layout §2.2).
+	// the key and NUL is not special there (docs/kairosdb-layout.md §2.2).
 	ErrNULInMetric   = errors.New("metric name contains U+0000")
 	ErrSeriesTooLong = errors.New("series too long for a Cassandra key")
 )
@@ -38,7 +38,7 @@ var (
 const MaxKeyBytes = 65535
 
 // maxTypeNameBytes is the longest data type name a row key can hold (its
-// length byte is read back as signed, layout §2.1). Split does not know the
+// length byte is read back as signed, docs/kairosdb-layout.md §2.1). Split does not know the
 // type, so it reserves room for the longest.
 const maxTypeNameBytes = 127
 
@@ -131,7 +131,7 @@ func checkLabel(l labels.Label) error {
 
 // storedLen is the larger of the two Cassandra-limited encodings of a
 // series, with the longest possible data type:
-//   - data_points.key (layout §2.1/§2.2): metric, 0x00, 8-byte row time,
+//   - data_points.key (docs/kairosdb-layout.md §2.1/§2.2): metric, 0x00, 8-byte row time,
 //     0x00, length byte, type name, then esc(name)=esc(value): per tag;
 //   - row_keys clustering (data_type, tags): type name plus the frozen map,
 //     a 4-byte count and 4-byte lengths before each name and value.
@@ -148,7 +148,7 @@ func storedLen(metric string, tags []Tag) int {
 	return max(key, clustering)
 }
 
-// escapedLen is len(s) plus one escape byte per ':' and '=' (layout §2.2).
+// escapedLen is len(s) plus one escape byte per ':' and '=' (docs/kairosdb-layout.md §2.2).
 func escapedLen(s string) int {
 	n := len(s)
 	for i := 0; i < len(s); i++ {

@@ -26,7 +26,7 @@ type directFlags struct {
 	timeout                         *time.Duration
 }
 
-// The inserts of kairosdb-layout.md §5.3, as kairosstore/cql sends them
+// The inserts of docs/kairosdb-layout.md §5.3, as kairosstore/cql sends them
 // (copied: that package does not export its statement text).
 const (
 	insertDataPoint   = `INSERT INTO data_points (key, column1, value) VALUES (?, ?, ?) USING TTL ? AND TIMESTAMP ?`

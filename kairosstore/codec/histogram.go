@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 )
 
-// Native histograms (prometheus-remote-protocols.md §2.7) are cells of their
+// Native histograms (docs/remote-protocols.md §2.7) are cells of their
 // series' data_points rows like float samples, under data types of their own.
 // The values are described byte by byte in docs/histogram-encoding.md.
 //

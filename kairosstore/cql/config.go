@@ -17,7 +17,7 @@ import (
 )
 
 // Defaults applied by Open to zero fields of Config. The keyspace,
-// replication and consistency defaults are KairosDB's (kairosdb-layout.md §1.1,
+// replication and consistency defaults are KairosDB's (docs/kairosdb-layout.md §1.1,
 // §11), so an adapter and a KairosDB with default settings share one keyspace.
 const (
 	DefaultKeyspace         = "kairosdb"

@@ -1,5 +1,5 @@
 // Package cql implements engine.Engine on Apache Cassandra with
-// KairosDB's exact tables and statements (kairosdb-layout.md), through the
+// KairosDB's exact tables and statements (docs/kairosdb-layout.md), through the
 // gocql v2 driver.
 package cql
 

@@ -306,7 +306,7 @@ func TestStoredBytes(t *testing.T) {
 	require.InDelta(t, 1814400, *ttl, 60)
 }
 
-// TestWriteTimestampsAreMilliseconds checks gotcha 1: every statement carries
+// TestWriteTimestampsAreMilliseconds checks §12 item 1: every statement carries
 // a millisecond write timestamp, never the driver's microseconds.
 func TestWriteTimestampsAreMilliseconds(t *testing.T) {
 	e, s := newEngine(t)
@@ -414,7 +414,7 @@ func TestLegacyRowKeys(t *testing.T) {
 	}
 	now := time.Now().UnixMilli()
 	for _, k := range keys {
-		// KairosDB's ms timestamp: the driver's default µs would outlive any delete (gotcha 1).
+		// KairosDB's ms timestamp: the driver's default µs would outlive any delete (§12 item 1).
 		require.NoError(t, s.Query(`INSERT INTO row_key_index (key, column1, value) VALUES (?, ?, 0x00)`, []byte("m"), k).
 			WithTimestamp(now-1).Exec())
 	}

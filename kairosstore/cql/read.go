@@ -16,7 +16,7 @@ import (
 // clustering order).
 func (e *Engine) RowTimes(ctx context.Context, metric string, lo, hi int64, fn func(rowTime int64) error) error {
 	return e.scan(ctx, "row_key_time_index", func(sc gocql.Scanner) error {
-		// row_time is a timestamp; the driver scans it into int64 as ms (gotcha 12).
+		// row_time is a timestamp; the driver scans it into int64 as ms (§12 item 12).
 		var t int64
 		if err := sc.Scan(&t); err != nil {
 			return scanErr(err)

@@ -26,7 +26,7 @@ const (
 	groupPartitions
 	// groupReplicas packs the data_points inserts of many partitions into
 	// UNLOGGED batches, one open batch per replica host, as KairosDB does
-	// (kairosdb-layout.md §5.6: the first host of the token-aware plan, one
+	// (docs/kairosdb-layout.md §5.6: the first host of the token-aware plan, one
 	// batch per host). Prometheus sends one sample per series per request, so
 	// groupPartitions sends those as single statements; these batches cut the
 	// requests by up to maxReplicaBatch. Index rows are grouped as in
@@ -123,7 +123,7 @@ func (e *Engine) Write(ctx context.Context, b *engine.Batch) error {
 		})
 	}
 	for _, name := range b.MetricNames {
-		// No TTL: metric names live forever (§5.3, gotcha 7).
+		// No TTL: metric names live forever (§5.3, §12 item 7).
 		stmts = append(stmts, stmt{
 			cql:  insertStringIndex,
 			args: []any{[]byte(metricNames), name},
@@ -323,7 +323,7 @@ func (p *pool) close() {
 var errClosed = fmt.Errorf("cassandra: engine closed: %w", gocql.ErrSessionClosed)
 
 // run sends reqs through the engine's pool, every request with write
-// timestamp c.ts in milliseconds (§5.4, gotcha 1). It waits for every
+// timestamp c.ts in milliseconds (§5.4, §12 item 1). It waits for every
 // request it started, so no bound value is used after it returns, and fails
 // if any statement failed.
 func (e *Engine) run(ctx context.Context, s *gocql.Session, reqs []request, c call, op string) error {

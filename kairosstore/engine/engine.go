@@ -2,6 +2,7 @@
 // (package kairosstore) and the engines that keep its rows (kairosstore/cql,
 // kairosstore/pebblekv): the Engine interface and the rows it writes and
 // deletes. It holds no logic, so an engine depends on nothing above it.
+// Section numbers (§n) in its comments are those of docs/kairosdb-layout.md.
 package engine
 
 import (
@@ -11,13 +12,13 @@ import (
 )
 
 // Engine is the storage under the KairosDB layout: one method per statement
-// KairosDB issues against its eight tables (kairosdb-layout.md §1, §5.3, §7, §8,
+// KairosDB issues against its eight tables (docs/kairosdb-layout.md §1, §5.3, §7, §8,
 // §9). The layout logic of package kairosstore (keys, columns, values, caches, the
 // three-phase read) sits above it, so the Cassandra engine and the embedded
 // engine share every byte rule and differ only in how rows are kept.
 //
 // Conventions every implementation honours:
-//   - writeTime is the client write timestamp in MILLISECONDS (§5.4, gotcha 1);
+//   - writeTime is the client write timestamp in MILLISECONDS (§5.4, §12 item 1);
 //     the newer write wins, as in Cassandra, and deletes shadow older writes.
 //   - ttl is in seconds; 0 means the row never expires.
 //   - Columns of data_points are the 4-byte big-endian column1 values (§3.2)

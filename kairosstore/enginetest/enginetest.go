@@ -1,7 +1,7 @@
 // Package enginetest is the conformance suite every engine.Engine must
 // pass, so that the Cassandra engine and the embedded engine keep exactly the
-// same semantics (style.md §10). Expected results follow Cassandra with
-// KairosDB's tables (kairosdb-layout.md §1, §5.3–5.5, §7, §8, §9).
+// same semantics (a test written once runs on both). Expected results follow Cassandra with
+// KairosDB's tables (docs/kairosdb-layout.md §1, §5.3–5.5, §7, §8, §9).
 package enginetest
 
 import (
@@ -92,7 +92,7 @@ func testSpec(t *testing.T, start opener) {
 	require.Equal(t, "SECONDS", v, "a newer write wins")
 }
 
-// ex1Key is the row key of kairosdb-layout.md Appendix A, EX1.
+// ex1Key is the row key of docs/kairosdb-layout.md Appendix A, EX1.
 var ex1Key = []byte("sys.cpu\x00\x00\x00\x01\x3c\x69\xda\x9c\x00\x00\x0bkairos_longhost=server1:")
 
 func testCells(t *testing.T, start opener) {

@@ -11,7 +11,7 @@ import (
 )
 
 // Table prefixes: the first byte of every key names its table, so each
-// Cassandra query becomes one bounded iterator (style.md §8).
+// Cassandra query becomes one bounded iterator (no scan ever has to skip another table).
 const (
 	tableMeta       = 0x00 // layout version
 	tableData       = 'd'  // data_points
