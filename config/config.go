@@ -202,7 +202,10 @@ func (c *Config) Validate() error {
 	if ttl < 0 || ttl%time.Second != 0 || ttl > maxTTL {
 		bad("kairosdb.datapoint-ttl", "kairosdb.datapoint_ttl", "%s must be whole seconds between 0 and %s (Cassandra's 20y TTL limit less the row width)", c.KairosDB.DatapointTTL, model.Duration(maxTTL))
 	}
-	switch strings.ToUpper(c.KairosDB.RowTimeUnit) {
+	// Accepted in any case, stored as the spec table spells it: the store
+	// reads the unit case-sensitively, as KairosDB reads its spec table.
+	c.KairosDB.RowTimeUnit = strings.ToUpper(c.KairosDB.RowTimeUnit)
+	switch c.KairosDB.RowTimeUnit {
 	case "MILLISECONDS":
 		w := time.Duration(c.KairosDB.RowWidth)
 		// Columns are signed 32-bit millisecond offsets (docs/kairosdb-layout.md §3.2).

@@ -171,3 +171,17 @@ func TestWebConfigFile(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "other.yml", c.Web.ConfigFile)
 }
+
+// TestRowTimeUnitAnyCase: validation accepts the unit in any case, so the
+// store must get it as the spec table spells it, or "seconds" would run as
+// MILLISECONDS.
+func TestRowTimeUnitAnyCase(t *testing.T) {
+	for _, in := range []string{"seconds", "Seconds", "SECONDS"} {
+		c, err := parse(t, "--kairosdb.row-time-unit="+in, "--kairosdb.row-width=1h")
+		require.NoError(t, err)
+		require.Equal(t, "SECONDS", c.KairosDB.RowTimeUnit, in)
+	}
+	c, err := parse(t, "--config.file", writeFile(t, "kairosdb:\n  row_time_unit: milliseconds\n"))
+	require.NoError(t, err)
+	require.Equal(t, "MILLISECONDS", c.KairosDB.RowTimeUnit)
+}
