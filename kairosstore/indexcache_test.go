@@ -14,7 +14,6 @@ import (
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
@@ -207,20 +206,4 @@ func requireIndexed(t *testing.T, eng engine.Engine, metric string, rowTime int6
 	var names []string
 	require.NoError(t, eng.MetricNames(ctx, func(n string) error { names = append(names, n); return nil }))
 	require.Contains(t, names, metric, "string_index")
-}
-
-// openCassandraKeyspace is openCassandra that also names the keyspace, for
-// tests that reach behind the store with CQL.
-func openCassandraKeyspace(t *testing.T) (engine.Engine, string) {
-	addr, keyspace := cassandratest.Keyspace(t)
-	eng, err := cql.Open(context.Background(), cql.Config{
-		Hosts: []string{addr}, Keyspace: keyspace,
-		Replication:      "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-		WriteConsistency: "ONE", ReadConsistency: "ONE",
-		Timeout: 30 * time.Second, ConnectTimeout: 15 * time.Second,
-	}, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, eng.Close()) })
-	require.NoError(t, eng.Setup(context.Background()))
-	return eng, keyspace
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
@@ -66,16 +65,7 @@ func forEachEngineWithDelete(t *testing.T, fn func(t *testing.T, eng engine.Engi
 	})
 	t.Run("cassandra", func(t *testing.T) {
 		t.Parallel()
-		addr, keyspace := cassandratest.Keyspace(t)
-		eng, err := cql.Open(context.Background(), cql.Config{
-			Hosts: []string{addr}, Keyspace: keyspace,
-			Replication:      "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-			WriteConsistency: "ONE", ReadConsistency: "ONE",
-			Timeout: 30 * time.Second, ConnectTimeout: 15 * time.Second,
-		}, nil)
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, eng.Close()) })
-		require.NoError(t, eng.Setup(context.Background()))
+		eng, keyspace := openCassandraKeyspace(t)
 		session := cassandratest.Session(t, keyspace)
 		fn(t, eng, func(t *testing.T, metric string, rt int64, d kairosDelete) {
 			t.Helper()

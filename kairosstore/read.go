@@ -52,23 +52,9 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	if plan.Empty() || q.mint > q.maxt {
 		return storage.EmptySeriesSet()
 	}
-	metrics := plan.Metrics
-	if metrics == nil {
-		start := time.Now()
-		err := s.eng.MetricNames(ctx, func(name string) error {
-			// Exemplar metrics hold no samples (exemplar.go).
-			if !isExemplarMetric(name) && plan.MatchName(name) {
-				metrics = append(metrics, name)
-				if s.opts.MaxMetrics > 0 && len(metrics) > s.opts.MaxMetrics {
-					return badRequest("the selector matches more than %d metric names (--query.max-metrics); add a __name__ matcher", s.opts.MaxMetrics)
-				}
-			}
-			return nil
-		})
-		s.observe("metric_names", start)
-		if err != nil {
-			return storage.ErrSeriesSet(err)
-		}
+	metrics, err := s.planMetrics(ctx, plan)
+	if err != nil {
+		return storage.ErrSeriesSet(err)
 	}
 	series, err := s.findSeries(ctx, metrics, plan, q.mint, q.maxt)
 	if err != nil {

@@ -57,6 +57,13 @@ func openPebbleWith(t testing.TB, opts pebblekv.Options) engine.Engine {
 }
 
 func openCassandra(t testing.TB) engine.Engine {
+	eng, _ := openCassandraKeyspace(t)
+	return eng
+}
+
+// openCassandraKeyspace is openCassandra that also names the keyspace, for
+// tests that reach behind the store with CQL.
+func openCassandraKeyspace(t testing.TB) (engine.Engine, string) {
 	addr, keyspace := cassandratest.Keyspace(t)
 	eng, err := cql.Open(context.Background(), cql.Config{
 		Hosts: []string{addr}, Keyspace: keyspace,
@@ -67,7 +74,7 @@ func openCassandra(t testing.TB) engine.Engine {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, eng.Close()) })
 	require.NoError(t, eng.Setup(context.Background()))
-	return eng
+	return eng, keyspace
 }
 
 func openStore(t *testing.T, eng engine.Engine, opts ks.Options) *ks.Store {
