@@ -260,13 +260,23 @@ func (s kairosStore) NewAppender() adapter.Appender { return s.Store.NewAppender
 
 func openPebbleStore(t *testing.T) *kairosstore.Store {
 	t.Helper()
-	eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, eng.Close()) })
-	return openStore(t, eng)
+	return openStore(t, openPebbleEngine(t))
 }
 
 func openCassandraStore(t *testing.T) *kairosstore.Store {
+	t.Helper()
+	return openStore(t, openCassandraEngine(t))
+}
+
+func openPebbleEngine(t *testing.T) engine.Engine {
+	t.Helper()
+	eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, eng.Close()) })
+	return eng
+}
+
+func openCassandraEngine(t *testing.T) engine.Engine {
 	t.Helper()
 	addr, keyspace := cassandratest.Keyspace(t)
 	eng, err := cql.Open(t.Context(), cql.Config{
@@ -277,7 +287,7 @@ func openCassandraStore(t *testing.T) *kairosstore.Store {
 	}, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, eng.Close()) })
-	return openStore(t, eng)
+	return eng
 }
 
 func openStore(t *testing.T, eng engine.Engine) *kairosstore.Store {

@@ -16,11 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/adapter"
-	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
 
 // TestAdminDeleteThenWriteIndexesAtOnce: the write handler keeps handles on
@@ -33,23 +30,8 @@ func TestAdminDeleteThenWriteIndexesAtOnce(t *testing.T) {
 		name string
 		open func(t *testing.T) engine.Engine
 	}{
-		{"pebble", func(t *testing.T) engine.Engine {
-			eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
-			require.NoError(t, err)
-			t.Cleanup(func() { require.NoError(t, eng.Close()) })
-			return eng
-		}},
-		{"cassandra", func(t *testing.T) engine.Engine {
-			addr, keyspace := cassandratest.Keyspace(t)
-			eng, err := cql.Open(t.Context(), cql.Config{
-				Hosts: []string{addr}, Keyspace: keyspace,
-				WriteConsistency: "ONE", ReadConsistency: "ONE",
-				Timeout: 30 * time.Second, ConnectTimeout: 15 * time.Second,
-			}, nil)
-			require.NoError(t, err)
-			t.Cleanup(func() { require.NoError(t, eng.Close()) })
-			return eng
-		}},
+		{"pebble", openPebbleEngine},
+		{"cassandra", openCassandraEngine},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
