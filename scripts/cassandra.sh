@@ -305,6 +305,11 @@ kill_wait() {
 # only the caller, whose trap stops the node) and records its PID.
 launch() {
 	local java=$1 jamm
+	# A joining node gives up with "Unable to contact any seeds" when it has
+	# heard nothing from the seed within the ring delay; 1 s was too short
+	# for the third node of a cluster while other tests load the machine.
+	local ring_delay_ms=1000
+	((NODES > 1)) && ring_delay_ms=5000
 	local -a jamms=("$LIB"/jamm-*.jar)
 	# Not flushing system and schema tables speeds up DDL, but a node
 	# started again after a crash (cluster mode's stop-node --kill) then
@@ -339,7 +344,7 @@ launch() {
 		-Dcassandra.native_transport_port="$CQL_PORT" \
 		-Dcassandra.storage_port="$STORAGE_PORT" \
 		-Dcassandra.skip_wait_for_gossip_to_settle=0 \
-		-Dcassandra.ring_delay_ms=1000 \
+		-Dcassandra.ring_delay_ms="$ring_delay_ms" \
 		-Dcassandra.superuser_setup_delay_ms=0 \
 		"${schema_speedups[@]}" \
 		-Dcassandra.skip_sync=true \
