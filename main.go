@@ -221,15 +221,16 @@ func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into 
 		tagIndexed[m] = nil
 	}
 	s, err := kairosstore.Open(ctx, eng, kairosstore.Options{
-		RowTimeUnit:    codec.ParseTimeUnit(cfg.KairosDB.RowTimeUnit),
-		RowWidth:       time.Duration(cfg.KairosDB.RowWidth),
-		TTL:            int32(time.Duration(cfg.KairosDB.DatapointTTL).Seconds()),
-		TagIndexed:     tagIndexed,
-		IndexCacheSize: cfg.KairosDB.IndexCacheSize,
-		IndexCacheTTL:  time.Duration(cfg.KairosDB.IndexCacheTTL),
-		MetricPrefix:   cfg.KairosDB.MetricPrefix,
-		MaxMetrics:     cfg.Query.MaxMetrics,
-		MaxSeries:      cfg.Query.MaxSeries,
+		RowTimeUnit:       codec.ParseTimeUnit(cfg.KairosDB.RowTimeUnit),
+		RowWidth:          time.Duration(cfg.KairosDB.RowWidth),
+		TTL:               int32(time.Duration(cfg.KairosDB.DatapointTTL).Seconds()),
+		TagIndexed:        tagIndexed,
+		IndexCacheSize:    cfg.KairosDB.IndexCacheSize,
+		IndexCacheTTL:     time.Duration(cfg.KairosDB.IndexCacheTTL),
+		RowKeysCacheBytes: cfg.KairosDB.RowKeysCacheBytes,
+		MetricPrefix:      cfg.KairosDB.MetricPrefix,
+		MaxMetrics:        cfg.Query.MaxMetrics,
+		MaxSeries:         cfg.Query.MaxSeries,
 	}, logger, reg)
 	if err != nil {
 		return err

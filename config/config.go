@@ -80,6 +80,7 @@ type KairosDB struct {
 	MetricPrefix      string         `yaml:"metric_prefix"`
 	IndexCacheSize    int            `yaml:"index_cache_size"`
 	IndexCacheTTL     model.Duration `yaml:"index_cache_ttl"`
+	RowKeysCacheBytes int64          `yaml:"row_keys_cache_bytes"`
 }
 
 // Query bounds what one remote-read or PromQL query may cost.
@@ -227,6 +228,9 @@ func (c *Config) Validate() error {
 	}
 	if c.KairosDB.IndexCacheSize <= 0 {
 		bad("kairosdb.index-cache-size", "kairosdb.index_cache_size", "must be positive, got %d", c.KairosDB.IndexCacheSize)
+	}
+	if c.KairosDB.RowKeysCacheBytes < 0 {
+		bad("kairosdb.row-keys-cache-bytes", "kairosdb.row_keys_cache_bytes", "must not be negative, got %d", c.KairosDB.RowKeysCacheBytes)
 	}
 	if c.KairosDB.IndexCacheTTL <= 0 {
 		bad("kairosdb.index-cache-ttl", "kairosdb.index_cache_ttl", "must be positive, got %s", c.KairosDB.IndexCacheTTL)

@@ -59,6 +59,9 @@ func (s *Store) forgetIndex() {
 	s.deleted.Store(s.stamp())
 	s.rowKeys.Clear()
 	s.metricRows.Clear()
+	if s.rowIndexes != nil {
+		s.rowIndexes.Clear()
+	}
 }
 
 // lookupSeries returns the series of ls, translating and caching it on a

@@ -48,7 +48,7 @@ func (s *Store) Delete(ctx context.Context, start, end int64, ms ...*labels.Matc
 			metrics = append(metrics, m+codec.ExemplarSuffix)
 		}
 	}
-	refs, err := s.findSeries(ctx, metrics, plan, start, end)
+	refs, err := s.findSeries(ctx, metrics, plan, start, end, false)
 	if err != nil {
 		return 0, err
 	}
@@ -57,7 +57,10 @@ func (s *Store) Delete(ctx context.Context, start, end int64, ms ...*labels.Matc
 		tagged = tagged || m.Name != model.MetricNameLabel
 	}
 	whole := s.spec.WidthMillis()
-	d := &engine.Deletes{WriteTime: s.opts.Now().UnixMilli()}
+	// Not before the time writes after the last delete carry (Commit): a
+	// write in that delete's millisecond is stamped one later, and this
+	// delete must still shadow it (a tie goes to the tombstone, §5.4).
+	d := &engine.Deletes{WriteTime: max(s.opts.Now().UnixMilli(), s.deleteTime.Load()+1)}
 	rowTimes := map[string]bool{}
 	n := 0
 	for _, ref := range refs {

@@ -55,7 +55,7 @@ func (s *Store) Exemplars(ctx context.Context, start, end int64, ms ...*labels.M
 			return nil, err
 		}
 	}
-	refs, err := s.findSeries(ctx, metrics, plan, start, end)
+	refs, err := s.findSeries(ctx, metrics, plan, start, end, true)
 	if err != nil {
 		return nil, err
 	}

@@ -133,7 +133,7 @@ func (q *querier) seriesIndex(ctx context.Context, ms []*labels.Matcher) ([]*ser
 	if err != nil {
 		return nil, err
 	}
-	refs, err := s.findSeries(ctx, metrics, plan, q.mint, q.maxt)
+	refs, err := s.findSeries(ctx, metrics, plan, q.mint, q.maxt, true)
 	if err != nil {
 		return nil, err
 	}

@@ -56,7 +56,7 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	if err != nil {
 		return storage.ErrSeriesSet(err)
 	}
-	series, err := s.findSeries(ctx, metrics, plan, q.mint, q.maxt)
+	series, err := s.findSeries(ctx, metrics, plan, q.mint, q.maxt, true)
 	if err != nil {
 		return storage.ErrSeriesSet(err)
 	}
@@ -89,6 +89,11 @@ type finder struct {
 	seen   map[string]bool
 	mapper translate.Mapper
 	b      labels.ScratchBuilder
+	// useCache lets phase 2 take row_keys listings from Store.rowIndexes.
+	// A delete does not: it must find entries other writers just added.
+	useCache bool
+	// scanned counts the index entries phase 2 looked at, read or cached.
+	scanned atomic.Int64
 }
 
 func (f *finder) add(metric string, tags []translate.Tag, r rowRef) {
@@ -111,11 +116,12 @@ func (f *finder) add(metric string, tags []translate.Tag, r rowRef) {
 	ref.rows = append(ref.rows, r)
 }
 
-func (s *Store) findSeries(ctx context.Context, metrics []string, plan translate.Plan, start, end int64) ([]*seriesRef, error) {
+func (s *Store) findSeries(ctx context.Context, metrics []string, plan translate.Plan, start, end int64, useCache bool) ([]*seriesRef, error) {
 	// Nothing is stored before minTime, and row-time arithmetic overflows
 	// below it.
 	start = max(start, s.minTime())
-	f := &finder{byID: map[string]*seriesRef{}, seen: map[string]bool{}, mapper: s.mapper}
+	f := &finder{byID: map[string]*seriesRef{}, seen: map[string]bool{}, mapper: s.mapper, useCache: useCache}
+	defer func() { s.m.scannedPerQuery.Observe(float64(f.scanned.Load())) }()
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -225,46 +231,79 @@ func (s *Store) rowKeysOf(ctx context.Context, f *finder, metric, indexMetric st
 	t0 := time.Now()
 	defer s.observe("row_keys", t0)
 	side := indexMetric != metric
-	add := func(dataType string, tags []translate.Tag) error {
+	var scanned, selected int
+	defer func() {
+		f.scanned.Add(int64(scanned))
+		s.m.indexScanned.WithLabelValues(metric).Add(float64(scanned))
+		s.m.indexSelected.WithLabelValues(metric).Add(float64(selected))
+	}()
+	// add takes an entry that passed the matchers; its strings may alias
+	// the engine's buffers.
+	add := func(dataType string, tags []translate.Tag) {
 		// A side index holds only null rows; anything else in that
 		// partition belongs to a real metric of that name.
 		if side && dataType != codec.TypeNull {
-			return nil
+			return
 		}
-		tags = slices.Clone(tags)
-		if !plan.MatchTags(tags) {
-			return nil
-		}
+		selected++
+		tags = cloneTags(tags)
 		codec.SortTags(tags)
 		key := codec.AppendRowKey(nil, codec.RowKey{Metric: metric, RowTime: rt, DataType: dataType, Tags: tags})
-		r := rowRef{key: key, rowTime: rt, dataType: dataType}
+		r := rowRef{key: key, rowTime: rt, dataType: strings.Clone(dataType)}
 		if side {
 			r.indexMetric = indexMetric
 		}
 		f.add(metric, tags, r)
-		return nil
 	}
-	if side {
-		if err := s.eng.RowKeys(ctx, indexMetric, rt, add); err != nil {
-			return fmt.Errorf("read row_keys of %q: %w", indexMetric, err)
+	list := func(dataType string, tags []translate.Tag) error {
+		scanned++
+		// Matching before copying anything: most entries of a large
+		// partition are not wanted.
+		if plan.MatchTags(tags) {
+			add(dataType, tags)
 		}
 		return nil
 	}
-	if name, values, ok := s.indexedLookup(metric, plan); ok {
-		// KairosDB reads only tag_indexed_row_keys for such a query; its
-		// rows are a subset of row_keys, one query per value of the chosen
-		// tag (§6.3).
-		for _, v := range values {
-			if err := s.eng.TagIndexedRowKeys(ctx, metric, rt, codec.SingleTagPair(translate.Tag{Name: name, Value: v}), add); err != nil {
-				return fmt.Errorf("read tag_indexed_row_keys of %q: %w", metric, err)
+	if !side {
+		if name, values, ok := s.indexedLookup(metric, plan); ok {
+			// KairosDB reads only tag_indexed_row_keys for such a query;
+			// its rows are a subset of row_keys, one query per value of
+			// the chosen tag (§6.3).
+			for _, v := range values {
+				if err := s.eng.TagIndexedRowKeys(ctx, metric, rt, codec.SingleTagPair(translate.Tag{Name: name, Value: v}), list); err != nil {
+					return fmt.Errorf("read tag_indexed_row_keys of %q: %w", metric, err)
+				}
 			}
+			return nil
 		}
-		return nil
 	}
-	if err := s.eng.RowKeys(ctx, metric, rt, add); err != nil {
-		return fmt.Errorf("read row_keys of %q: %w", metric, err)
+	if f.useCache {
+		n, ok, err := s.cachedRowKeys(ctx, indexMetric, rt, plan, add)
+		scanned += n
+		if err != nil || ok {
+			return err
+		}
+	}
+	b := s.startFill(indexMetric, rt)
+	err := s.eng.RowKeys(ctx, indexMetric, rt, func(dataType string, tags []translate.Tag) error {
+		if b != nil {
+			b.add(dataType, tags)
+		}
+		return list(dataType, tags)
+	})
+	s.endFill(indexMetric, rt, b, err == nil)
+	if err != nil {
+		return fmt.Errorf("read row_keys of %q: %w", indexMetric, err)
 	}
 	return nil
+}
+
+func cloneTags(tags []translate.Tag) []translate.Tag {
+	out := make([]translate.Tag, len(tags))
+	for i, t := range tags {
+		out[i] = translate.Tag{Name: strings.Clone(t.Name), Value: strings.Clone(t.Value)}
+	}
+	return out
 }
 
 // indexedLookup picks the tag whose literal values narrow the lookup through

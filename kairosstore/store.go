@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -46,6 +47,10 @@ type Options struct {
 	// still exist (cache.go): one another writer deleted is written again
 	// at most this long after. Default 5 minutes (defaultIndexCacheTTL).
 	IndexCacheTTL time.Duration
+	// RowKeysCacheBytes bounds the memory of the row_keys listings kept
+	// for phase 2 of the read (rowindex.go); 0 keeps none. Listings
+	// expire IndexCacheTTL after they were read.
+	RowKeysCacheBytes int64
 	// MetricPrefix is added to every metric name written and required of
 	// every name read.
 	MetricPrefix string
@@ -78,6 +83,12 @@ type Store struct {
 	series     *lru.Cache[uint64, *series]
 	meta       *lru.Cache[string, metadata.Metadata] // by metric family
 	bufs       sync.Pool                             // *appendBuffers
+	// rowIndexes holds row_keys listings by (metric, row time), nil when
+	// disabled; fills are the listings being read (rowindex.go).
+	rowIndexes *lru.Cache[string, *rowIndex]
+	seed       maphash.Seed
+	fillMu     sync.Mutex
+	fills      map[string]*rowIndexBuilder
 	// born is the origin of stamps; deleted is the stamp of the last
 	// delete that removed index rows (Store.fresh).
 	born    time.Time
@@ -94,6 +105,11 @@ type storeMetrics struct {
 	rowKeyHits, rowKeyMisses, metricRowHits, metricRowMisses prometheus.Counter
 	skipped                                                  *prometheus.CounterVec
 	opDuration                                               *prometheus.HistogramVec
+	// Phase 2 of the read, by KairosDB metric: what an operator reads to
+	// find the metrics worth --kairosdb.tag-indexed-metrics.
+	indexScanned, indexSelected *prometheus.CounterVec
+	scannedPerQuery             prometheus.Histogram
+	rowIndexLookups             *prometheus.CounterVec
 }
 
 // rowSpec is the spec table's form of a row width (§3.3): whole seconds
@@ -145,7 +161,26 @@ func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Log
 		series:     lru.New[uint64, *series](opts.IndexCacheSize, opts.IndexCacheTTL, opts.Now),
 		meta:       lru.New[string, metadata.Metadata](maxCachedFamilies, opts.IndexCacheTTL, opts.Now),
 		born:       opts.Now(),
+		seed:       maphash.MakeSeed(),
+		fills:      map[string]*rowIndexBuilder{},
 		m: storeMetrics{
+			indexScanned: f.NewCounterVec(prometheus.CounterOpts{
+				Namespace: "kairos_adapter", Name: "read_index_entries_scanned_total",
+				Help: "Index entries (row_keys, tag_indexed_row_keys, or their cached listings) that reads looked at to find series, by KairosDB metric.",
+			}, []string{"metric"}),
+			indexSelected: f.NewCounterVec(prometheus.CounterOpts{
+				Namespace: "kairos_adapter", Name: "read_index_entries_selected_total",
+				Help: "Index entries that matched a read's label matchers, by KairosDB metric.",
+			}, []string{"metric"}),
+			scannedPerQuery: f.NewHistogram(prometheus.HistogramOpts{
+				Namespace: "kairos_adapter", Name: "read_index_entries_scanned_per_query",
+				Help:    "Index entries one query looked at to find its series.",
+				Buckets: prometheus.ExponentialBuckets(1, 10, 8),
+			}),
+			rowIndexLookups: f.NewCounterVec(prometheus.CounterOpts{
+				Namespace: "kairos_adapter", Name: "read_row_keys_cache_lookups_total",
+				Help: "Lookups of cached row_keys listings: hit, miss, or too_many (more candidates than are checked one by one: the partition is listed again).",
+			}, []string{"result"}),
 			skipped: f.NewCounterVec(prometheus.CounterOpts{
 				Namespace: "kairos_adapter", Name: "read_skipped_values_total",
 				Help: "Stored values a read skipped because they are not numbers (kairos_string, unknown types, empty null values).",
@@ -156,6 +191,9 @@ func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Log
 				Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 			}, []string{"operation"}),
 		},
+	}
+	if opts.RowKeysCacheBytes > 0 {
+		s.rowIndexes = lru.NewWeighted[string, *rowIndex](opts.RowKeysCacheBytes/2, opts.IndexCacheTTL, opts.Now, func(x *rowIndex) int64 { return x.bytes })
 	}
 	hits := f.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "kairos_adapter", Name: "index_cache_hits_total",

@@ -419,6 +419,9 @@ func (a *Appender) Commit(ctx context.Context) error {
 		start, n := time.Now(), len(b.Cells)
 		err := s.eng.Write(ctx, b)
 		s.observe("write", start)
+		// Even after an error: some entries may be stored, and a cached
+		// listing must not hide them.
+		s.noteWritten(b.RowKeys)
 		a.release()
 		if err != nil {
 			return fmt.Errorf("store %d samples: %w", n, err)

@@ -194,6 +194,10 @@ func (p Plan) MatchTags(tags []Tag) bool {
 	return true
 }
 
+// TagMatchers are the matchers on names other than __name__. The caller
+// must not change them.
+func (p Plan) TagMatchers() []*labels.Matcher { return p.tags }
+
 // tagValue is the value of tag name, or "" when absent. A linear scan beats
 // building an index for the few tags a series has.
 func tagValue(tags []Tag, name string) string {

@@ -27,13 +27,15 @@ import (
 // It is safe for concurrent use. A lookup reads the clock once and takes a
 // read lock; only a hit in the old generation takes the write lock.
 type Cache[K comparable, V any] struct {
-	size   int
+	size   int64 // of a generation, in weight units
+	weigh  func(V) int64
 	maxAge time.Duration
 	now    func() time.Time
 	base   time.Time // ages are durations since base: monotonic with time.Now
 
-	mu       sync.RWMutex
-	cur, old map[K]entry[V]
+	mu        sync.RWMutex
+	cur, old  map[K]entry[V]
+	curWeight int64
 }
 
 type entry[V any] struct {
@@ -51,7 +53,16 @@ func New[K comparable, V any](size int, maxAge time.Duration, now func() time.Ti
 	if now == nil {
 		now = time.Now
 	}
-	return &Cache[K, V]{size: size, maxAge: maxAge, now: now, base: now(), cur: map[K]entry[V]{}}
+	return &Cache[K, V]{size: int64(size), weigh: func(V) int64 { return 1 }, maxAge: maxAge, now: now, base: now(), cur: map[K]entry[V]{}}
+}
+
+// NewWeighted returns a cache like New whose generations hold values of at
+// most size weight in all, as weigh tells (bytes, say), instead of size
+// entries: it holds at most 2×size. A value heavier than size is not kept.
+func NewWeighted[K comparable, V any](size int64, maxAge time.Duration, now func() time.Time, weigh func(V) int64) *Cache[K, V] {
+	c := New[K, V](1, maxAge, now)
+	c.size, c.weigh = size, weigh
+	return c
 }
 
 func (c *Cache[K, V]) clock() time.Duration { return c.now().Sub(c.base) }
@@ -178,17 +189,39 @@ func (c *Cache[K, V]) AddAll(keys []K, v V) {
 }
 
 func (c *Cache[K, V]) putLocked(k K, e entry[V]) {
-	if len(c.cur) >= c.size {
-		// The full generation's size is the best guess for the next.
-		c.old, c.cur = c.cur, make(map[K]entry[V], c.size)
+	w := c.weigh(e.v)
+	if old, ok := c.cur[k]; ok {
+		c.curWeight -= c.weigh(old.v)
+		delete(c.cur, k)
+	}
+	if w > c.size {
+		delete(c.old, k) // no stale value may outlive a newer one
+		return
+	}
+	if c.curWeight+w > c.size {
+		// The full generation's length is the best guess for the next.
+		c.old, c.cur = c.cur, make(map[K]entry[V], len(c.cur))
+		c.curWeight = 0
 	}
 	c.cur[k] = e
+	c.curWeight += w
+}
+
+// Remove drops k.
+func (c *Cache[K, V]) Remove(k K) {
+	c.mu.Lock()
+	if e, ok := c.cur[k]; ok {
+		c.curWeight -= c.weigh(e.v)
+		delete(c.cur, k)
+	}
+	delete(c.old, k)
+	c.mu.Unlock()
 }
 
 // Clear drops every entry.
 func (c *Cache[K, V]) Clear() {
 	c.mu.Lock()
-	c.cur, c.old = map[K]entry[V]{}, nil
+	c.cur, c.old, c.curWeight = map[K]entry[V]{}, nil, 0
 	c.mu.Unlock()
 }
 

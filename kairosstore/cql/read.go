@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
@@ -36,13 +37,13 @@ func (e *Engine) TagIndexedRowKeys(ctx context.Context, metric string, rowTime i
 }
 
 func (e *Engine) scanRowKeys(ctx context.Context, table string, fn func(string, []translate.Tag) error, stmt string, args ...any) error {
-	var tags []translate.Tag // reused: callbacks may not keep it
+	var (
+		tags          []translate.Tag // reused: callbacks may not keep it
+		dataType, raw rawBytes
+	)
+	dest := []any{&dataType, &raw}
 	return e.scan(ctx, table, func(sc gocql.Scanner) error {
-		var (
-			dataType *string
-			m        map[string]string
-		)
-		if err := sc.Scan(&dataType, &m); err != nil {
+		if err := sc.Scan(dest...); err != nil {
 			return scanErr(err)
 		}
 		// A partition holding only the static mtime comes back as one row
@@ -50,12 +51,69 @@ func (e *Engine) scanRowKeys(ctx context.Context, table string, fn func(string, 
 		if dataType == nil {
 			return nil
 		}
-		tags = tags[:0]
-		for k, v := range m {
-			tags = append(tags, translate.Tag{Name: k, Value: v})
+		var err error
+		if tags, err = parseTagMap(tags[:0], raw); err != nil {
+			return fmt.Errorf("cassandra: %s tags: %w", table, err)
 		}
-		return fn(*dataType, tags)
+		return fn(aliasString(dataType), tags)
 	}, stmt, args...)
+}
+
+// parseTagMap appends to dst the entries of a serialized map<text, text>
+// (CQL native protocol v4+: a 4-byte count, then each key and value as a
+// 4-byte length and its bytes). The strings alias src. Letting the driver
+// build a Go map instead cost two string allocations and a map per entry,
+// most of the adapter's CPU when it lists a partition of a million
+// row_keys entries to find one series.
+func parseTagMap(dst []translate.Tag, src []byte) ([]translate.Tag, error) {
+	if src == nil {
+		return dst, nil // Cassandra returns an empty map as null: no tags
+	}
+	next := func() (string, error) {
+		if len(src) < 4 {
+			return "", errors.New("truncated map")
+		}
+		n := int32(binary.BigEndian.Uint32(src))
+		src = src[4:]
+		if n < 0 || int(n) > len(src) {
+			return "", fmt.Errorf("map element of %d bytes in %d", n, len(src))
+		}
+		s := aliasString(src[:n])
+		src = src[n:]
+		return s, nil
+	}
+	if len(src) < 4 {
+		return dst, errors.New("truncated map")
+	}
+	n := int32(binary.BigEndian.Uint32(src))
+	src = src[4:]
+	if n < 0 || int(n) > len(src)/8 {
+		return dst, fmt.Errorf("map of %d entries in %d bytes", n, len(src))
+	}
+	for range n {
+		k, err := next()
+		if err != nil {
+			return dst, err
+		}
+		v, err := next()
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, translate.Tag{Name: k, Value: v})
+	}
+	if len(src) != 0 {
+		return dst, fmt.Errorf("%d bytes after the map", len(src))
+	}
+	return dst, nil
+}
+
+// aliasString is b as a string without a copy; valid while b is.
+func aliasString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// RowKeyExists reads one row_keys entry by its whole primary key (§5.3).
+func (e *Engine) RowKeyExists(ctx context.Context, metric string, rowTime int64, dataType string, tags []translate.Tag) (bool, error) {
+	_, ok, err := e.scanOne(ctx, "row_keys", selectRowKey, metric, dataPointsTable, rowTime, dataType, tagMap(tags))
+	return ok, err
 }
 
 // LegacyRowKeys lists row_key_index column1 values with lo <= column1 < hi

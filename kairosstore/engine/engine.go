@@ -24,8 +24,11 @@ import (
 //   - Columns of data_points are the 4-byte big-endian column1 values (§3.2)
 //     and are compared as unsigned 32-bit integers, which is how Cassandra
 //     orders the blobs.
-//   - Byte slices and tag slices passed to a callback are only valid during
-//     the call; callers copy what they keep. Slices passed in are not retained
+//   - Byte slices, tag slices and the strings of tags passed to a callback
+//     are only valid during the call (the Cassandra engine hands out tag
+//     strings that alias the driver's frame, so that a scan of a million
+//     row_keys entries allocates nothing per entry); callers copy what they
+//     keep. Slices passed in are not retained
 //     after the method returns.
 //   - A callback returning an error stops the scan; the method returns that
 //     error.
@@ -55,6 +58,9 @@ type Engine interface {
 	// TagIndexedRowKeys lists tag_indexed_row_keys entries of
 	// (metric, rowTime, single_tag_pair) (§6.3).
 	TagIndexedRowKeys(ctx context.Context, metric string, rowTime int64, pair string, fn func(dataType string, tags []translate.Tag) error) error
+	// RowKeyExists reports whether the row_keys entry (metric, rowTime,
+	// dataType, tags) is stored. Tags may come in any order.
+	RowKeyExists(ctx context.Context, metric string, rowTime int64, dataType string, tags []translate.Tag) (bool, error)
 	// LegacyRowKeys lists the column1 values of the legacy row_key_index
 	// partition of metric with lo <= column1 < hi in unsigned byte order (§7.2).
 	LegacyRowKeys(ctx context.Context, metric string, lo, hi []byte, fn func(rowKey []byte) error) error

@@ -1,6 +1,7 @@
 package enginetest
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -27,7 +28,8 @@ type indexEntry struct {
 func tagMap(tags []translate.Tag) map[string]string {
 	m := make(map[string]string, len(tags))
 	for _, t := range tags {
-		m[t.Name] = t.Value
+		// Engines may hand out strings valid only during the callback.
+		m[strings.Clone(t.Name)] = strings.Clone(t.Value)
 	}
 	return m
 }

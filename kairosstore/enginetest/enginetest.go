@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
+	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // Run runs the suite. open must return a fresh, empty engine on every call
@@ -247,6 +248,20 @@ func testRowKeys(t *testing.T, start opener) {
 	require.Equal(t, []indexEntry{entry("kairos_long", "host", "server4")}, rowKeys(t, e, "sys.cpu2", rt))
 	require.Empty(t, rowKeys(t, e, "sys.cpu", rt-rowWidth))
 	require.Empty(t, rowKeys(t, e, "sys.mem", rt))
+
+	// Point reads of single entries, tags in any order.
+	exists := func(metric string, rowTime int64, dataType string, tags []translate.Tag) bool {
+		t.Helper()
+		ok, err := e.RowKeyExists(t.Context(), metric, rowTime, dataType, tags)
+		require.NoError(t, err)
+		return ok
+	}
+	require.True(t, exists("sys.cpu", rt, "kairos_long", oddShuffled))
+	require.True(t, exists("sys.cpu", rt, "kairos_double", tags("host", "server1")))
+	require.True(t, exists("sys.cpu", rt, "kairos_long", nil), "tagless")
+	require.False(t, exists("sys.cpu", rt, "kairos_double", nil), "tagless of another type")
+	require.False(t, exists("sys.cpu", rt, "kairos_long", tags("host", "server2")), "another row time's")
+	require.False(t, exists("sys.cpu", rt, "kairos_long", tags("host", "server1", "dc", "x")), "a superset of an entry's tags")
 }
 
 func testRowTimes(t *testing.T, start opener) {

@@ -136,6 +136,12 @@ func (e *Engine) RowKeys(ctx context.Context, metric string, rowTime int64, fn f
 	})
 }
 
+// RowKeyExists reports whether one row_keys entry is visible.
+func (e *Engine) RowKeyExists(ctx context.Context, metric string, rowTime int64, dataType string, tags []translate.Tag) (bool, error) {
+	_, ok, err := e.get(ctx, appendRowKeysKey(nil, metric, rowTime, dataType, canonicalTags(nil, tags)))
+	return ok, err
+}
+
 // TagIndexedRowKeys lists the tag_indexed_row_keys entries of (metric,
 // rowTime, pair).
 func (e *Engine) TagIndexedRowKeys(ctx context.Context, metric string, rowTime int64, pair string, fn func(dataType string, tags []translate.Tag) error) error {

@@ -1,0 +1,436 @@
+package kairosstore
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
+	"github.com/kairos-remote/kairos-adapter/translate"
+)
+
+// rowIndex is the listing of one row_keys partition (metric, row time) held
+// in memory and indexed by tag pair, Prometheus-postings style, so that a
+// query for one host of a metric with a million series does not list the
+// million entries again (phase 2 of the read, §7.4). It is a cache, so it
+// only ever proposes candidates: the read checks each one against
+// row_keys before using it (Store.listRowKeys), which makes entries that
+// another writer deleted invisible at once. Entries another writer added
+// become visible when the listing expires (Options.IndexCacheTTL); entries
+// this process writes are added as they are written (noteWritten).
+//
+// Everything above mu is immutable once built.
+type rowIndex struct {
+	types []string // distinct data types
+	names []string // distinct tag names
+	// Entry e has type types[entType[e]] and the tag pairs
+	// entPairs[entOff[e]:entOff[e+1]].
+	entType  []uint16
+	entOff   []uint32
+	entPairs []uint32
+	// Pair p is names[pairName[p]] = pairValue[p]; the entries holding it
+	// are post[postOff[p]:postOff[p+1]].
+	pairName  []uint32
+	pairValue []string
+	postOff   []uint32
+	post      []uint32
+	byName    map[string][]uint32 // pair ids of a tag name, sorted by value
+	hashes    []uint64            // entryHash of every entry, sorted
+	bytes     int64
+
+	mu        sync.Mutex
+	extra     []rowEntry // written by this process after the listing
+	extraHash map[uint64]bool
+	stale     bool // too many extras: list again
+}
+
+// rowEntry is one row_keys entry whose strings the holder owns.
+type rowEntry struct {
+	dataType string
+	tags     []translate.Tag
+}
+
+// maxExtra is how many entries written after the listing a rowIndex takes
+// before it is listed again: extras are matched one by one.
+const maxExtra = 4096
+
+// entryHash identifies a row_keys entry whatever the order of its tags: the
+// sum of its pairs' hashes and its type's.
+func entryHash(seed maphash.Seed, dataType string, tags []translate.Tag) uint64 {
+	h := maphash.String(seed, dataType)
+	for _, t := range tags {
+		h += pairHash(seed, t.Name, t.Value)
+	}
+	return h
+}
+
+func pairHash(seed maphash.Seed, name, value string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	h.WriteString(name)
+	h.WriteByte(0)
+	h.WriteString(value)
+	// Spread the bits so that sums of pair hashes stay distinct.
+	return h.Sum64() * 0x9e3779b97f4a7c15
+}
+
+// rowIndexBuilder builds a rowIndex from a listing. Strings passed to add
+// may alias the engine's buffers; it copies what it keeps.
+type rowIndexBuilder struct {
+	seed    maphash.Seed
+	x       *rowIndex
+	typeID  map[string]uint16
+	nameID  map[string]uint32
+	pairID  []map[string]uint32 // by name id
+	hashes  []uint64
+	pairH   []uint64
+	tooMany bool
+	pending []rowEntry // written while the listing ran (Store.noteWritten)
+}
+
+func newRowIndexBuilder(seed maphash.Seed) *rowIndexBuilder {
+	return &rowIndexBuilder{
+		seed:   seed,
+		x:      &rowIndex{entOff: []uint32{0}, byName: map[string][]uint32{}},
+		typeID: map[string]uint16{},
+		nameID: map[string]uint32{},
+	}
+}
+
+func (b *rowIndexBuilder) add(dataType string, tags []translate.Tag) {
+	x := b.x
+	if b.tooMany {
+		return
+	}
+	if len(x.entType) == 1<<32-1 || len(x.entPairs)+len(tags) >= 1<<32-1 {
+		b.tooMany = true
+		return
+	}
+	t, ok := b.typeID[dataType]
+	if !ok {
+		if len(x.types) == 1<<16-1 {
+			b.tooMany = true
+			return
+		}
+		t = uint16(len(x.types))
+		dataType = strings.Clone(dataType)
+		x.types = append(x.types, dataType)
+		b.typeID[dataType] = t
+	}
+	h := maphash.String(b.seed, x.types[t])
+	for _, tag := range tags {
+		n, ok := b.nameID[tag.Name]
+		if !ok {
+			n = uint32(len(x.names))
+			name := strings.Clone(tag.Name)
+			x.names = append(x.names, name)
+			b.nameID[name] = n
+			b.pairID = append(b.pairID, map[string]uint32{})
+		}
+		p, ok := b.pairID[n][tag.Value]
+		if !ok {
+			p = uint32(len(x.pairValue))
+			value := strings.Clone(tag.Value)
+			x.pairName = append(x.pairName, n)
+			x.pairValue = append(x.pairValue, value)
+			b.pairH = append(b.pairH, pairHash(b.seed, x.names[n], value))
+			b.pairID[n][value] = p
+		}
+		h += b.pairH[p]
+		x.entPairs = append(x.entPairs, p)
+	}
+	x.entType = append(x.entType, t)
+	x.entOff = append(x.entOff, uint32(len(x.entPairs)))
+	b.hashes = append(b.hashes, h)
+}
+
+// finish builds the postings and returns the index, or nil when the
+// partition is too large to index.
+func (b *rowIndexBuilder) finish() *rowIndex {
+	x := b.x
+	if b.tooMany {
+		return nil
+	}
+	// Postings in CSR form: count, prefix sums, fill.
+	x.postOff = make([]uint32, len(x.pairValue)+1)
+	for _, p := range x.entPairs {
+		x.postOff[p+1]++
+	}
+	for i := 1; i < len(x.postOff); i++ {
+		x.postOff[i] += x.postOff[i-1]
+	}
+	x.post = make([]uint32, len(x.entPairs))
+	fill := slices.Clone(x.postOff[:len(x.pairValue)])
+	for e := range x.entType {
+		for _, p := range x.entPairs[x.entOff[e]:x.entOff[e+1]] {
+			x.post[fill[p]] = uint32(e)
+			fill[p]++
+		}
+	}
+	for p, n := range x.pairName {
+		name := x.names[n]
+		x.byName[name] = append(x.byName[name], uint32(p))
+	}
+	for _, ids := range x.byName {
+		slices.SortFunc(ids, func(a, b uint32) int { return strings.Compare(x.pairValue[a], x.pairValue[b]) })
+	}
+	slices.Sort(b.hashes)
+	x.hashes = b.hashes
+	x.bytes = 4*int64(len(x.entPairs)+len(x.post)+len(x.entOff)+len(x.postOff)+2*len(x.pairName)) +
+		2*int64(len(x.entType)) + 8*int64(len(x.hashes)) + 256
+	for _, v := range x.pairValue {
+		x.bytes += 16 + int64(len(v))
+	}
+	for _, ids := range x.byName {
+		x.bytes += 48 // map entry and slice header
+		_ = ids
+	}
+	x.extraHash = map[uint64]bool{}
+	for _, e := range b.pending {
+		x.addExtra(b.seed, e.dataType, e.tags)
+	}
+	return x
+}
+
+// has reports whether the listing or the extras hold an entry of hash h.
+// The caller holds x.mu.
+func (x *rowIndex) has(h uint64) bool {
+	_, ok := slices.BinarySearch(x.hashes, h)
+	return ok || x.extraHash[h]
+}
+
+// addExtra adds an entry this process wrote, unless the index has it.
+// Its strings may alias the caller's buffers.
+func (x *rowIndex) addExtra(seed maphash.Seed, dataType string, tags []translate.Tag) {
+	h := entryHash(seed, dataType, tags)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.has(h) {
+		return
+	}
+	if len(x.extra) >= maxExtra {
+		x.stale = true
+		return
+	}
+	tags = cloneTags(tags)
+	codec.SortTags(tags)
+	x.extra = append(x.extra, rowEntry{strings.Clone(dataType), tags})
+	x.extraHash[h] = true
+}
+
+func (x *rowIndex) isStale() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.stale
+}
+
+// match calls fn with every entry that passes plan's tag matchers, and
+// returns how many entries it looked at. Strings passed to fn belong to the
+// index and stay valid. It narrows by the one tag name whose matching pairs
+// hold the fewest entries; with no such name it looks at every entry.
+func (x *rowIndex) match(plan translate.Plan, fn func(dataType string, tags []translate.Tag)) int {
+	var (
+		best     [][]uint32 // posting lists of the narrowest name
+		bestSize = -1
+	)
+	consider := func(pairs []uint32) {
+		size := 0
+		for _, p := range pairs {
+			size += int(x.postOff[p+1] - x.postOff[p])
+		}
+		if bestSize >= 0 && size >= bestSize {
+			return
+		}
+		best, bestSize = best[:0], size
+		for _, p := range pairs {
+			best = append(best, x.post[x.postOff[p]:x.postOff[p+1]])
+		}
+	}
+	for name, values := range plan.TagValues {
+		ids := x.byName[name]
+		var pairs []uint32
+		for _, v := range values {
+			i, ok := slices.BinarySearchFunc(ids, v, func(p uint32, v string) int { return strings.Compare(x.pairValue[p], v) })
+			if ok {
+				pairs = append(pairs, ids[i])
+			}
+		}
+		consider(pairs)
+	}
+	if bestSize < 0 {
+		// No literal values: a matcher that refuses "" still requires the
+		// tag, so only the pairs of its name it accepts can match.
+		for _, lm := range plan.TagMatchers() {
+			if lm.Matches("") {
+				continue
+			}
+			var pairs []uint32
+			for _, p := range x.byName[lm.Name] {
+				if lm.Matches(x.pairValue[p]) {
+					pairs = append(pairs, p)
+				}
+			}
+			consider(pairs)
+		}
+	}
+	var tags []translate.Tag
+	try := func(e uint32) {
+		tags = tags[:0]
+		for _, p := range x.entPairs[x.entOff[e]:x.entOff[e+1]] {
+			tags = append(tags, translate.Tag{Name: x.names[x.pairName[p]], Value: x.pairValue[p]})
+		}
+		if plan.MatchTags(tags) {
+			codec.SortTags(tags)
+			fn(x.types[x.entType[e]], tags)
+		}
+	}
+	n := 0
+	if bestSize < 0 {
+		for e := range x.entType {
+			try(uint32(e))
+		}
+		n = len(x.entType)
+	} else {
+		for _, list := range best {
+			for _, e := range list {
+				try(e)
+			}
+		}
+		n = bestSize
+	}
+	x.mu.Lock()
+	extra := x.extra
+	x.mu.Unlock()
+	for _, e := range extra {
+		if plan.MatchTags(e.tags) {
+			fn(e.dataType, e.tags)
+		}
+	}
+	return n + len(extra)
+}
+
+// maxVerify is the most cached candidates a query checks one by one with
+// point reads of row_keys; a query selecting more lists the partition
+// again, which then costs less than the point reads.
+const maxVerify = 256
+
+func rowIndexKey(metric string, rowTime int64) string {
+	return metricRowKey(metric, rowTime)
+}
+
+// cachedRowKeys answers phase 2 of (metric, rowTime) from Store.rowIndexes
+// when it holds a listing: each candidate is checked against row_keys, so
+// an entry deleted by another writer since the listing is not used. ok is
+// false when the caller must list the partition; n is how many cached
+// entries were looked at.
+func (s *Store) cachedRowKeys(ctx context.Context, metric string, rowTime int64, plan translate.Plan, add func(string, []translate.Tag)) (n int, ok bool, err error) {
+	if s.rowIndexes == nil {
+		return 0, false, nil
+	}
+	x, hit := s.rowIndexes.Get(rowIndexKey(metric, rowTime))
+	if !hit || x.isStale() {
+		s.m.rowIndexLookups.WithLabelValues("miss").Inc()
+		return 0, false, nil
+	}
+	var cands []rowEntry
+	n = x.match(plan, func(dataType string, tags []translate.Tag) {
+		if len(cands) <= maxVerify {
+			cands = append(cands, rowEntry{dataType, slices.Clone(tags)})
+		}
+	})
+	if len(cands) > maxVerify {
+		s.m.rowIndexLookups.WithLabelValues("too_many").Inc()
+		return n, false, nil
+	}
+	s.m.rowIndexLookups.WithLabelValues("hit").Inc()
+	exists := make([]bool, len(cands))
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, s.opts.ReadConcurrency)
+	)
+	for i, c := range cands {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ok, err := s.eng.RowKeyExists(ctx, metric, rowTime, c.dataType, c.tags)
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			exists[i] = ok
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return n, false, fmt.Errorf("check row_keys of %q: %w", metric, errs[0])
+	}
+	for i, c := range cands {
+		if exists[i] {
+			add(c.dataType, c.tags)
+		}
+	}
+	return n, true, nil
+}
+
+// startFill returns a builder for the listing of (metric, rowTime) about
+// to run, or nil when no listing is to be kept. Entries written while it
+// runs are handed to the builder (noteWritten), so the listing misses none
+// of this process's writes.
+func (s *Store) startFill(metric string, rowTime int64) *rowIndexBuilder {
+	if s.rowIndexes == nil {
+		return nil
+	}
+	key := rowIndexKey(metric, rowTime)
+	s.fillMu.Lock()
+	defer s.fillMu.Unlock()
+	if s.fills[key] != nil {
+		return nil // another query is listing it
+	}
+	b := newRowIndexBuilder(s.seed)
+	s.fills[key] = b
+	return b
+}
+
+// endFill keeps the listing b when it is complete.
+func (s *Store) endFill(metric string, rowTime int64, b *rowIndexBuilder, complete bool) {
+	if b == nil {
+		return
+	}
+	key := rowIndexKey(metric, rowTime)
+	s.fillMu.Lock()
+	delete(s.fills, key)
+	s.fillMu.Unlock()
+	if !complete {
+		return
+	}
+	if x := b.finish(); x != nil {
+		s.rowIndexes.Add(key, x)
+	}
+}
+
+// noteWritten adds row_keys entries this process wrote to the listings held
+// and being built, so that a cached listing never hides a series this
+// process stored. Tags may alias the caller's buffers.
+func (s *Store) noteWritten(rows []engine.IndexedRowKey) {
+	if s.rowIndexes == nil {
+		return
+	}
+	for _, r := range rows {
+		key := rowIndexKey(r.Metric, r.RowTime)
+		s.fillMu.Lock()
+		if b := s.fills[key]; b != nil {
+			b.pending = append(b.pending, rowEntry{strings.Clone(r.DataType), cloneTags(r.Tags)})
+		}
+		s.fillMu.Unlock()
+		if x, ok := s.rowIndexes.Get(key); ok {
+			x.addExtra(s.seed, r.DataType, r.Tags)
+		}
+	}
+}
