@@ -291,7 +291,7 @@ func (s *Store) rowKeysOf(ctx context.Context, f *finder, metric, indexMetric st
 		}
 		return list(dataType, tags)
 	})
-	s.endFill(indexMetric, rt, b, err == nil)
+	s.endFill(b, err == nil)
 	if err != nil {
 		return fmt.Errorf("read row_keys of %q: %w", indexMetric, err)
 	}

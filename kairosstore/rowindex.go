@@ -2,11 +2,13 @@ package kairosstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
@@ -78,30 +80,105 @@ func pairHash(seed maphash.Seed, name, value string) uint64 {
 	return h.Sum64() * 0x9e3779b97f4a7c15
 }
 
-// rowIndexBuilder builds a rowIndex from a listing. Strings passed to add
-// may alias the engine's buffers; it copies what it keeps.
+// rowIndexBuilder builds a rowIndex from a listing, in a goroutine of its
+// own beside the query that lists: the query copies each entry's bytes
+// into a chunk (add) and goes on, so that a cold query does not wait for
+// the interning and hashing (about 1.7 µs per entry of 10 tags).
 type rowIndexBuilder struct {
-	seed    maphash.Seed
-	x       *rowIndex
-	typeID  map[string]uint16
-	nameID  map[string]uint32
-	pairID  []map[string]uint32 // by name id
-	hashes  []uint64
-	pairH   []uint64
-	tooMany bool
-	pending []rowEntry // written while the listing ran (Store.noteWritten)
+	seed maphash.Seed
+	// The listing's side.
+	chunk    []byte
+	ch       chan []byte
+	complete bool // set before ch is closed
+	// The building goroutine's side.
+	x         *rowIndex
+	typeID    map[string]uint16
+	nameID    map[string]uint32
+	pairID    []map[string]uint32 // by name id
+	hashes    []uint64
+	pairH     []uint64
+	prevNames []uint32 // the previous entry's name ids: entries mostly share names, in the same order
+	tags      []translate.Tag
+	tooMany   bool
+	// pending are entries written while the listing ran (Store.noteWritten),
+	// guarded by Store.fillMu.
+	pending []rowEntry
 }
+
+// chunkBytes is the size of the chunks the listing hands the builder;
+// builderBacklog chunks may wait, which bounds the memory of a builder
+// that falls behind (the listing then waits for it).
+const (
+	chunkBytes     = 1 << 20
+	builderBacklog = 16
+)
 
 func newRowIndexBuilder(seed maphash.Seed) *rowIndexBuilder {
 	return &rowIndexBuilder{
 		seed:   seed,
+		ch:     make(chan []byte, builderBacklog),
 		x:      &rowIndex{entOff: []uint32{0}, byName: map[string][]uint32{}},
 		typeID: map[string]uint16{},
 		nameID: map[string]uint32{},
 	}
 }
 
+// add copies one listed entry for the builder. Its strings may alias the
+// engine's buffers.
 func (b *rowIndexBuilder) add(dataType string, tags []translate.Tag) {
+	c := b.chunk
+	c = binary.AppendUvarint(c, uint64(len(dataType)))
+	c = append(c, dataType...)
+	c = binary.AppendUvarint(c, uint64(len(tags)))
+	for _, t := range tags {
+		c = binary.AppendUvarint(c, uint64(len(t.Name)))
+		c = append(c, t.Name...)
+		c = binary.AppendUvarint(c, uint64(len(t.Value)))
+		c = append(c, t.Value...)
+	}
+	b.chunk = c
+	if len(c) >= chunkBytes {
+		b.ch <- c
+		b.chunk = make([]byte, 0, chunkBytes+chunkBytes/8)
+	}
+}
+
+// done hands over the last chunk and tells the builder whether the listing
+// completed.
+func (b *rowIndexBuilder) done(complete bool) {
+	if len(b.chunk) > 0 {
+		b.ch <- b.chunk
+	}
+	b.chunk = nil
+	b.complete = complete
+	close(b.ch)
+}
+
+// consume reads the entries of one chunk (the encoding of add).
+func (b *rowIndexBuilder) consume(c []byte) {
+	str := func() string {
+		n, k := binary.Uvarint(c)
+		s := aliasString(c[k : k+int(n)])
+		c = c[k+int(n):]
+		return s
+	}
+	for len(c) > 0 {
+		dataType := str()
+		n, k := binary.Uvarint(c)
+		c = c[k:]
+		b.tags = b.tags[:0]
+		for range n {
+			name := str()
+			b.tags = append(b.tags, translate.Tag{Name: name, Value: str()})
+		}
+		b.addEntry(dataType, b.tags)
+	}
+}
+
+// aliasString is b as a string without a copy; valid while b is.
+func aliasString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+func (b *rowIndexBuilder) addEntry(dataType string, tags []translate.Tag) {
 	x := b.x
 	if b.tooMany {
 		return
@@ -122,14 +199,24 @@ func (b *rowIndexBuilder) add(dataType string, tags []translate.Tag) {
 		b.typeID[dataType] = t
 	}
 	h := maphash.String(b.seed, x.types[t])
-	for _, tag := range tags {
-		n, ok := b.nameID[tag.Name]
-		if !ok {
-			n = uint32(len(x.names))
-			name := strings.Clone(tag.Name)
-			x.names = append(x.names, name)
-			b.nameID[name] = n
-			b.pairID = append(b.pairID, map[string]uint32{})
+	for i, tag := range tags {
+		var n uint32
+		if i < len(b.prevNames) && x.names[b.prevNames[i]] == tag.Name {
+			n = b.prevNames[i]
+		} else {
+			n, ok = b.nameID[tag.Name]
+			if !ok {
+				n = uint32(len(x.names))
+				name := strings.Clone(tag.Name)
+				x.names = append(x.names, name)
+				b.nameID[name] = n
+				b.pairID = append(b.pairID, map[string]uint32{})
+			}
+			if i < len(b.prevNames) {
+				b.prevNames[i] = n
+			} else {
+				b.prevNames = append(b.prevNames, n)
+			}
 		}
 		p, ok := b.pairID[n][tag.Value]
 		if !ok {
@@ -190,9 +277,6 @@ func (b *rowIndexBuilder) finish() *rowIndex {
 		_ = ids
 	}
 	x.extraHash = map[uint64]bool{}
-	for _, e := range b.pending {
-		x.addExtra(b.seed, e.dataType, e.tags)
-	}
 	return x
 }
 
@@ -380,9 +464,9 @@ func (s *Store) cachedRowKeys(ctx context.Context, metric string, rowTime int64,
 }
 
 // startFill returns a builder for the listing of (metric, rowTime) about
-// to run, or nil when no listing is to be kept. Entries written while it
-// runs are handed to the builder (noteWritten), so the listing misses none
-// of this process's writes.
+// to run, or nil when no listing is to be kept. Entries written from now
+// until the built listing is in the cache are handed to it (noteWritten),
+// so it misses none of this process's writes.
 func (s *Store) startFill(metric string, rowTime int64) *rowIndexBuilder {
 	if s.rowIndexes == nil {
 		return nil
@@ -395,23 +479,32 @@ func (s *Store) startFill(metric string, rowTime int64) *rowIndexBuilder {
 	}
 	b := newRowIndexBuilder(s.seed)
 	s.fills[key] = b
+	go func() {
+		for c := range b.ch {
+			b.consume(c)
+		}
+		var x *rowIndex
+		if b.complete {
+			x = b.finish()
+		}
+		s.fillMu.Lock()
+		defer s.fillMu.Unlock()
+		delete(s.fills, key)
+		if x == nil {
+			return
+		}
+		for _, e := range b.pending {
+			x.addExtra(s.seed, e.dataType, e.tags)
+		}
+		s.rowIndexes.Add(key, x)
+	}()
 	return b
 }
 
-// endFill keeps the listing b when it is complete.
-func (s *Store) endFill(metric string, rowTime int64, b *rowIndexBuilder, complete bool) {
-	if b == nil {
-		return
-	}
-	key := rowIndexKey(metric, rowTime)
-	s.fillMu.Lock()
-	delete(s.fills, key)
-	s.fillMu.Unlock()
-	if !complete {
-		return
-	}
-	if x := b.finish(); x != nil {
-		s.rowIndexes.Add(key, x)
+// endFill ends the listing b; the builder keeps it when it is complete.
+func (s *Store) endFill(b *rowIndexBuilder, complete bool) {
+	if b != nil {
+		b.done(complete)
 	}
 }
 

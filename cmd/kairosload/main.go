@@ -5,6 +5,7 @@
 //	kairosload direct   the same rows inserted straight through the gocql driver (the baseline)
 //	kairosload read     remote-read queries, SAMPLES or STREAMED_XOR_CHUNKS, decoded fully
 //	kairosload query    PromQL instant or range queries to a Prometheus HTTP API, decoded fully
+//	kairosload scan     list one row_keys partition through the driver (the phase-2 baseline)
 //	kairosload drop     drop a load_* keyspace when done
 //
 // Every run is bounded by --duration and by a request or query count, so it
@@ -86,6 +87,18 @@ func run(args []string) int {
 	}
 	qWatch := watchFlags(queryCmd)
 
+	scanCmd := app.Command("scan", "List one row_keys partition straight through the driver: the floor of an uncached phase-2 read.")
+	sFlags := scanFlags{
+		hosts:    scanCmd.Flag("cassandra.hosts", "contact points, host:port").Default("127.0.0.1:9042").Strings(),
+		keyspace: scanCmd.Flag("cassandra.keyspace", "keyspace").Default("kairosdb").String(),
+		metric:   scanCmd.Flag("metric", "KairosDB metric name").Default("load_metric_0").String(),
+		rowTime:  scanCmd.Flag("row-time", "row time (ms) of the partition; -1 means the metric's latest").Default("-1").Int64(),
+		pageSize: scanCmd.Flag("page-size", "rows per page (the adapter's --cassandra page size is 5000)").Default("5000").Int(),
+		queries:  scanCmd.Flag("queries", "listings to time").Default("3").Int(),
+		decode:   scanCmd.Flag("decode", "let the driver build the tags map instead of keeping raw bytes").Bool(),
+		timeout:  scanCmd.Flag("cassandra.timeout", "timeout of one Cassandra request").Default("30s").Duration(),
+	}
+
 	dropCmd := app.Command("drop", "Drop keyspaces whose names start with load_ (nothing else, to keep mistakes small).")
 	dropHosts := dropCmd.Flag("cassandra.hosts", "contact points, host:port").Default("127.0.0.1:9042").Strings()
 	dropKS := dropCmd.Flag("cassandra.keyspace", "keyspace to drop; repeatable").Strings()
@@ -112,6 +125,8 @@ func run(args []string) int {
 		limit = 2**qFlags.duration + 2**qFlags.timeout
 	case dropCmd.FullCommand():
 		limit = 2 * time.Minute
+	case scanCmd.FullCommand():
+		limit = time.Duration(*sFlags.queries+1) * 5 * time.Minute
 	}
 	ctx, cancel := context.WithTimeout(ctx, limit+setupBudget)
 	defer cancel()
@@ -134,6 +149,8 @@ func run(args []string) int {
 		return exitCode(runRead(ctx, rFlags, rWatch.watch(), logger), logger)
 	case queryCmd.FullCommand():
 		return exitCode(runQuery(ctx, qFlags, qWatch.watch(), logger), logger)
+	case scanCmd.FullCommand():
+		return exitCode(runScan(ctx, sFlags, logger), logger)
 	case dropCmd.FullCommand():
 		return exitCode(dropKeyspaces(ctx, *dropHosts, *dropKS, *dropList), logger)
 	}

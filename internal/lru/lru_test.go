@@ -189,3 +189,51 @@ func BenchmarkGetBytes(b *testing.B) {
 		i++
 	}
 }
+
+// TestWeighted: a weighted cache rotates a generation when the next value
+// would take it past size, keeps at most 2 × size in all, refuses a value
+// heavier than size (dropping an older value of that key), and Remove and
+// Clear give the weight back.
+func TestWeighted(t *testing.T) {
+	c := NewWeighted[string, int](10, time.Minute, nil, func(v int) int64 { return int64(v) })
+	held := func() int64 {
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+		var w int64
+		for _, e := range c.cur {
+			w += int64(e.v)
+		}
+		for _, e := range c.old {
+			w += int64(e.v)
+		}
+		return w
+	}
+	c.Add("a", 6)
+	c.Add("b", 3)
+	require.Equal(t, int64(9), held())
+	c.Add("c", 4) // 13 > 10: a and b become the old generation
+	for _, k := range []string{"a", "b", "c"} {
+		_, ok := c.Get(k) // a and b are promoted in turn
+		require.True(t, ok, k)
+	}
+	require.LessOrEqual(t, held(), int64(20))
+	c.Add("d", 9)
+	c.Add("e", 9)
+	require.LessOrEqual(t, held(), int64(20))
+	_, ok := c.Get("e")
+	require.True(t, ok)
+
+	c.Add("e", 11) // heavier than a generation: not kept, nor its old value
+	_, ok = c.Get("e")
+	require.False(t, ok)
+
+	c.Remove("d")
+	_, ok = c.Get("d")
+	require.False(t, ok)
+	c.Clear()
+	require.Zero(t, held())
+	c.Add("f", 10) // a whole generation's weight fits in an empty one
+	v, ok := c.Get("f")
+	require.True(t, ok)
+	require.Equal(t, 10, v)
+}
