@@ -277,14 +277,21 @@ func (s *Store) rowKeysOf(ctx context.Context, f *finder, metric, indexMetric st
 			return nil
 		}
 	}
+	build := true
 	if f.useCache {
-		n, ok, err := s.cachedRowKeys(ctx, indexMetric, rt, plan, add)
+		n, res, err := s.cachedRowKeys(ctx, indexMetric, rt, plan, add)
 		scanned += n
-		if err != nil || ok {
+		if err != nil || res == cacheHit {
 			return err
 		}
+		// A listing held but too many candidates to check one by one:
+		// list, and keep the listing held.
+		build = res == cacheMiss
 	}
-	b := s.startFill(indexMetric, rt)
+	var b *rowIndexBuilder
+	if build {
+		b = s.startFill(indexMetric, rt)
+	}
 	err := s.eng.RowKeys(ctx, indexMetric, rt, func(dataType string, tags []translate.Tag) error {
 		if b != nil {
 			b.add(dataType, tags)

@@ -406,19 +406,28 @@ func rowIndexKey(metric string, rowTime int64) string {
 	return metricRowKey(metric, rowTime)
 }
 
+// cacheResult is what a lookup of Store.rowIndexes found.
+type cacheResult int
+
+const (
+	cacheMiss    cacheResult = iota
+	cacheHit                 // answered from the listing
+	cacheTooMany             // a listing, but more than maxVerify candidates
+)
+
 // cachedRowKeys answers phase 2 of (metric, rowTime) from Store.rowIndexes
 // when it holds a listing: each candidate is checked against row_keys, so
-// an entry deleted by another writer since the listing is not used. ok is
-// false when the caller must list the partition; n is how many cached
+// an entry deleted by another writer since the listing is not used. Unless
+// it returns cacheHit the caller lists the partition; n is how many cached
 // entries were looked at.
-func (s *Store) cachedRowKeys(ctx context.Context, metric string, rowTime int64, plan translate.Plan, add func(string, []translate.Tag)) (n int, ok bool, err error) {
+func (s *Store) cachedRowKeys(ctx context.Context, metric string, rowTime int64, plan translate.Plan, add func(string, []translate.Tag)) (n int, res cacheResult, err error) {
 	if s.rowIndexes == nil {
-		return 0, false, nil
+		return 0, cacheMiss, nil
 	}
 	x, hit := s.rowIndexes.Get(rowIndexKey(metric, rowTime))
 	if !hit || x.isStale() {
 		s.m.rowIndexLookups.WithLabelValues("miss").Inc()
-		return 0, false, nil
+		return 0, cacheMiss, nil
 	}
 	var cands []rowEntry
 	n = x.match(plan, func(dataType string, tags []translate.Tag) {
@@ -428,7 +437,7 @@ func (s *Store) cachedRowKeys(ctx context.Context, metric string, rowTime int64,
 	})
 	if len(cands) > maxVerify {
 		s.m.rowIndexLookups.WithLabelValues("too_many").Inc()
-		return n, false, nil
+		return n, cacheTooMany, nil
 	}
 	s.m.rowIndexLookups.WithLabelValues("hit").Inc()
 	exists := make([]bool, len(cands))
@@ -453,14 +462,14 @@ func (s *Store) cachedRowKeys(ctx context.Context, metric string, rowTime int64,
 	}
 	wg.Wait()
 	if len(errs) > 0 {
-		return n, false, fmt.Errorf("check row_keys of %q: %w", metric, errs[0])
+		return n, cacheMiss, fmt.Errorf("check row_keys of %q: %w", metric, errs[0])
 	}
 	for i, c := range cands {
 		if exists[i] {
 			add(c.dataType, c.tags)
 		}
 	}
-	return n, true, nil
+	return n, cacheHit, nil
 }
 
 // startFill returns a builder for the listing of (metric, rowTime) about
