@@ -481,6 +481,13 @@ func (s *Store) startFill(metric string, rowTime int64) *rowIndexBuilder {
 		return nil
 	}
 	key := rowIndexKey(metric, rowTime)
+	if _, again := s.listedOnce.Get(key); !again {
+		// Building costs about three times the adapter's CPU of the
+		// listing itself; a partition listed once may never be read
+		// again, so it is kept from its second listing on.
+		s.listedOnce.Add(key, struct{}{})
+		return nil
+	}
 	s.fillMu.Lock()
 	defer s.fillMu.Unlock()
 	if s.fills[key] != nil {

@@ -86,6 +86,7 @@ type Store struct {
 	// rowIndexes holds row_keys listings by (metric, row time), nil when
 	// disabled; fills are the listings being read (rowindex.go).
 	rowIndexes *lru.Cache[string, *rowIndex]
+	listedOnce *lru.Cache[string, struct{}] // partitions listed, not yet kept
 	seed       maphash.Seed
 	fillMu     sync.Mutex
 	fills      map[string]*rowIndexBuilder
@@ -194,6 +195,7 @@ func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Log
 	}
 	if opts.RowKeysCacheBytes > 0 {
 		s.rowIndexes = lru.NewWeighted[string, *rowIndex](opts.RowKeysCacheBytes/2, opts.IndexCacheTTL, opts.Now, func(x *rowIndex) int64 { return x.bytes })
+		s.listedOnce = lru.New[string, struct{}](opts.IndexCacheSize, opts.IndexCacheTTL, opts.Now)
 	}
 	hits := f.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "kairos_adapter", Name: "index_cache_hits_total",
