@@ -2,6 +2,7 @@ package kairosstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -29,13 +30,19 @@ var everything = []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, mod
 // LabelNames returns the label names of the series the matchers select, or
 // of every series without matchers, sorted.
 func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
-	refs, err := q.seriesIndex(ctx, ms)
+	set := map[string]struct{}{}
+	err := q.eachIndex(ctx, ms, func(metric string, x *rowIndex, plan translate.Plan) {
+		if x.tagNames(plan, func(n string) { addString(set, n) }) {
+			set[model.MetricNameLabel] = struct{}{}
+		}
+	}, func(metric string, tags []translate.Tag) {
+		set[model.MetricNameLabel] = struct{}{}
+		for _, t := range tags {
+			addString(set, t.Name)
+		}
+	})
 	if err != nil {
 		return nil, nil, err
-	}
-	set := map[string]struct{}{}
-	for _, ref := range refs {
-		ref.lset.Range(func(l labels.Label) { set[l.Name] = struct{}{} })
 	}
 	return sortedLimit(set, hints), nil, nil
 }
@@ -58,16 +65,113 @@ func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.L
 		}
 		return sortedLimit(set, hints), nil, nil
 	}
-	refs, err := q.seriesIndex(ctx, ms)
+	if name == model.MetricNameLabel {
+		err := q.eachIndex(ctx, ms, func(metric string, x *rowIndex, plan translate.Plan) {
+			if x.tagNames(plan, func(string) {}) {
+				set[strings.TrimPrefix(metric, q.s.mapper.Prefix)] = struct{}{}
+			}
+		}, func(metric string, _ []translate.Tag) {
+			set[strings.TrimPrefix(metric, q.s.mapper.Prefix)] = struct{}{}
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return sortedLimit(set, hints), nil, nil
+	}
+	err := q.eachIndex(ctx, ms, func(_ string, x *rowIndex, plan translate.Plan) {
+		x.values(name, plan, func(v string) { addString(set, v) })
+	}, func(_ string, tags []translate.Tag) {
+		for _, t := range tags {
+			if t.Name == name {
+				addString(set, t.Value)
+			}
+		}
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, ref := range refs {
-		if v := ref.lset.Get(name); v != "" {
-			set[v] = struct{}{}
+	return sortedLimit(set, hints), nil, nil
+}
+
+// addString adds s, copied: it may alias an engine's buffer.
+func addString(set map[string]struct{}, s string) {
+	if _, ok := set[s]; !ok {
+		set[strings.Clone(s)] = struct{}{}
+	}
+}
+
+// eachIndex walks the index entries of the series the matchers select
+// (every series without matchers) in the row windows that overlap the
+// range, the metric's own row_keys and the legacy row_key_index: listings
+// held in Store.rowIndexes go to cached whole, other entries that pass the
+// matchers one by one to entry (tags valid during the call). Unlike a
+// read, it does not check cached entries one by one: a label lookup may
+// list a value of a series deleted behind the adapter's back until the
+// listing expires (--kairosdb.index-cache-ttl). Rows indexed only under
+// the non-finite side metric are left out, as reads leave them out
+// (withoutOrphans).
+func (q *querier) eachIndex(ctx context.Context, ms []*labels.Matcher, cached func(metric string, x *rowIndex, plan translate.Plan), entry func(metric string, tags []translate.Tag)) error {
+	s := q.s
+	if len(ms) == 0 {
+		ms = everything
+	}
+	plan, err := s.mapper.Plan(ms)
+	if err != nil {
+		return badRequest("%w", err)
+	}
+	if plan.Empty() || q.mint > q.maxt {
+		return nil
+	}
+	metrics, err := s.planMetrics(ctx, plan)
+	if err != nil {
+		return err
+	}
+	start := max(q.mint, s.minTime())
+	for _, metric := range metrics {
+		err := s.legacyRowKeys(ctx, metric, plan, start, q.maxt, func(metric string, tags []translate.Tag, _ rowRef) {
+			if visibleTags(tags) {
+				entry(metric, tags)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		var rowTimes []int64
+		err = s.eng.RowTimes(ctx, metric, s.lowestRowTime(start), q.maxt, func(rt int64) error {
+			rowTimes = append(rowTimes, rt)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read row_key_time_index of %q: %w", metric, err)
+		}
+		for _, rt := range rowTimes {
+			if s.rowIndexes != nil {
+				if x, ok := s.rowIndexes.Get(rowIndexKey(metric, rt)); ok && !x.isStale() {
+					s.m.rowIndexLookups.WithLabelValues("hit").Inc()
+					cached(metric, x, plan)
+					continue
+				}
+			}
+			b := s.startFill(metric, rt)
+			scanned := 0
+			err := s.eng.RowKeys(ctx, metric, rt, func(dataType string, tags []translate.Tag) error {
+				scanned++
+				if b != nil {
+					b.add(dataType, tags)
+				}
+				if visibleTags(tags) && plan.MatchTags(tags) {
+					entry(metric, tags)
+				}
+				return nil
+			})
+			s.endFill(b, err == nil)
+			s.m.indexScanned.WithLabelValues(metric).Add(float64(scanned))
+			if err != nil {
+				return fmt.Errorf("read row_keys of %q: %w", metric, err)
+			}
 		}
 	}
-	return sortedLimit(set, hints), nil, nil
+	return nil
 }
 
 func sortedLimit(set map[string]struct{}, hints *storage.LabelHints) []string {

@@ -137,7 +137,7 @@ func (s *Store) findSeries(ctx context.Context, metrics []string, plan translate
 		cancel()
 	}
 	for _, metric := range metrics {
-		if err := s.legacyRowKeys(ctx, f, metric, plan, start, end); err != nil {
+		if err := s.legacyRowKeys(ctx, metric, plan, start, end, f.add); err != nil {
 			return nil, err
 		}
 		// The metric's own index, then the side index of its non-finite
@@ -338,7 +338,7 @@ func (s *Store) indexedLookup(metric string, plan translate.Plan) (string, []str
 
 // legacyRowKeys runs phase 0 (§7.2): KairosDB still consults the legacy
 // row_key_index, whose cells are whole row keys.
-func (s *Store) legacyRowKeys(ctx context.Context, f *finder, metric string, plan translate.Plan, start, end int64) error {
+func (s *Store) legacyRowKeys(ctx context.Context, metric string, plan translate.Plan, start, end int64, add func(metric string, tags []translate.Tag, r rowRef)) error {
 	ranges := [][2]int64{{start, end}}
 	if start < 0 && end >= 0 {
 		// Negative row times sort after positive ones as unsigned bytes.
@@ -357,7 +357,7 @@ func (s *Store) legacyRowKeys(ctx context.Context, f *finder, metric string, pla
 			if !plan.MatchTags(k.Tags) {
 				return nil
 			}
-			f.add(metric, k.Tags, rowRef{key: slices.Clone(raw), rowTime: k.RowTime, dataType: k.DataType, legacy: k.DataType == codec.TypeLegacy})
+			add(metric, k.Tags, rowRef{key: slices.Clone(raw), rowTime: k.RowTime, dataType: k.DataType, legacy: k.DataType == codec.TypeLegacy})
 			return nil
 		})
 		if err != nil {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/translate"
@@ -186,6 +188,9 @@ func (b *rowIndexBuilder) addEntry(dataType string, tags []translate.Tag) {
 	if len(x.entType) == 1<<32-1 || len(x.entPairs)+len(tags) >= 1<<32-1 {
 		b.tooMany = true
 		return
+	}
+	if !visibleTags(tags) {
+		return // no read returns it (translate.Mapper.Join)
 	}
 	t, ok := b.typeID[dataType]
 	if !ok {
@@ -542,4 +547,72 @@ func (s *Store) noteWritten(rows []engine.IndexedRowKey) {
 			x.addExtra(s.seed, r.DataType, r.Tags)
 		}
 	}
+}
+
+// visibleTags reports whether a series with these tags can be read as a
+// Prometheus series: no empty name or value and no tag named __name__, as
+// translate.Mapper.Join requires.
+func visibleTags(tags []translate.Tag) bool {
+	for _, t := range tags {
+		if t.Name == "" || t.Value == "" || t.Name == model.MetricNameLabel {
+			return false
+		}
+	}
+	return true
+}
+
+// values calls fn with the values of tag name over the entries that pass
+// plan's tag matchers, each value at least once. Without tag matchers it
+// reads them off the pair index instead of the entries.
+func (x *rowIndex) values(name string, plan translate.Plan, fn func(value string)) {
+	if len(plan.TagMatchers()) > 0 {
+		x.match(plan, func(_ string, tags []translate.Tag) {
+			for _, t := range tags {
+				if t.Name == name {
+					fn(t.Value)
+				}
+			}
+		})
+		return
+	}
+	for _, p := range x.byName[name] {
+		fn(x.pairValue[p])
+	}
+	x.mu.Lock()
+	extra := x.extra
+	x.mu.Unlock()
+	for _, e := range extra {
+		for _, t := range e.tags {
+			if t.Name == name {
+				fn(t.Value)
+			}
+		}
+	}
+}
+
+// tagNames calls fn with the tag names of the entries that pass plan's tag
+// matchers, each at least once, and reports whether any entry passed.
+func (x *rowIndex) tagNames(plan translate.Plan, fn func(name string)) bool {
+	any := false
+	if len(plan.TagMatchers()) > 0 {
+		x.match(plan, func(_ string, tags []translate.Tag) {
+			any = true
+			for _, t := range tags {
+				fn(t.Name)
+			}
+		})
+		return any
+	}
+	for _, n := range x.names {
+		fn(n)
+	}
+	x.mu.Lock()
+	extra := x.extra
+	x.mu.Unlock()
+	for _, e := range extra {
+		for _, t := range e.tags {
+			fn(t.Name)
+		}
+	}
+	return len(x.entType) > 0 || len(extra) > 0
 }

@@ -86,7 +86,20 @@ func TestRowKeysCacheAgreesWithListing(t *testing.T) {
 				}
 			}
 		}
+		// Label lookups read the cached listings without checking them
+		// one by one: the same answers while nothing is deleted behind
+		// the adapter's back, and again once the listings expired.
+		compareLabels := func(stage string) {
+			t.Helper()
+			for _, ms := range append(queries, nil) {
+				for range 2 {
+					want, got := labelLookups(t, listing, ms), labelLookups(t, cached, ms)
+					require.Equal(t, want, got, "%s: label lookups, %v", stage, ms)
+				}
+			}
+		}
 		compare("written")
+		compareLabels("written")
 		require.Positive(t, cacheHits(t, reg), "the cached store answered from its listings")
 
 		// KairosDB deletes h7 whole, an operator only h8's row_keys entry.
@@ -109,6 +122,7 @@ func TestRowKeysCacheAgreesWithListing(t *testing.T) {
 		clock.advance(ttl)
 		require.Equal(t, []series{{foreign, []sample{{6, bits(6)}}}}, read(t, cached, 0, 2*hour, name, eq("host", "foreign")))
 		compare("after the listing expired")
+		compareLabels("after the listing expired")
 	})
 }
 
@@ -150,4 +164,21 @@ func cacheHits(t *testing.T, reg *prometheus.Registry) float64 {
 		}
 	}
 	return 0
+}
+
+// labelLookups is every label name and the values of each, as the query
+// API's label endpoints see them over [0, 2h].
+func labelLookups(t *testing.T, s *ks.Store, ms []*labels.Matcher) map[string][]string {
+	t.Helper()
+	q, err := s.Querier(0, 2*hour)
+	require.NoError(t, err)
+	names, _, err := q.LabelNames(context.Background(), nil, ms...)
+	require.NoError(t, err)
+	out := map[string][]string{}
+	for _, n := range append(names, "absent") {
+		vs, _, err := q.LabelValues(context.Background(), n, nil, ms...)
+		require.NoError(t, err)
+		out[n] = vs
+	}
+	return out
 }
