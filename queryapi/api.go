@@ -137,6 +137,7 @@ func (a *API) Register(handle func(pattern, name string, h http.Handler)) {
 		{"/api/v1/labels", "labels", a.labelNames},
 		{"/api/v1/query_exemplars", "query_exemplars", a.queryExemplars},
 		{"/api/v1/format_query", "format_query", a.formatQuery},
+		{"/api/v1/parse_query", "parse_query", a.parseQuery},
 	} {
 		h := a.handler(r.f)
 		handle("GET "+r.path, r.name, h)
