@@ -315,6 +315,9 @@ func (h *readHandler) querySamples(ctx context.Context, st *readState, q query, 
 		if err := it.Err(); err != nil {
 			return nil, fmt.Errorf("series %s: %w", series.Labels(), err)
 		}
+		if len(floats) == 0 && len(histograms) == 0 {
+			continue // rows overlap the range, samples do not: not a series of the answer
+		}
 		// The scratch slices are reused for the next series; the
 		// response keeps exact-size copies (nil when empty).
 		res.Timeseries = append(res.Timeseries, &prompb.TimeSeries{

@@ -387,8 +387,33 @@ func compareQueryAPI(t *testing.T, prom, adapterURL string, t0 time.Time) {
 		require.NotEmpty(t, b.Warnings, u)
 	}
 
+	// The same syntax tree and formatting; the query is not evaluated.
+	for _, q := range []string{
+		`1`, `-1.5e3`, `"text"`, `-x`, `(x + 1) * 2`,
+		`x{a="b", c!="d", e=~"f.*", g!~"h"}`, `{__name__=~"x|y"}`,
+		`x offset 5m`, `x @ 1700000000`, `x @ start()`, `x[5m] @ end() offset -1m`,
+		`rate(x[5m])`, `rate(x[5m:30s] offset 1h)`, `max_over_time(rate(x[1m])[10m:] @ start())`,
+		`sum by (job, instance) (x)`, `topk without (a) (3, x)`, `count_values("v", x)`, `quantile(0.9, x)`,
+		`x > bool 1`, `x / on (a) group_left (b) y`, `x + ignoring (c) group_right y`, `x and y`, `x unless on () y`,
+		`label_replace(x, "dst", "$1", "src", "(.*)")`, `round(x)`, `round(x, 5)`, `time()`, `vector(1)`,
+		`histogram_quantile(0.9, sum by (le) (rate(x_bucket[5m])))`, `absent(nonexistent{job="x"})`,
+	} {
+		for _, path := range []string{"/api/v1/parse_query", "/api/v1/format_query"} {
+			u := path + "?query=" + url.QueryEscape(q)
+			a, b := rawGet(t, prom+u), rawGet(t, adapterURL+u)
+			require.Equal(t, http.StatusOK, a.code, "Prometheus: %s: %s", u, a.body)
+			require.Equal(t, http.StatusOK, b.code, "adapter: %s: %s", u, b.body)
+			var da, db any
+			require.NoError(t, json.Unmarshal(a.data, &da))
+			require.NoError(t, json.Unmarshal(b.data, &db))
+			require.Equal(t, da, db, "%s: Prometheus said %s", u, a.data)
+		}
+	}
+
 	// Bad requests get the same status and error type.
 	for _, c := range []struct{ path, query string }{
+		{"/api/v1/parse_query", "query=" + url.QueryEscape("sum(x")},
+		{"/api/v1/format_query", "query=" + url.QueryEscape("x[5m")},
 		{"/api/v1/query", "query=sum(" + url.QueryEscape("rate(x[5m]")},
 		{"/api/v1/query", "query=up&time=yesterday"},
 		{"/api/v1/query_range", "query=up&start=10&end=5&step=1"},

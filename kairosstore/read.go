@@ -367,17 +367,28 @@ func (s *Store) legacyRowKeys(ctx context.Context, metric string, plan translate
 	return nil
 }
 
-// seriesSet streams series in order while a bounded number of them ahead of
-// the consumer are read concurrently.
+// seriesSet yields the series in label order without reading a sample:
+// Prometheus's engine collects every series of a selector before it
+// evaluates any, so samples read in Next would all be in memory at once. A
+// series' samples are read when its Iterator is asked for and belong to
+// that iterator, released when the caller moves it on to another series (as
+// the engine and the remote-read handler do). Reads of the next series run
+// ahead of the consumer, a bounded number of them, so that the store's
+// latency overlaps the consumer's work. A series may turn out to have no
+// sample in the range (a row overlapping it need not hold one): its
+// iterator is then empty.
 type seriesSet struct {
 	ctx        context.Context
 	s          *Store
 	refs       []*seriesRef
 	start, end int64
-	pending    []chan fetched // pending[i] delivers series i
-	launched   int
-	cur        storage.Series
-	err        error
+	budget     *sampleBudget // nil: unlimited
+	next       int           // the series Next yields next
+	cur        *lazySeries
+
+	mu       sync.Mutex
+	ahead    map[int]chan fetched // reads launched and not taken yet, by series
+	launched int                  // reads of series [0, launched) were launched
 	// lastLen is the sample count of the last series read. The series of
 	// one query mostly share a scrape interval, so it sizes the next
 	// series' slices once instead of growing them sample by sample, and
@@ -395,69 +406,115 @@ type fetched struct {
 }
 
 func newSeriesSet(ctx context.Context, s *Store, refs []*seriesRef, start, end int64) *seriesSet {
-	ss := &seriesSet{ctx: ctx, s: s, refs: refs, start: start, end: end, pending: make([]chan fetched, len(refs))}
-	ss.fill()
+	// The rows of a metric whose own name ends in ExemplarSuffix hold no
+	// sample: such a series is known empty without a read.
+	refs = slices.DeleteFunc(refs, func(ref *seriesRef) bool {
+		return !slices.ContainsFunc(ref.rows, func(r rowRef) bool { return r.dataType != codec.TypeExemplar })
+	})
+	for _, ref := range refs {
+		// In row order the samples of a one-type series come sorted.
+		// Sorted here, once, because a series may be read twice at once
+		// (asked for again while a read ahead of it still runs).
+		slices.SortFunc(ref.rows, func(a, b rowRef) int {
+			return cmp.Or(cmp.Compare(a.rowTime, b.rowTime), strings.Compare(a.dataType, b.dataType))
+		})
+	}
+	ss := &seriesSet{ctx: ctx, s: s, refs: refs, start: start, end: end, budget: budgetOf(ctx), ahead: map[int]chan fetched{}}
+	ss.mu.Lock()
+	ss.fill(0)
+	ss.mu.Unlock()
 	return ss
 }
 
-// fill launches reads until the read-ahead window is full.
-func (ss *seriesSet) fill() {
+// fill launches reads from series from on until the read-ahead window is
+// full. Called with mu held.
+func (ss *seriesSet) fill(from int) {
 	window := ss.s.opts.ReadConcurrency
 	if n := ss.lastLen.Load(); n > 0 {
 		window = int(max(1, min(int64(window), ss.s.opts.ReadAheadSamples/n)))
 	}
-	for ss.launched < len(ss.refs) && ss.launched < window {
-		ss.launch()
+	ss.launched = max(ss.launched, from)
+	for ss.launched < len(ss.refs) && len(ss.ahead) < window {
+		ss.ahead[ss.launched] = ss.launch(ss.launched)
+		ss.launched++
 	}
 }
 
-func (ss *seriesSet) launch() {
-	i := ss.launched
-	ss.launched++
+func (ss *seriesSet) launch(i int) chan fetched {
 	ch := make(chan fetched, 1)
-	ss.pending[i] = ch
 	ref := ss.refs[i]
 	hint := int(min(ss.lastLen.Load(), maxSizeHint))
 	go func() {
-		series, err := ss.s.readSeries(ss.ctx, ref, ss.start, ss.end, hint)
+		series, err := ss.s.readSeries(ss.ctx, ref, ss.start, ss.end, hint, ss.budget)
 		if err == nil {
 			ss.lastLen.Store(int64(len(series.ts)))
 		}
 		ch <- fetched{series, err}
 	}()
+	return ch
+}
+
+// take returns the samples of series i: the read launched ahead of it, or
+// a new one when there is none (a series asked for again, or out of order).
+// Reads ahead of series before i are dropped: the consumer moved past them.
+func (ss *seriesSet) take(i int) fetched {
+	ss.mu.Lock()
+	ch, ok := ss.ahead[i]
+	if !ok {
+		ch = ss.launch(i)
+	}
+	for j := range ss.ahead {
+		if j <= i {
+			delete(ss.ahead, j)
+		}
+	}
+	ss.fill(i + 1)
+	ss.mu.Unlock()
+	select {
+	case r := <-ch:
+		return r
+	case <-ss.ctx.Done():
+		return fetched{err: ss.ctx.Err()}
+	}
 }
 
 func (ss *seriesSet) Next() bool {
-	for ss.err == nil && len(ss.pending) > 0 {
-		ch := ss.pending[0]
-		ss.pending = ss.pending[1:]
-		ss.refs[0] = nil // let the consumed series be collected
-		ss.refs = ss.refs[1:]
-		ss.launched--
-		ss.fill()
-		var r fetched
-		select {
-		case r = <-ch:
-		case <-ss.ctx.Done():
-			ss.err = ss.ctx.Err()
-			return false
-		}
-		if r.err != nil {
-			ss.err = r.err
-			return false
-		}
-		if len(r.series.ts) == 0 {
-			continue // every sample of the series is outside the range
-		}
-		ss.cur = r.series
-		return true
+	if ss.next >= len(ss.refs) {
+		return false
 	}
-	return false
+	ss.cur = &lazySeries{set: ss, i: ss.next, lset: ss.refs[ss.next].lset}
+	ss.next++
+	return true
 }
 
 func (ss *seriesSet) At() storage.Series                { return ss.cur }
-func (ss *seriesSet) Err() error                        { return ss.err }
+func (ss *seriesSet) Err() error                        { return nil }
 func (ss *seriesSet) Warnings() annotations.Annotations { return nil }
+
+// lazySeries is one series of a seriesSet; it holds no sample.
+type lazySeries struct {
+	set  *seriesSet
+	i    int
+	lset labels.Labels
+}
+
+func (l *lazySeries) Labels() labels.Labels { return l.lset }
+
+// Iterator reads the series' samples (or takes them from the read ahead)
+// into an iterator; reusing it drops the samples of the series it iterated
+// before. A read error is the iterator's Err.
+func (l *lazySeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
+	r := l.set.take(l.i)
+	if r.err != nil {
+		r.series = &listSeries{lset: l.lset}
+	}
+	li, ok := it.(*listIterator)
+	if !ok {
+		li = &listIterator{}
+	}
+	*li = listIterator{s: r.series, i: -1, err: r.err}
+	return li
+}
 
 // readSeries runs phase 3 (§7.5) for one series: a slice of every row, merged
 // in time order. A series can hold floats and native histograms, even switch
@@ -465,7 +522,10 @@ func (ss *seriesSet) Warnings() annotations.Annotations { return nil }
 // Samples at the same timestamp in rows of different types (possible only
 // for data KairosDB wrote, or a series that was re-typed) are kept once: the
 // one of the row first in (row time, type name) order.
-func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64, sizeHint int) (*listSeries, error) {
+//
+// The samples it reads count against budget as they come, so that a query
+// over its limit stops reading within budgetStep samples a read.
+func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64, sizeHint int, budget *sampleBudget) (*listSeries, error) {
 	out := &listSeries{lset: ref.lset}
 	if sizeHint > 0 {
 		out.ts, out.vs = make([]int64, 0, sizeHint), make([]float64, 0, sizeHint)
@@ -473,10 +533,7 @@ func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64
 	sorted := true
 	t0 := time.Now()
 	defer s.observe("data_points", t0)
-	// In row order the samples of a one-type series come sorted.
-	slices.SortFunc(ref.rows, func(a, b rowRef) int {
-		return cmp.Or(cmp.Compare(a.rowTime, b.rowTime), strings.Compare(a.dataType, b.dataType))
-	})
+	uncounted := int64(0)
 	var customValues []float64 // the last custom bucket bounds, shared while they repeat
 	for _, r := range ref.rows {
 		if r.dataType == codec.TypeExemplar {
@@ -521,11 +578,18 @@ func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64
 				sorted = false
 			}
 			out.add(t, v, h, fh)
+			if uncounted++; uncounted == budgetStep {
+				uncounted = 0
+				return budget.take(budgetStep)
+			}
 			return nil
 		})
 		if err != nil {
 			return nil, fmt.Errorf("read data_points of %s: %w", ref.lset, err)
 		}
+	}
+	if err := budget.take(uncounted); err != nil {
+		return nil, fmt.Errorf("read data_points of %s: %w", ref.lset, err)
 	}
 	if !sorted {
 		out.sortDedupe()
@@ -620,8 +684,9 @@ func (l *listSeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
 // so a caller may change them and iterate the series again
 // (chunkenc.Iterator's AtHistogram contract).
 type listIterator struct {
-	s *listSeries
-	i int
+	s   *listSeries
+	i   int
+	err error // the series' read failed; s is empty
 }
 
 func (it *listIterator) Next() chunkenc.ValueType {
@@ -682,4 +747,4 @@ func (it *listIterator) AtFloatHistogram(dst *histogram.FloatHistogram) (int64, 
 
 func (it *listIterator) AtT() int64  { return it.s.ts[it.i] }
 func (it *listIterator) AtST() int64 { return 0 }
-func (it *listIterator) Err() error  { return nil }
+func (it *listIterator) Err() error  { return it.err }

@@ -178,6 +178,9 @@ func read(t *testing.T, s *ks.Store, start, end int64, ms ...*labels.Matcher) []
 			smps = append(smps, sample{ts, math.Float64bits(v)})
 		}
 		require.NoError(t, it.Err())
+		if len(smps) == 0 {
+			continue // rows in the range, no sample: as the engine, skipped
+		}
 		var enc []string
 		sr.Labels().Range(func(l labels.Label) { enc = append(enc, l.Name, l.Value) })
 		out = append(out, series{Labels: lbl(enc...), Samples: smps})
@@ -639,5 +642,55 @@ func TestDeleteSideRows(t *testing.T) {
 			t.Errorf("string_index still lists %q", n)
 			return nil
 		}))
+	})
+}
+
+// TestSampleLimit: under WithSampleLimit, the reads of every Select given
+// the context together fail with ErrTooManySamples past the limit, and not
+// at it.
+func TestSampleLimit(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
+		s := openStore(t, eng, ks.Options{})
+		const nSeries, perSeries = 3, 2500 // more than one budget step a series
+		data := map[string][]sample{}
+		for i := range nSeries {
+			ls := lbl("__name__", "limited", "i", fmt.Sprint(i))
+			for k := range int64(perSeries) {
+				data[ls] = append(data[ls], sample{k * 1000, bits(float64(k))})
+			}
+		}
+		write(t, s, data)
+		// readAll reads the series selects times in one querier and
+		// returns the first iterator error.
+		readAll := func(ctx context.Context, selects int) error {
+			q, err := s.Querier(0, perSeries*1000)
+			require.NoError(t, err)
+			defer q.Close()
+			n := 0
+			for range selects {
+				set := q.Select(ctx, true, nil, eq("__name__", "limited"))
+				var it chunkenc.Iterator
+				for set.Next() {
+					it = set.At().Iterator(it)
+					for it.Next() != chunkenc.ValNone {
+						n++
+					}
+					if err := it.Err(); err != nil {
+						return err
+					}
+				}
+				require.NoError(t, set.Err())
+			}
+			require.Equal(t, selects*nSeries*perSeries, n)
+			return nil
+		}
+		const total = nSeries * perSeries
+		ctx := context.Background()
+		require.NoError(t, readAll(ks.WithSampleLimit(ctx, total), 1))
+		require.ErrorIs(t, readAll(ks.WithSampleLimit(ctx, total-1), 1), ks.ErrTooManySamples)
+		// One budget for every Select of a query.
+		require.NoError(t, readAll(ks.WithSampleLimit(ctx, 2*total), 2))
+		require.ErrorIs(t, readAll(ks.WithSampleLimit(ctx, 2*total-1), 2), ks.ErrTooManySamples)
+		require.NoError(t, readAll(ks.WithSampleLimit(ctx, 0), 2))
 	})
 }

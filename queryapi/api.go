@@ -33,6 +33,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore"
 )
 
 // Store is what the query API reads: the adapter's Store has it.
@@ -57,8 +59,9 @@ type Options struct {
 	// MaxConcurrency is the number of queries evaluated at once; more wait
 	// for a slot (until their timeout). Default 20.
 	MaxConcurrency int
-	// MaxSamples is the number of samples one query may hold in memory at
-	// once (over it: 422 execution); 0 means no limit.
+	// MaxSamples is the number of samples one query may load from the
+	// store, and hold in the engine at once (over either: 422 execution);
+	// 0 means no limit.
 	MaxSamples int
 	// EvaluationInterval is the step of a subquery that gives none, as
 	// Prometheus's global evaluation_interval; default 1m.
@@ -67,11 +70,12 @@ type Options struct {
 
 // API serves the query endpoints.
 type API struct {
-	store  Store
-	engine *promql.Engine
-	parser parser.Parser
-	logger *slog.Logger
-	now    func() time.Time
+	store      Store
+	maxSamples int
+	engine     *promql.Engine
+	parser     parser.Parser
+	logger     *slog.Logger
+	now        func() time.Time
 }
 
 // maxPoints is the most points a range query may return per series, as in
@@ -89,9 +93,10 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	if opts.MaxConcurrency <= 0 {
 		opts.MaxConcurrency = 20
 	}
+	maxSamples := opts.MaxSamples
 	if opts.MaxSamples <= 0 {
 		// The engine has no "no limit" value.
-		opts.MaxSamples = math.MaxInt
+		opts.MaxSamples, maxSamples = math.MaxInt, 0
 	}
 	p := parser.NewParser(parser.Options{})
 	interval := opts.EvaluationInterval.Milliseconds()
@@ -108,7 +113,7 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		EnableNegativeOffset: true,
 		Parser:               p,
 	})
-	return &API{store: store, engine: eng, parser: p, logger: logger, now: time.Now}
+	return &API{store: store, maxSamples: maxSamples, engine: eng, parser: p, logger: logger, now: time.Now}
 }
 
 func cmpOr(d, def time.Duration) time.Duration {
@@ -132,6 +137,7 @@ func (a *API) Register(handle func(pattern, name string, h http.Handler)) {
 		{"/api/v1/labels", "labels", a.labelNames},
 		{"/api/v1/query_exemplars", "query_exemplars", a.queryExemplars},
 		{"/api/v1/format_query", "format_query", a.formatQuery},
+		{"/api/v1/parse_query", "parse_query", a.parseQuery},
 	} {
 		h := a.handler(r.f)
 		handle("GET "+r.path, r.name, h)
@@ -347,17 +353,22 @@ func truncate(res *promql.Result, limit int) bool {
 	return false
 }
 
-// timeoutContext applies the timeout parameter.
+// timeoutContext is the context of one PromQL query: the timeout
+// parameter applied, and a budget of --query.max-samples samples for what
+// its selectors load. The engine counts only the samples it keeps, after
+// its selectors have read every series they select, so without the budget
+// a query's memory would follow the data it covers, not the limit.
 func (a *API) timeoutContext(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
+	ctx := kairosstore.WithSampleLimit(r.Context(), a.maxSamples)
 	s := r.FormValue("timeout")
 	if s == "" {
-		return r.Context(), func() {}, nil
+		return ctx, func() {}, nil
 	}
 	d, err := parseDuration(s)
 	if err != nil {
 		return nil, nil, badParam(err, "timeout")
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), d)
+	ctx, cancel := context.WithTimeout(ctx, d)
 	return ctx, cancel, nil
 }
 

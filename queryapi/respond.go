@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore"
 )
 
 // errorType is the errorType field of an error answer; each has the HTTP
@@ -73,6 +75,10 @@ func classify(err error) *apiError {
 		st       httpStatusError
 	)
 	switch {
+	case errors.Is(err, kairosstore.ErrTooManySamples):
+		// The store's budget (timeoutContext) refuses what the engine
+		// would: same answer.
+		return &apiError{errExec, promql.ErrTooManySamples("query execution")}
 	case errors.As(err, &canceled):
 		return &apiError{errCanceled, err}
 	case errors.As(err, &timeout), errors.Is(err, context.DeadlineExceeded):
