@@ -148,6 +148,7 @@ func (q *querier) eachIndex(ctx context.Context, ms []*labels.Matcher, cached fu
 			if s.rowIndexes != nil {
 				if x, ok := s.rowIndexes.Get(rowIndexKey(metric, rt)); ok && !x.isStale() {
 					s.m.rowIndexLookups.WithLabelValues("hit").Inc()
+					s.refreshLater(metric, rt, x)
 					cached(metric, x, plan)
 					continue
 				}

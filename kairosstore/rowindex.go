@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/prometheus/common/model"
@@ -45,6 +47,9 @@ type rowIndex struct {
 	byName    map[string][]uint32 // pair ids of a tag name, sorted by value
 	hashes    []uint64            // entryHash of every entry, sorted
 	bytes     int64
+	listedAt  time.Time // when the listing started
+	// refreshing is set once a listing to replace this one has started.
+	refreshing atomic.Bool
 
 	mu        sync.Mutex
 	extra     []rowEntry // written by this process after the listing
@@ -87,7 +92,8 @@ func pairHash(seed maphash.Seed, name, value string) uint64 {
 // into a chunk (add) and goes on, so that a cold query does not wait for
 // the interning and hashing (about 1.7 µs per entry of 10 tags).
 type rowIndexBuilder struct {
-	seed maphash.Seed
+	seed     maphash.Seed
+	listedAt time.Time
 	// The listing's side.
 	chunk    []byte
 	ch       chan []byte
@@ -115,13 +121,14 @@ const (
 	builderBacklog = 16
 )
 
-func newRowIndexBuilder(seed maphash.Seed) *rowIndexBuilder {
+func newRowIndexBuilder(seed maphash.Seed, now time.Time) *rowIndexBuilder {
 	return &rowIndexBuilder{
-		seed:   seed,
-		ch:     make(chan []byte, builderBacklog),
-		x:      &rowIndex{entOff: []uint32{0}, byName: map[string][]uint32{}},
-		typeID: map[string]uint16{},
-		nameID: map[string]uint32{},
+		seed:     seed,
+		listedAt: now,
+		ch:       make(chan []byte, builderBacklog),
+		x:        &rowIndex{entOff: []uint32{0}, byName: map[string][]uint32{}},
+		typeID:   map[string]uint16{},
+		nameID:   map[string]uint32{},
 	}
 }
 
@@ -282,6 +289,7 @@ func (b *rowIndexBuilder) finish() *rowIndex {
 		_ = ids
 	}
 	x.extraHash = map[uint64]bool{}
+	x.listedAt = b.listedAt
 	return x
 }
 
@@ -445,6 +453,7 @@ func (s *Store) cachedRowKeys(ctx context.Context, metric string, rowTime int64,
 		return n, cacheTooMany, nil
 	}
 	s.m.rowIndexLookups.WithLabelValues("hit").Inc()
+	s.refreshLater(metric, rowTime, x)
 	exists := make([]bool, len(cands))
 	var (
 		wg   sync.WaitGroup
@@ -482,11 +491,15 @@ func (s *Store) cachedRowKeys(ctx context.Context, metric string, rowTime int64,
 // until the built listing is in the cache are handed to it (noteWritten),
 // so it misses none of this process's writes.
 func (s *Store) startFill(metric string, rowTime int64) *rowIndexBuilder {
+	return s.startFillOf(metric, rowTime, false)
+}
+
+func (s *Store) startFillOf(metric string, rowTime int64, refresh bool) *rowIndexBuilder {
 	if s.rowIndexes == nil {
 		return nil
 	}
 	key := rowIndexKey(metric, rowTime)
-	if _, again := s.listedOnce.Get(key); !again {
+	if _, again := s.listedOnce.Get(key); !again && !refresh {
 		// Building costs about three times the adapter's CPU of the
 		// listing itself; a partition listed once may never be read
 		// again, so it is kept from its second listing on.
@@ -498,7 +511,7 @@ func (s *Store) startFill(metric string, rowTime int64) *rowIndexBuilder {
 	if s.fills[key] != nil {
 		return nil // another query is listing it
 	}
-	b := newRowIndexBuilder(s.seed)
+	b := newRowIndexBuilder(s.seed, s.opts.Now())
 	s.fills[key] = b
 	go func() {
 		for c := range b.ch {
@@ -520,6 +533,29 @@ func (s *Store) startFill(metric string, rowTime int64) *rowIndexBuilder {
 		s.rowIndexes.Add(key, x)
 	}()
 	return b
+}
+
+// refreshLater lists (metric, rowTime) again in the background once its
+// kept listing x is past half its life, so that a partition read often
+// (a dashboard refreshed every minute) is always answered from memory,
+// with no staleness beyond IndexCacheTTL.
+func (s *Store) refreshLater(metric string, rowTime int64, x *rowIndex) {
+	if s.opts.Now().Sub(x.listedAt) < s.opts.IndexCacheTTL/2 || !x.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	b := s.startFillOf(metric, rowTime, true)
+	if b == nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.IndexCacheTTL/2)
+		defer cancel()
+		err := s.eng.RowKeys(ctx, metric, rowTime, func(dataType string, tags []translate.Tag) error {
+			b.add(dataType, tags)
+			return nil
+		})
+		s.endFill(b, err == nil)
+	}()
 }
 
 // endFill ends the listing b; the builder keeps it when it is complete.

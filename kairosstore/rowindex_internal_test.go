@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -35,7 +36,7 @@ func TestRowIndexBytes(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	b := newRowIndexBuilder(maphash.MakeSeed())
+	b := newRowIndexBuilder(maphash.MakeSeed(), time.Now())
 	for _, tags := range entries {
 		b.addEntry("kairos_double", tags)
 	}

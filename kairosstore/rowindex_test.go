@@ -20,8 +20,9 @@ import (
 // time, and one that reads tag_indexed_row_keys, for a table of matcher
 // sets, before and after KairosDB-style deletes made behind their backs,
 // and requires the same answers. Series this process writes are seen at
-// once through the cache; series another writer adds only once the
-// listing expired (IndexCacheTTL), the stated staleness bound.
+// once through the cache; series another writer adds once the listing is
+// listed again, in the background past half its life, or when it expired
+// (IndexCacheTTL): the stated staleness bound.
 func TestRowKeysCacheAgreesWithListing(t *testing.T) {
 	forEachEngineWithDelete(t, func(t *testing.T, eng engine.Engine, del deleteFunc) {
 		clock := &testClock{t: time.UnixMilli(10 * hour)}
@@ -119,6 +120,12 @@ func TestRowKeysCacheAgreesWithListing(t *testing.T) {
 		foreign := lbl("__name__", "m", "dc", "dc0", "host", "foreign")
 		write(t, listing, map[string][]sample{foreign: {{6, bits(6)}}})
 		require.Empty(t, read(t, cached, 0, 2*hour, name, eq("host", "foreign")), "the listing was cached before the write")
+		// Past half its life, a kept listing that is used is listed again
+		// in the background.
+		clock.advance(ttl / 2)
+		require.Eventually(t, func() bool {
+			return len(read(t, cached, 0, 2*hour, name, eq("host", "foreign"))) == 1
+		}, 20*time.Second, 20*time.Millisecond, "refreshed in the background")
 		clock.advance(ttl)
 		require.Equal(t, []series{{foreign, []sample{{6, bits(6)}}}}, read(t, cached, 0, 2*hour, name, eq("host", "foreign")))
 		compare("after the listing expired")
