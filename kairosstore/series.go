@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/translate"
@@ -14,7 +15,8 @@ import (
 // turns the translation and row-key encoding of a sample into a map lookup.
 // Everything in it is immutable except the pointer to the current row.
 type series struct {
-	ls     labels.Labels // the appender's own copy
+	ref    storage.SeriesRef // its number in the store's refTable, never 0
+	ls     labels.Labels     // the appender's own copy
 	metric string
 	tags   []translate.Tag // sorted by name; the strings alias ls
 	double atomic.Pointer[seriesRow]
@@ -45,4 +47,42 @@ func (s *series) doubleRow(rowTime int64) *seriesRow {
 	// equal, and the loser's index rows are merely written once more.
 	s.double.Store(r)
 	return r
+}
+
+// refTable resolves the refs the write path hands out (Appender.Append) to
+// their series without a lock. A ref is a series' number, given out once;
+// the series lives in slot ref mod the table's size until a newer series
+// takes the slot, after which its ref is unknown and the caller passes the
+// labels again (lookupSeries then puts it back). The table holds pointers
+// only, as many as the series cache can hold, so it bounds what the refs
+// kept by callers can pin.
+type refTable struct {
+	last  atomic.Uint64
+	slots []atomic.Pointer[series]
+}
+
+func newRefTable(size int) *refTable {
+	return &refTable{slots: make([]atomic.Pointer[series], size)}
+}
+
+// next is a new ref.
+func (t *refTable) next() storage.SeriesRef { return storage.SeriesRef(t.last.Add(1)) }
+
+func (t *refTable) slot(ref storage.SeriesRef) *atomic.Pointer[series] {
+	return &t.slots[uint64(ref)%uint64(len(t.slots))]
+}
+
+// get returns the series of ref, nil when the table no longer holds it.
+func (t *refTable) get(ref storage.SeriesRef) *series {
+	if s := t.slot(ref).Load(); s != nil && s.ref == ref {
+		return s
+	}
+	return nil
+}
+
+// put makes s's ref resolve to s.
+func (t *refTable) put(s *series) {
+	if p := t.slot(s.ref); p.Load() != s {
+		p.Store(s)
+	}
 }

@@ -1,4 +1,4 @@
-package adapter
+package remotewrite
 
 import (
 	"encoding/binary"
@@ -153,23 +153,11 @@ func skipGroup(b []byte) (int, error) {
 
 // rw1Request is one window of a decoded prometheus.WriteRequest: at most
 // a window's worth of series and metadata entries (see writeWindow), whose
-// series keep their labels encoded (rw1Series).
+// series keep their labels encoded (Series).
 type rw1Request struct {
-	series   []rw1Series
+	series   []Series
 	metadata []prompb.MetricMetadata
 	scratch  itemScratch
-}
-
-// rw1Series is a decoded prometheus.TimeSeries. Its label fields stay
-// encoded: those bytes are the key of the handler's series cache, and are
-// decoded (decodeV1Labels) only for a series the cache does not know. Its
-// samples stay encoded too (nextSample decodes them as they are appended),
-// so that a sample costs no memory however small it is on the wire.
-type rw1Series struct {
-	labels     []byte // the series' label fields, in the order sent
-	samples    encodedFields
-	exemplars  encodedFields
-	histograms encodedFields
 }
 
 // unmarshalV1Request decodes the next window of a prometheus.WriteRequest
@@ -194,7 +182,7 @@ func unmarshalV1Request(req *rw1Request, b []byte, arena []byte, limit int) (res
 			}
 			req.series = growOne(req.series)
 			ts := &req.series[len(req.series)-1]
-			*ts = rw1Series{}
+			*ts = Series{}
 			if arena, err = unmarshalTimeSeries(ts, payload, arena, &req.scratch); err != nil {
 				return b, unknown, arena, err
 			}
@@ -217,21 +205,8 @@ func unmarshalV1Request(req *rw1Request, b []byte, arena []byte, limit int) (res
 type rw2Request struct {
 	symbols []string
 	nSeries int // in the whole request
-	series  []rw2Series
+	series  []Series
 	scratch itemScratch
-}
-
-// rw2Series is a decoded io.prometheus.write.v2.TimeSeries, its samples
-// left encoded as rw1Series' are.
-type rw2Series struct {
-	refs       []uint32 // labels_refs, a slice of the arena
-	samples    encodedFields
-	histograms encodedFields
-	exemplars  encodedFields
-	meta       writev2.Metadata
-	// oddExemplarRefs is set when the labels_refs of an exemplar have an
-	// odd length.
-	oddExemplarRefs bool
 }
 
 // v2Summary is what decoding a 2.0 window learns on the way, so that the
@@ -239,7 +214,7 @@ type rw2Series struct {
 // request's series costs cache misses, as 2,000 of them do not fit in L1.
 type v2Summary struct {
 	// received counts the samples, histograms and exemplars of all series.
-	received counts
+	received Counts
 	// maxRef is the largest symbol ref of the window: of labels,
 	// exemplar labels and metadata. When it is inside the table, so are
 	// all of them.
@@ -315,11 +290,11 @@ func unmarshalV2Window(req *rw2Request, b []byte, a *v2Arena, limit int) (rest [
 		}
 		req.series = growOne(req.series)
 		ts := &req.series[len(req.series)-1]
-		*ts = rw2Series{}
+		*ts = Series{}
 		if err := unmarshalV2Series(ts, payload, &sum.maxRef, a, &req.scratch); err != nil {
 			return b, sum, err
 		}
-		sum.received.add(counts{ts.samples.n, ts.histograms.n, ts.exemplars.n})
+		sum.received.add(ts.Counts())
 		sum.oddRefs = sum.oddRefs || len(ts.refs)%2 != 0 || ts.oddExemplarRefs
 		sum.maxRef = max(sum.maxRef, ts.meta.HelpRef, ts.meta.UnitRef)
 	}
@@ -365,7 +340,7 @@ func uvarint(p []byte) uint64 {
 // unmarshalTimeSeries decodes a prometheus.TimeSeries into ts, leaving its
 // labels encoded. Label fields interleaved with other fields are gathered
 // in arena. Unknown fields are skipped, as the generated decoder does.
-func unmarshalTimeSeries(ts *rw1Series, b []byte, arena []byte, sc *itemScratch) ([]byte, error) {
+func unmarshalTimeSeries(ts *Series, b []byte, arena []byte, sc *itemScratch) ([]byte, error) {
 	var gathered bool // ts.labels lives in arena
 	whole := b
 	for len(b) > 0 {
@@ -430,7 +405,7 @@ func unmarshalTimeSeries(ts *rw1Series, b []byte, arena []byte, sc *itemScratch)
 // appendLabelField adds a whole label field to ts.labels. A field right
 // after the previous one in the body, the usual case, only extends it;
 // otherwise the fields are gathered in arena, which is returned.
-func (ts *rw1Series) appendLabelField(field, arena []byte, gathered *bool) []byte {
+func (ts *Series) appendLabelField(field, arena []byte, gathered *bool) []byte {
 	switch {
 	case len(ts.labels) == 0:
 		ts.labels = field
@@ -500,7 +475,7 @@ func unmarshalLabel(b []byte) (prompb.Label, error) {
 // unmarshalV2Metadata decodes an io.prometheus.write.v2.Metadata: three
 // varints, which the generated decoder spent a tenth of a 2.0 series'
 // decoding time on.
-func unmarshalV2Metadata(m *writev2.Metadata, b []byte) error {
+func unmarshalV2Metadata(m *seriesMeta, b []byte) error {
 	for len(b) > 0 {
 		if len(b) >= 2 && b[1] < 0x80 { // a one-byte varint, as Prometheus's usually are
 			switch b[0] {
@@ -596,7 +571,7 @@ type v2Arena struct {
 
 // unmarshalV2Series decodes an io.prometheus.write.v2.TimeSeries into ts,
 // with its refs and samples in a, raising *maxRef to its largest labels ref.
-func unmarshalV2Series(ts *rw2Series, b []byte, maxRef *uint32, a *v2Arena, sc *itemScratch) error {
+func unmarshalV2Series(ts *Series, b []byte, maxRef *uint32, a *v2Arena, sc *itemScratch) error {
 	r0 := len(a.refs)
 	defer func() {
 		// Capacity is cut so that nothing appended to a series can run
