@@ -261,12 +261,18 @@ func (a *fakeAppender) resolve(ref SeriesRef, ls labels.Labels) (labels.Labels, 
 	return ls, ref, nil
 }
 
-func (a *fakeAppender) Append(ref SeriesRef, ls labels.Labels, t int64, v float64) (SeriesRef, error) {
+// series returns the labels and ref of the series ref or ls, checked.
+func (a *fakeAppender) series(ref SeriesRef, ls labels.Labels) (labels.Labels, SeriesRef, error) {
 	ls, ref, err := a.resolve(ref, ls)
-	if err != nil {
-		return 0, err
+	if err == nil {
+		err = a.check(ls)
 	}
-	if err := a.check(ls); err != nil {
+	return ls, ref, err
+}
+
+func (a *fakeAppender) Append(ref SeriesRef, ls labels.Labels, t int64, v float64) (SeriesRef, error) {
+	ls, ref, err := a.series(ref, ls)
+	if err != nil {
 		return 0, err
 	}
 	if err := a.checkTime(t); err != nil {
@@ -280,11 +286,8 @@ func (a *fakeAppender) AppendHistogram(ref SeriesRef, ls labels.Labels, t int64,
 	if (h == nil) == (fh == nil) {
 		return 0, errors.New("exactly one of h, fh must be set")
 	}
-	ls, ref, err := a.resolve(ref, ls)
+	ls, ref, err := a.series(ref, ls)
 	if err != nil {
-		return 0, err
-	}
-	if err := a.check(ls); err != nil {
 		return 0, err
 	}
 	if err := a.checkTime(t); err != nil {
@@ -301,11 +304,8 @@ func (a *fakeAppender) AppendHistogram(ref SeriesRef, ls labels.Labels, t int64,
 }
 
 func (a *fakeAppender) AppendExemplar(ref SeriesRef, ls labels.Labels, e exemplar.Exemplar) (SeriesRef, error) {
-	ls, ref, err := a.resolve(ref, ls)
+	ls, ref, err := a.series(ref, ls)
 	if err != nil {
-		return 0, err
-	}
-	if err := a.check(ls); err != nil {
 		return 0, err
 	}
 	if a.s.exemplarErr != nil {

@@ -224,8 +224,8 @@ func (h *writeHandler) write(ctx context.Context, st *writeState, body []byte, p
 		if !more {
 			break
 		}
-		rc := d.Received()
-		c := counts{rc.Samples, rc.Histograms, rc.Exemplars}
+		var c counts
+		c.samples, c.histograms, c.exemplars = d.Received()
 		b.received.add(c)
 		if err := d.CheckSymbols(); err != nil {
 			h.m.countFailed(proto, reasonInvalid, b.received)
@@ -292,8 +292,8 @@ func (h *writeHandler) lookupRefs(st *writeState, series []remotewrite.Series, p
 // are then built once, and the store's ref remembered under key. ok is
 // false when the request is refused as a whole, with res.
 func (h *writeHandler) appendSeries(b *batch, d *remotewrite.Decoder, s *remotewrite.Series, ref SeriesRef, key, body []byte, proto writeProto) (res writeResult, ok bool) {
-	rc := s.Counts()
-	c := counts{rc.Samples, rc.Histograms, rc.Exemplars}
+	var c counts
+	c.samples, c.histograms, c.exemplars = s.Counts()
 	cur := seriesCursor{d: d, s: s, ref: ref}
 	var err error
 	if ref == 0 {

@@ -25,60 +25,17 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/internal/rwtest"
 )
 
-func testHistogram(i int64) *histogram.Histogram {
-	return &histogram.Histogram{
-		Count:           12 + uint64(i*9),
-		ZeroCount:       2 + uint64(i),
-		ZeroThreshold:   0.001,
-		Sum:             18.4 * float64(i+1),
-		Schema:          1,
-		PositiveSpans:   []histogram.Span{{Offset: 0, Length: 2}, {Offset: 1, Length: 2}},
-		PositiveBuckets: []int64{i + 1, 1, -1, 0},
-		NegativeSpans:   []histogram.Span{{Offset: 0, Length: 2}, {Offset: 1, Length: 2}},
-		NegativeBuckets: []int64{i + 1, 1, -1, 0},
-	}
-}
-
-// v1Request is a 1.0 request with floats, int and float histograms, an
-// exemplar and metadata.
-func v1Request() *prompb.WriteRequest {
-	withExemplar := v1Series([]string{"__name__", "http_requests_total", "job", "api"},
-		prompb.Sample{Timestamp: 1000, Value: 1}, prompb.Sample{Timestamp: 2000, Value: 2})
-	withExemplar.Exemplars = []prompb.Exemplar{{Labels: []prompb.Label{{Name: "trace_id", Value: "abc"}}, Value: 1, Timestamp: 1500}}
-	hist := v1Series([]string{"__name__", "latency_seconds", "job", "api"})
-	hist.Histograms = []prompb.Histogram{
-		prompb.FromIntHistogram(1000, testHistogram(1)),
-		prompb.FromFloatHistogram(2000, testHistogram(2).ToFloat(nil)),
-	}
-	return &prompb.WriteRequest{
-		Timeseries: []prompb.TimeSeries{withExemplar, hist},
-		Metadata: []prompb.MetricMetadata{
-			{Type: prompb.MetricMetadata_COUNTER, MetricFamilyName: "http_requests_total", Help: "Requests.", Unit: ""},
-		},
-	}
-}
-
-// v2Request is the 2.0 equivalent of v1Request.
-func v2Request() *writev2.Request {
-	b := newV2Builder()
-	b.add(writev2.TimeSeries{
-		LabelsRefs: b.refs("__name__", "http_requests_total", "job", "api"),
-		Samples:    []writev2.Sample{{Timestamp: 1000, Value: 1}, {Timestamp: 2000, Value: 2}},
-		Exemplars:  []writev2.Exemplar{{LabelsRefs: b.refs("trace_id", "abc"), Value: 1, Timestamp: 1500}},
-		Metadata:   writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_COUNTER, HelpRef: b.st.Symbolize("Requests.")},
-	})
-	b.add(writev2.TimeSeries{
-		LabelsRefs: b.refs("__name__", "latency_seconds", "job", "api"),
-		Histograms: []writev2.Histogram{
-			writev2.FromIntHistogram(1000, testHistogram(1)),
-			writev2.FromFloatHistogram(2000, testHistogram(2).ToFloat(nil)),
-		},
-		Metadata: writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_HISTOGRAM, HelpRef: b.st.Symbolize("Latency."), UnitRef: b.st.Symbolize("seconds")},
-	})
-	return b.build()
-}
+// testHistogram, v1Request and v2Request are the requests remotewrite's
+// tests decode too.
+var (
+	testHistogram = rwtest.Histogram
+	v1Request     = rwtest.V1Request
+	v2Request     = rwtest.V2Request
+)
 
 // requireStoredRequest checks what v1Request/v2Request store.
 func requireStoredRequest(t *testing.T, s *fakeStore) {

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
-	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 )
 
@@ -25,17 +24,6 @@ const (
 	MessageV2   = "io.prometheus.write.v2.Request"
 	MessageRead = "prometheus.ReadRequest"
 )
-
-// Counts are items of the three kinds the 2.0 response headers report.
-type Counts struct {
-	Samples, Histograms, Exemplars int
-}
-
-func (c *Counts) add(o Counts) {
-	c.Samples += o.Samples
-	c.Histograms += o.Histograms
-	c.Exemplars += o.Exemplars
-}
 
 // Series is one decoded time series of either version. Its labels stay
 // encoded (label fields in 1.0, symbol refs in 2.0) until Decoder.Labels
@@ -61,9 +49,9 @@ type seriesMeta struct {
 	HelpRef, UnitRef uint32
 }
 
-// Counts is what the series holds.
-func (s *Series) Counts() Counts {
-	return Counts{s.samples.n, s.histograms.n, s.exemplars.n}
+// Counts is how many items of each kind the series holds.
+func (s *Series) Counts() (samples, histograms, exemplars int) {
+	return s.samples.n, s.histograms.n, s.exemplars.n
 }
 
 // LabelFields are the encoded label fields of a 1.0 series, as sent: equal
@@ -168,10 +156,10 @@ func (d *Decoder) Next(limit int) (more bool, err error) {
 		return true, err
 	}
 	d.some = d.some || len(d.v1.series) > 0 || len(d.v1.metadata) > 0
-	d.sum.received = Counts{}
+	d.sum.received = [3]int{}
 	for i := range d.v1.series {
 		ts := &d.v1.series[i]
-		d.sum.received.add(ts.Counts())
+		d.sum.add(ts)
 		// A ReadRequest whose queries carry no timestamps nor
 		// matchers decodes as series without labels (others fail to
 		// decode); it is refused as a whole instead of each "series".
@@ -196,8 +184,10 @@ func (d *Decoder) Series() []Series {
 // WindowBytes is how many bytes of the body the window was decoded from.
 func (d *Decoder) WindowBytes() int { return d.size }
 
-// Received counts the items of the window's series.
-func (d *Decoder) Received() Counts { return d.sum.received }
+// Received counts the items of each kind of the window's series.
+func (d *Decoder) Received() (samples, histograms, exemplars int) {
+	return d.sum.received[0], d.sum.received[1], d.sum.received[2]
+}
 
 // Symbols is the symbols table of a 2.0 request.
 func (d *Decoder) Symbols() []string { return d.req.symbols }
@@ -370,7 +360,7 @@ func (d *Decoder) Families() int {
 // Family is 1.0 metadata entry i of the window.
 func (d *Decoder) Family(i int) (family string, md metadata.Metadata) {
 	m := &d.v1.metadata[i]
-	return m.MetricFamilyName, metadata.Metadata{Type: v1MetricType(m.Type), Help: m.Help, Unit: m.Unit}
+	return m.MetricFamilyName, metadata.Metadata{Type: metricType(int32(m.Type)), Help: m.Help, Unit: m.Unit}
 }
 
 // SeriesMetadata is the metadata of a 2.0 series and its metric family:
@@ -485,45 +475,24 @@ func nameSymbol(symbols []string) int {
 
 // v2Metadata converts metadata whose refs CheckSymbols checked.
 func v2Metadata(m *seriesMeta, symbols []string) metadata.Metadata {
-	typ := model.MetricTypeUnknown
-	switch m.Type {
-	case writev2.Metadata_METRIC_TYPE_COUNTER:
-		typ = model.MetricTypeCounter
-	case writev2.Metadata_METRIC_TYPE_GAUGE:
-		typ = model.MetricTypeGauge
-	case writev2.Metadata_METRIC_TYPE_HISTOGRAM:
-		typ = model.MetricTypeHistogram
-	case writev2.Metadata_METRIC_TYPE_GAUGEHISTOGRAM:
-		typ = model.MetricTypeGaugeHistogram
-	case writev2.Metadata_METRIC_TYPE_SUMMARY:
-		typ = model.MetricTypeSummary
-	case writev2.Metadata_METRIC_TYPE_INFO:
-		typ = model.MetricTypeInfo
-	case writev2.Metadata_METRIC_TYPE_STATESET:
-		typ = model.MetricTypeStateset
-	}
-	return metadata.Metadata{Type: typ, Help: symbols[m.HelpRef], Unit: symbols[m.UnitRef]}
+	return metadata.Metadata{Type: metricType(int32(m.Type)), Help: symbols[m.HelpRef], Unit: symbols[m.UnitRef]}
 }
 
-func v1MetricType(t prompb.MetricMetadata_MetricType) model.MetricType {
-	switch t {
-	case prompb.MetricMetadata_COUNTER:
-		return model.MetricTypeCounter
-	case prompb.MetricMetadata_GAUGE:
-		return model.MetricTypeGauge
-	case prompb.MetricMetadata_HISTOGRAM:
-		return model.MetricTypeHistogram
-	case prompb.MetricMetadata_GAUGEHISTOGRAM:
-		return model.MetricTypeGaugeHistogram
-	case prompb.MetricMetadata_SUMMARY:
-		return model.MetricTypeSummary
-	case prompb.MetricMetadata_INFO:
-		return model.MetricTypeInfo
-	case prompb.MetricMetadata_STATESET:
-		return model.MetricTypeStateset
-	default:
+// metricTypes are Prometheus's metric types by their number in both
+// protocols' enums (prometheus.MetricMetadata.MetricType and
+// io.prometheus.write.v2.Metadata.MetricType), which number them alike.
+var metricTypes = [...]model.MetricType{
+	model.MetricTypeUnknown, model.MetricTypeCounter, model.MetricTypeGauge, model.MetricTypeHistogram,
+	model.MetricTypeGaugeHistogram, model.MetricTypeSummary, model.MetricTypeInfo, model.MetricTypeStateset,
+}
+
+// metricType is the type numbered t in either protocol; unknown for a
+// number neither defines.
+func metricType(t int32) model.MetricType {
+	if t < 0 || int(t) >= len(metricTypes) {
 		return model.MetricTypeUnknown
 	}
+	return metricTypes[t]
 }
 
 // Guess names the message body plausibly is (MessageV1, MessageV2,

@@ -1,8 +1,12 @@
 package remotewrite
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/stretchr/testify/require"
 )
 
@@ -27,4 +31,25 @@ func TestV2NameRef(t *testing.T) {
 			require.Equal(t, tc.want, v2NameRef(tc.refs, tc.symbols, nameSymbol(tc.symbols)))
 		})
 	}
+}
+
+// Both protocols' metric type enums map to the same types, and a number
+// neither defines to unknown.
+func TestMetricType(t *testing.T) {
+	for name, v := range prompb.MetricMetadata_MetricType_value {
+		want := model.MetricType(strings.ToLower(name))
+		if name == "UNKNOWN" {
+			want = model.MetricTypeUnknown
+		}
+		require.Equal(t, want, metricType(v), name)
+	}
+	for name, v := range writev2.Metadata_MetricType_value {
+		want := model.MetricType(strings.ToLower(strings.TrimPrefix(name, "METRIC_TYPE_")))
+		if name == "METRIC_TYPE_UNSPECIFIED" {
+			want = model.MetricTypeUnknown
+		}
+		require.Equal(t, want, metricType(v), name)
+	}
+	require.Equal(t, model.MetricTypeUnknown, metricType(8))
+	require.Equal(t, model.MetricTypeUnknown, metricType(-1))
 }
