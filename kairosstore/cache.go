@@ -72,7 +72,7 @@ func (s *Store) lookupSeries(ls labels.Labels) (*series, error) {
 		s.refs.put(sr)
 		return sr, nil
 	}
-	sr := &series{ref: s.refs.next(), ls: ls.Copy()}
+	sr := &series{ls: ls.Copy()}
 	metric, tags, err := s.mapper.Split(sr.ls, nil)
 	if err != nil {
 		return nil, err

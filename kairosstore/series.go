@@ -15,8 +15,8 @@ import (
 // turns the translation and row-key encoding of a sample into a map lookup.
 // Everything in it is immutable except the pointer to the current row.
 type series struct {
-	ref    storage.SeriesRef // its number in the store's refTable, never 0
-	ls     labels.Labels     // the appender's own copy
+	ref    atomic.Uint64 // its storage.SeriesRef in the store's refTable
+	ls     labels.Labels // the appender's own copy
 	metric string
 	tags   []translate.Tag // sorted by name; the strings alias ls
 	double atomic.Pointer[seriesRow]
@@ -50,12 +50,13 @@ func (s *series) doubleRow(rowTime int64) *seriesRow {
 }
 
 // refTable resolves the refs the write path hands out (Appender.Append) to
-// their series without a lock. A ref is a series' number, given out once;
-// the series lives in slot ref mod the table's size until a newer series
-// takes the slot, after which its ref is unknown and the caller passes the
-// labels again (lookupSeries then puts it back). The table holds pointers
-// only, as many as the series cache can hold, so it bounds what the refs
-// kept by callers can pin.
+// their series without a lock. Refs are given out in turn, and a ref lives
+// in slot ref mod the table's size: the table is a ring of the series last
+// given a ref, and a ref stays valid until as many newer ones as the table
+// has slots were given out. After that it is unknown, the caller passes the
+// labels again, and lookupSeries gives the series a new ref. The table
+// holds pointers only, as many as the series cache can hold, so it bounds
+// what the refs kept by callers can pin.
 type refTable struct {
 	last  atomic.Uint64
 	slots []atomic.Pointer[series]
@@ -65,24 +66,27 @@ func newRefTable(size int) *refTable {
 	return &refTable{slots: make([]atomic.Pointer[series], size)}
 }
 
-// next is a new ref.
-func (t *refTable) next() storage.SeriesRef { return storage.SeriesRef(t.last.Add(1)) }
-
 func (t *refTable) slot(ref storage.SeriesRef) *atomic.Pointer[series] {
 	return &t.slots[uint64(ref)%uint64(len(t.slots))]
 }
 
 // get returns the series of ref, nil when the table no longer holds it.
 func (t *refTable) get(ref storage.SeriesRef) *series {
-	if s := t.slot(ref).Load(); s != nil && s.ref == ref {
+	if s := t.slot(ref).Load(); s != nil && storage.SeriesRef(s.ref.Load()) == ref {
 		return s
 	}
 	return nil
 }
 
-// put makes s's ref resolve to s.
+// put makes s resolvable: its ref stays when the table still holds it;
+// otherwise it gets the next one, in the slot of the series given a ref
+// longest ago. A series that had lost its slot thus never takes that slot
+// back from the series holding it now.
 func (t *refTable) put(s *series) {
-	if p := t.slot(s.ref); p.Load() != s {
-		p.Store(s)
+	if ref := storage.SeriesRef(s.ref.Load()); ref != 0 && t.slot(ref).Load() == s {
+		return
 	}
+	ref := storage.SeriesRef(t.last.Add(1))
+	s.ref.Store(uint64(ref))
+	t.slot(ref).Store(s)
 }

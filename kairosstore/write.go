@@ -124,13 +124,13 @@ func (a *Appender) Append(ref storage.SeriesRef, ls labels.Labels, t int64, v fl
 	if err := a.use(ref, ls); err != nil {
 		return 0, err
 	}
-	return a.cur.ref, a.appendFloat(t, v)
+	return a.ref(), a.appendFloat(t, v)
 }
 
 // use makes a.cur the series of ref or, when ref is 0, of ls.
 func (a *Appender) use(ref storage.SeriesRef, ls labels.Labels) error {
 	if ref != 0 {
-		if a.cur != nil && a.cur.ref == ref {
+		if a.cur != nil && a.ref() == ref {
 			return nil
 		}
 		if s := a.s.refs.get(ref); s != nil {
@@ -143,6 +143,9 @@ func (a *Appender) use(ref storage.SeriesRef, ls labels.Labels) error {
 	}
 	return a.series(ls)
 }
+
+// ref is the current series' ref.
+func (a *Appender) ref() storage.SeriesRef { return storage.SeriesRef(a.cur.ref.Load()) }
 
 // unknownRefError is a ref the store no longer knows, given without labels
 // (the adapter's UnknownRefError): the caller appends again with them. A
@@ -233,7 +236,7 @@ func (a *Appender) AppendHistogram(ref storage.SeriesRef, ls labels.Labels, t in
 		a.values = codec.AppendFloatHistogramValue(a.values, fh)
 	}
 	a.addCell(a.cur.metric, a.cur.metric, t, dataType, off)
-	return a.cur.ref, nil
+	return a.ref(), nil
 }
 
 // AppendExemplar adds one exemplar of the series ref or ls (as Append). It goes to the series'
@@ -255,7 +258,7 @@ func (a *Appender) AppendExemplar(ref storage.SeriesRef, ls labels.Labels, e exe
 	// for a 127-byte type name, and the suffix plus "prom_exemplar" is
 	// shorter than that.
 	a.addCell(a.cur.metric+codec.ExemplarSuffix, a.cur.metric+codec.ExemplarSuffix, e.Ts, codec.TypeExemplar, off)
-	return a.cur.ref, nil
+	return a.ref(), nil
 }
 
 // minTime is the earliest timestamp the layout can hold. KairosDB's row time

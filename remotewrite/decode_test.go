@@ -81,6 +81,9 @@ func unmarshalSeeds(t testing.TB) [][]byte {
 		// A 2.0 series whose packed labels_refs end inside a varint
 		// (FuzzWriteV2 found it; see allowedDifference).
 		[]byte("*\x15\n\x03\x88\x86\xb70000000000000\xf000"),
+		// A 1.0 sample whose timestamp varint carries bits beyond 64 in
+		// its tenth byte (see allowedDifference).
+		[]byte("\n\x1e\n\x06\n\x01a\x12\x01b\x12\x14\t\x00\x00\x00\x00\x00\x00\x00\x00\x10\x80\x80\x80\x80\x80\x80\x80\x80\x80\x7f"),
 	}
 }
 
