@@ -362,10 +362,15 @@ func (l *lazyStore) Ready(ctx context.Context) error {
 // startingAppender refuses every write while the store is starting.
 type startingAppender struct{}
 
-func (startingAppender) Append(labels.Labels, int64, float64) error { return errStarting }
-func (startingAppender) AppendHistogram(labels.Labels, int64, *histogram.Histogram, *histogram.FloatHistogram) error {
-	return errStarting
+func (startingAppender) Append(adapter.SeriesRef, labels.Labels, int64, float64) (adapter.SeriesRef, error) {
+	return 0, errStarting
 }
-func (startingAppender) AppendExemplar(labels.Labels, exemplar.Exemplar) error { return errStarting }
-func (startingAppender) SetMetadata(string, metadata.Metadata) error           { return errStarting }
-func (startingAppender) Commit(context.Context) error                          { return errStarting }
+func (startingAppender) AppendHistogram(adapter.SeriesRef, labels.Labels, int64, *histogram.Histogram, *histogram.FloatHistogram) (adapter.SeriesRef, error) {
+	return 0, errStarting
+}
+func (startingAppender) AppendExemplar(adapter.SeriesRef, labels.Labels, exemplar.Exemplar) (adapter.SeriesRef, error) {
+	return 0, errStarting
+}
+func (startingAppender) Grow(int)                                    {}
+func (startingAppender) SetMetadata(string, metadata.Metadata) error { return errStarting }
+func (startingAppender) Commit(context.Context) error                { return errStarting }

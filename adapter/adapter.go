@@ -84,11 +84,11 @@ type Options struct {
 	// the store implements Deleter. Off by default, as in Prometheus: it
 	// deletes data without asking.
 	EnableAdminAPI bool
-	// SeriesCacheSize bounds the series whose handle the write handler
+	// SeriesCacheSize bounds the series whose store ref the write handler
 	// remembers, per generation (two are kept). It should exceed the
 	// series count of the senders; default 50,000.
 	SeriesCacheSize int
-	// SeriesCacheTTL is how long the write handler keeps a handle before it
+	// SeriesCacheTTL is how long the write handler keeps a ref before it
 	// decodes the series' labels again; default 5m. The store's
 	// --kairosdb.index-cache-ttl, so one setting bounds every cache.
 	SeriesCacheTTL time.Duration

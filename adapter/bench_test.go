@@ -121,13 +121,18 @@ func (nopStore) Ready(context.Context) error { return nil }
 
 type nopAppender struct{}
 
-func (nopAppender) Append(labels.Labels, int64, float64) error { return nil }
-func (nopAppender) AppendHistogram(labels.Labels, int64, *histogram.Histogram, *histogram.FloatHistogram) error {
-	return nil
+func (nopAppender) Append(SeriesRef, labels.Labels, int64, float64) (SeriesRef, error) {
+	return 0, nil
 }
-func (nopAppender) AppendExemplar(labels.Labels, exemplar.Exemplar) error { return nil }
-func (nopAppender) SetMetadata(string, metadata.Metadata) error           { return nil }
-func (nopAppender) Commit(context.Context) error                          { return nil }
+func (nopAppender) AppendHistogram(SeriesRef, labels.Labels, int64, *histogram.Histogram, *histogram.FloatHistogram) (SeriesRef, error) {
+	return 0, nil
+}
+func (nopAppender) AppendExemplar(SeriesRef, labels.Labels, exemplar.Exemplar) (SeriesRef, error) {
+	return 0, nil
+}
+func (nopAppender) SetMetadata(string, metadata.Metadata) error { return nil }
+func (nopAppender) Grow(int)                                    {}
+func (nopAppender) Commit(context.Context) error                { return nil }
 
 // discardWriter is a ResponseWriter that keeps nothing, so benchmarks
 // measure the handler and not a recorder.

@@ -15,6 +15,8 @@ import (
 	// snappy.Encode is s2's "better" mode; even s2's fast mode is ~10%
 	// slower). It is also what Prometheus's own sender and reader use.
 	"github.com/golang/snappy"
+
+	"github.com/kairos-remote/kairos-adapter/remotewrite"
 )
 
 // writeProto is the protobuf message a remote-write request carries.
@@ -34,9 +36,9 @@ func (p writeProto) String() string {
 
 const (
 	protobufMediaType = "application/x-protobuf"
-	protoV1           = "prometheus.WriteRequest"
-	protoV2           = "io.prometheus.write.v2.Request"
-	protoRead         = "prometheus.ReadRequest"
+	protoV1           = remotewrite.MessageV1
+	protoV2           = remotewrite.MessageV2
+	protoRead         = remotewrite.MessageRead
 )
 
 // parseWriteContentType picks the message from Content-Type (RW 2.0 spec

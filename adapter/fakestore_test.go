@@ -72,7 +72,13 @@ type fakeStore struct {
 	meta     map[string][]metadata.Metadata
 	commits  int
 	appended int // calls to Append*, committed or not
-	refs     int // calls to Ref
+	refs     int // appends by labels (ref 0): series looked up by their labels
+	// byRef are the series by ref-1, refOf their refs by labels.String().
+	byRef []labels.Labels
+	refOf map[string]SeriesRef
+	// forgetRefs makes the appender refuse every ref (UnknownRefError),
+	// as a store that evicted them does.
+	forgetRefs bool
 
 	// Injected failures.
 	appendErr   func(ls labels.Labels) error
@@ -103,7 +109,7 @@ type selectCall struct {
 }
 
 func newFakeStore() *fakeStore {
-	return &fakeStore{series: map[string]*fakeSeries{}, meta: map[string][]metadata.Metadata{}}
+	return &fakeStore{series: map[string]*fakeSeries{}, meta: map[string][]metadata.Metadata{}, refOf: map[string]SeriesRef{}}
 }
 
 func (s *fakeStore) NewAppender() Appender { return &fakeAppender{s: s, invalid: map[string]bool{}} }
@@ -221,41 +227,71 @@ func (a *fakeAppender) checkTime(t int64) error {
 	return nil
 }
 
-func (a *fakeAppender) Append(ls labels.Labels, t int64, v float64) error {
-	if err := a.check(ls); err != nil {
-		return err
+// fakeUnknownRef is the fake's UnknownRefError.
+type fakeUnknownRef struct{ ref SeriesRef }
+
+func (e fakeUnknownRef) Error() string   { return fmt.Sprintf("unknown series ref %d", e.ref) }
+func (fakeUnknownRef) UnknownSeriesRef() {}
+
+// resolve returns the labels of the series ref or, when ref is 0 or
+// unknown, ls, and the series' ref (0 for a series without a name, which
+// check refuses).
+func (a *fakeAppender) resolve(ref SeriesRef, ls labels.Labels) (labels.Labels, SeriesRef, error) {
+	a.s.mu.Lock()
+	defer a.s.mu.Unlock()
+	if ref != 0 {
+		if !a.s.forgetRefs && int(ref) <= len(a.s.byRef) {
+			return a.s.byRef[ref-1], ref, nil
+		}
+		if ls.IsEmpty() {
+			return ls, 0, fakeUnknownRef{ref}
+		}
+	}
+	a.s.refs++
+	if ls.Get(model.MetricNameLabel) == "" {
+		return ls, 0, nil
+	}
+	k := ls.String()
+	if r, ok := a.s.refOf[k]; ok {
+		return ls, r, nil
+	}
+	a.s.byRef = append(a.s.byRef, ls.Copy())
+	ref = SeriesRef(len(a.s.byRef))
+	a.s.refOf[k] = ref
+	return ls, ref, nil
+}
+
+// series returns the labels and ref of the series ref or ls, checked.
+func (a *fakeAppender) series(ref SeriesRef, ls labels.Labels) (labels.Labels, SeriesRef, error) {
+	ls, ref, err := a.resolve(ref, ls)
+	if err == nil {
+		err = a.check(ls)
+	}
+	return ls, ref, err
+}
+
+func (a *fakeAppender) Append(ref SeriesRef, ls labels.Labels, t int64, v float64) (SeriesRef, error) {
+	ls, ref, err := a.series(ref, ls)
+	if err != nil {
+		return 0, err
 	}
 	if err := a.checkTime(t); err != nil {
-		return err
+		return ref, err
 	}
 	a.ops = append(a.ops, fakeOp{ls: ls.Copy(), s: &fakeSample{t: t, f: v}})
-	return nil
+	return ref, nil
 }
 
-// Ref and AppendRef make the fake a refAppender, as the real store is.
-func (a *fakeAppender) Ref(ls labels.Labels) (any, error) {
-	a.s.mu.Lock()
-	a.s.refs++
-	a.s.mu.Unlock()
-	if ls.Get(model.MetricNameLabel) == "" {
-		return nil, fmt.Errorf("%w: %s", errInvalidSeries, ls)
-	}
-	return ls.Copy(), nil
-}
-
-func (a *fakeAppender) AppendRef(ref any, t int64, v float64) error {
-	return a.Append(ref.(labels.Labels), t, v)
-}
-
-func (a *fakeAppender) AppendHistogram(ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error {
+func (a *fakeAppender) AppendHistogram(ref SeriesRef, ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (SeriesRef, error) {
 	if (h == nil) == (fh == nil) {
-		return errors.New("exactly one of h, fh must be set")
+		return 0, errors.New("exactly one of h, fh must be set")
 	}
-	if err := a.check(ls); err != nil {
-		return err
+	ls, ref, err := a.series(ref, ls)
+	if err != nil {
+		return 0, err
 	}
 	if err := a.checkTime(t); err != nil {
-		return err
+		return ref, err
 	}
 	// Like the labels, the histogram is only valid during the call.
 	if h != nil {
@@ -264,23 +300,24 @@ func (a *fakeAppender) AppendHistogram(ls labels.Labels, t int64, h *histogram.H
 		fh = fh.Copy()
 	}
 	a.ops = append(a.ops, fakeOp{ls: ls.Copy(), s: &fakeSample{t: t, h: h, fh: fh}})
-	return nil
+	return ref, nil
 }
 
-func (a *fakeAppender) AppendExemplar(ls labels.Labels, e exemplar.Exemplar) error {
-	if err := a.check(ls); err != nil {
-		return err
+func (a *fakeAppender) AppendExemplar(ref SeriesRef, ls labels.Labels, e exemplar.Exemplar) (SeriesRef, error) {
+	ls, ref, err := a.series(ref, ls)
+	if err != nil {
+		return 0, err
 	}
 	if a.s.exemplarErr != nil {
-		return a.s.exemplarErr
+		return ref, a.s.exemplarErr
 	}
 	if err := a.checkTime(e.Ts); err != nil {
-		return err
+		return ref, err
 	}
 	// The exemplar's labels, like ls, are only valid during the call.
 	e.Labels = e.Labels.Copy()
 	a.ops = append(a.ops, fakeOp{ls: ls.Copy(), e: &e})
-	return nil
+	return ref, nil
 }
 
 func (a *fakeAppender) SetMetadata(family string, m metadata.Metadata) error {

@@ -1,8 +1,10 @@
 package adapter
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/golang/snappy"
@@ -22,7 +24,10 @@ import (
 // FuzzWriteV2 posts a remote-write 2.0 body to a handler over the fake store,
 // which never fails: the answer must be 204 or a 4xx, with the three written
 // headers, confirming no more than the request holds (all of it on 204), and
-// nothing may be stored beyond what the headers confirm.
+// nothing may be stored beyond what the headers confirm. It is differential
+// both ways against the generated decoder: a body it refuses is refused as
+// undecodable, and a body it accepts is not, but for the refusals
+// allowedDecodeRefusal names.
 func FuzzWriteV2(f *testing.F) {
 	b := newV2Builder()
 	b.add(writev2.TimeSeries{
@@ -60,15 +65,32 @@ func FuzzWriteV2(f *testing.F) {
 
 		// What the request holds, by the generated decoder.
 		var sent [3]int
-		decoded, err := snappy.Decode(nil, body)
-		var req writev2.Request
+		// A body that announces more than the handler takes (413) is not
+		// decoded here either: a seed announces 2 GiB.
+		var decoded []byte
+		n, err := snappy.DecodedLen(body)
+		if err == nil && n > DefaultMaxRequestBytes {
+			err = errors.New("too large")
+		}
 		if err == nil {
+			decoded, err = snappy.Decode(nil, body)
+		}
+		var req writev2.Request
+		snappyOK := err == nil
+		if snappyOK {
 			err = req.Unmarshal(decoded)
 		}
+		undecodable := rec.Code == http.StatusBadRequest && strings.Contains(rec.Body.String(), "is not a valid")
 		if err != nil {
 			require.NotEqual(t, http.StatusNoContent, rec.Code, "accepted a body the generated decoder refuses: %v", err)
 			require.Zero(t, written, "confirmed items of an undecodable body")
+			if snappyOK && rec.Code == http.StatusBadRequest {
+				require.True(t, undecodable, "a body the generated decoder refuses (%v) is refused as undecodable, got: %s", err, rec.Body)
+			}
 		} else {
+			if undecodable {
+				require.True(t, allowedDecodeRefusal(rec.Body.String()), "refused as undecodable a body the generated decoder accepts: %s", rec.Body)
+			}
 			for _, ts := range req.Timeseries {
 				sent[0] += len(ts.Samples)
 				sent[1] += len(ts.Histograms)
@@ -89,6 +111,21 @@ func FuzzWriteV2(f *testing.F) {
 		// Samples of one series at one timestamp share a cell, hence <=.
 		require.LessOrEqual(t, stored, written[0]+written[1], "stored more than confirmed")
 	})
+}
+
+// allowedDecodeRefusal reports the bodies the generated 2.0 decoder accepts
+// that the handler refuses as undecodable on purpose: a body of unknown
+// fields only, which is a 1.0 or read body sent as 2.0 and would be silently
+// dropped (docs/remote-protocols.md §3.1), and remotewrite's deliberate
+// differences from the generated decoder (its allowedDifference): a field
+// number beyond int32, a varint beyond 64 bits, a packed labels_refs varint
+// running past its field, and a labels_refs value beyond uint32.
+func allowedDecodeRefusal(msg string) bool {
+	return strings.Contains(msg, "it holds only unknown fields") ||
+		strings.Contains(msg, "invalid field number") ||
+		strings.Contains(msg, "variable length integer overflow") ||
+		strings.Contains(msg, "runs past the end of its packed field") ||
+		strings.Contains(msg, "labels_refs value") && strings.Contains(msg, "overflows uint32")
 }
 
 // FuzzRead posts a remote-read body to a handler over the fake store filled

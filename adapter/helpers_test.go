@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/internal/rwtest"
 )
 
 // timeout and tick pace require.Eventually.
@@ -94,14 +96,7 @@ func requireNoWrittenHeaders(t *testing.T, rec *httptest.ResponseRecorder) {
 	}
 }
 
-// v1Series builds a 1.0 series from name/value pairs and samples.
-func v1Series(lbls []string, samples ...prompb.Sample) prompb.TimeSeries {
-	ts := prompb.TimeSeries{Samples: samples}
-	for i := 0; i < len(lbls); i += 2 {
-		ts.Labels = append(ts.Labels, prompb.Label{Name: lbls[i], Value: lbls[i+1]})
-	}
-	return ts
-}
+var v1Series = rwtest.V1Series
 
 // v2Builder builds 2.0 requests with a symbol table.
 type v2Builder struct {

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/chunks"
+
+	"github.com/kairos-remote/kairos-adapter/remotewrite"
 )
 
 // streamedContentType is compared by prefix, space included, by the
@@ -160,7 +162,7 @@ func (h *readHandler) decode(w http.ResponseWriter, r *http.Request, st *readSta
 		// A remote-write body parses as a read request whose fields are all
 		// unknown; an empty 200 would tell its sender nothing went wrong.
 		msg := "body is not a valid prometheus.ReadRequest: it holds only unknown fields"
-		if guess := guessMessage(body); guess == protoV1 || guess == protoV2 {
+		if guess := remotewrite.Guess(body); guess == protoV1 || guess == protoV2 {
 			msg += fmt.Sprintf("; it looks like a remote-write request (%s): send it to the write endpoint /api/v1/write", guess)
 		}
 		return nil, newRequestError(http.StatusBadRequest, msg)

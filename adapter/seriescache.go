@@ -7,46 +7,31 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/prometheus/model/labels"
-
 	"github.com/kairos-remote/kairos-adapter/internal/lru"
 )
 
-// refAppender is an Appender that hands out handles on series, so that a
-// series seen before is appended to without decoding its labels again.
-// Prometheus sends every series again with each scrape, so in steady state
-// almost every series of a request is one the adapter has seen.
-type refAppender interface {
-	// Ref returns a handle on the series of ls, valid for the life of the
-	// store and usable by any of its appenders. The error is Append's.
-	Ref(ls labels.Labels) (any, error)
-	// AppendRef appends a float sample to the series of ref; the error is
-	// Append's.
-	AppendRef(ref any, t int64, v float64) error
-}
-
 // seriesCache maps the encoded labels of a series, as a request carries
-// them, to the store's handle on it. It is an lru.Cache, bounded like the
+// them, to the store's ref of it (Appender). It is an lru.Cache, bounded like the
 // store's caches: size entries per generation, each trusted for ttl. A miss
-// only costs decoding the labels once more. A handle never vouches for index
+// only costs decoding the labels once more. A ref never vouches for index
 // rows: the store checks its own marks behind it, so a delete through the
-// store takes effect for handles kept here too.
+// store takes effect for refs kept here too.
 type seriesCache struct {
-	c *lru.Cache[string, any]
+	c *lru.Cache[string, SeriesRef]
 }
 
 func newSeriesCache(size int, ttl time.Duration) *seriesCache {
-	return &seriesCache{c: lru.New[string, any](size, ttl, nil)}
+	return &seriesCache{c: lru.New[string, SeriesRef](size, ttl, nil)}
 }
 
-// lookup appends to refs the handle of each key: nil for a nil key or an
+// lookup appends to refs the ref of each key: 0 for a nil key or an
 // unknown series. A request's series are looked up together under one read
 // lock, so concurrent requests do not wait for each other.
-func (c *seriesCache) lookup(refs []any, keys [][]byte) []any {
+func (c *seriesCache) lookup(refs []SeriesRef, keys [][]byte) []SeriesRef {
 	return lru.AppendBytes(c.c, refs, keys)
 }
 
-func (c *seriesCache) put(key []byte, ref any) {
+func (c *seriesCache) put(key []byte, ref SeriesRef) {
 	c.c.Add(string(key), ref)
 }
 

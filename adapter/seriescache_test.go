@@ -47,7 +47,7 @@ func BenchmarkSeriesCacheMemory(b *testing.B) {
 			keys[i] = appendField(keys[i], 0x0a, label) // prometheus.TimeSeries.labels
 		}
 	}
-	handle := new(int)
+	handle := SeriesRef(1)
 	var perEntry float64
 	for b.Loop() {
 		c := newSeriesCache(n, time.Minute)

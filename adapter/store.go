@@ -29,7 +29,21 @@ type Store interface {
 	Ready(ctx context.Context) error
 }
 
+// SeriesRef is an Appender's reference to a series, as in Prometheus's
+// storage.Appender (it is storage.SeriesRef, so that a store implements
+// this contract without importing this package). 0 means none.
+type SeriesRef = storage.SeriesRef
+
 // Appender buffers the items of one write request until Commit.
+//
+// Each Append method takes the series by ref or, when ref is 0, by its
+// labels ls, and returns the store's ref of the series (0 when it has
+// none), valid for the life of the store and usable by any of its
+// appenders: the handler keeps it, so that a series it has seen before is
+// appended to without decoding its labels again (Prometheus sends every
+// series again with each scrape). When ref is not 0, ls may be empty; a
+// store that no longer knows ref and has no labels answers with an
+// UnknownRefError, and the handler appends the item again with the labels.
 //
 // Everything passed in (label sets, strings, metadata, histograms, exemplars
 // and their labels) is valid only during the call: the handler rebuilds one
@@ -42,13 +56,18 @@ type Appender interface {
 	// alone: the series' other items are appended and stored. Any other
 	// non-nil error means the series itself is invalid (bad labels):
 	// answer 400 naming it; nothing of that series is stored.
-	Append(ls labels.Labels, t int64, v float64) error
+	Append(ref SeriesRef, ls labels.Labels, t int64, v float64) (SeriesRef, error)
 	// AppendHistogram adds one native histogram sample (exactly one of h, fh is non-nil). Same error meaning.
-	AppendHistogram(ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error
-	// AppendExemplar adds one exemplar of series ls. Same error meaning.
-	AppendExemplar(ls labels.Labels, e exemplar.Exemplar) error
+	AppendHistogram(ref SeriesRef, ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (SeriesRef, error)
+	// AppendExemplar adds one exemplar of the series. Same error meaning.
+	AppendExemplar(ref SeriesRef, ls labels.Labels, e exemplar.Exemplar) (SeriesRef, error)
 	// SetMetadata records metadata of a metric family.
 	SetMetadata(metricFamily string, m metadata.Metadata) error
+	// Grow tells the appender that about n more items (samples,
+	// histograms and exemplars) are coming, so that it can size its
+	// buffers once rather than grow them item by item. It is a hint: an
+	// appender may ignore it.
+	Grow(n int)
 	// Commit stores everything appended (valid items only). nil only when all of it is durably stored; any error means the backend failed → 5xx (Prometheus retries; writes are idempotent).
 	Commit(ctx context.Context) error
 }
@@ -74,4 +93,14 @@ type ItemError interface {
 	error
 	// RefusesItemOnly is a marker: errors that have it refuse one item.
 	RefusesItemOnly()
+}
+
+// UnknownRefError is an error with which an Appender refuses a ref it does
+// not know (any more) when no labels came with it: stores forget series to
+// bound their memory. The handler then appends the item again with the
+// series' labels. Declared here for the same reason as ItemError.
+type UnknownRefError interface {
+	error
+	// UnknownSeriesRef is a marker: errors that have it ask for labels.
+	UnknownSeriesRef()
 }

@@ -1,21 +1,22 @@
 package adapter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
-	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
-	"github.com/prometheus/prometheus/prompb"
+
+	"github.com/kairos-remote/kairos-adapter/remotewrite"
 )
 
 // Response headers remote write 2.0 requires on every answer (spec
@@ -52,21 +53,12 @@ type writeHandler struct {
 // writeState is what one request needs and the next can reuse.
 type writeState struct {
 	compressed, decoded []byte
-	b                   labels.ScratchBuilder
-	// ls is the label set of the series being appended. It is rebuilt in
-	// place for every series (ScratchBuilder.Overwrite), which the Appender
-	// contract allows: appenders copy what they keep.
-	ls labels.Labels
-	// Decoded requests, reused across requests (see unmarshal.go).
-	v1      rw1Request
-	arena   []byte
-	v2      rw2Request
-	v2arena v2Arena
-	key     []byte   // the 2.0 series' cache keys, one after the other
-	ids     []uint32 // the numbers of a 2.0 request's symbols (symbolTable)
-	ends    []int    // where each 2.0 series' key ends in key
-	keys    [][]byte // the cache key of each series, nil for none
-	refs    []any    // the store handle of each series, nil when unknown
+	d                   *remotewrite.Decoder
+	key                 []byte      // the 2.0 series' cache keys, one after the other
+	ids                 []uint32    // the numbers of a 2.0 request's symbols (symbolTable)
+	ends                []int       // where each 2.0 series' key ends in key
+	keys                [][]byte    // the cache key of each series, nil for none
+	refs                []SeriesRef // the store's ref of each series, 0 when unknown
 	// metaSet remembers metadata already passed to SetMetadata in this
 	// request: RW2 repeats it on every series of a family.
 	metaSet map[string]metadata.Metadata
@@ -76,7 +68,7 @@ func (h *writeHandler) getState() *writeState {
 	if st, ok := h.states.Get().(*writeState); ok {
 		return st
 	}
-	return &writeState{b: labels.NewScratchBuilder(16), metaSet: map[string]metadata.Metadata{}}
+	return &writeState{d: remotewrite.NewDecoder(), metaSet: map[string]metadata.Metadata{}}
 }
 
 func (h *writeHandler) putState(st *writeState) {
@@ -86,33 +78,19 @@ func (h *writeHandler) putState(st *writeState) {
 	if cap(st.decoded) > maxPooledBuffer {
 		st.decoded = nil
 	}
-	if cap(st.v1.series) > maxPooledSeries {
-		st.v1 = rw1Request{}
-	}
-	if cap(st.arena) > maxPooledBuffer {
-		st.arena = nil
-	}
+	st.d.Trim(maxPooledSeries, maxPooledBuffer)
 	if cap(st.key) > maxPooledBuffer {
 		st.key = nil
 	}
 	if cap(st.keys) > maxPooledSeries {
 		st.keys, st.refs, st.ends = nil, nil, nil
 	}
-	// The handles and keys must not keep anything alive in the pool.
-	clear(st.refs)
+	// The keys must not keep the request's body alive in the pool.
 	clear(st.keys)
-	if cap(st.v2.series) > maxPooledSeries || cap(st.v2.symbols) > maxPooledSeries {
-		st.v2 = rw2Request{}
-	}
 	if cap(st.ids) > maxPooledSeries {
 		st.ids = nil
 	}
-	if cap(st.v2arena.refs)*4 > maxPooledBuffer {
-		st.v2arena = v2Arena{}
-	}
 	clear(st.metaSet)
-	// One huge histogram or exemplar must not stay pinned in the pool.
-	st.v1.scratch, st.v2.scratch = itemScratch{}, itemScratch{}
 	h.states.Put(st)
 }
 
@@ -204,10 +182,7 @@ func (h *writeHandler) serve(w http.ResponseWriter, r *http.Request, proto write
 	}
 	st.decoded = body
 
-	if proto == writeV2 {
-		return h.writeV2(r.Context(), st, body)
-	}
-	return h.writeV1(r.Context(), st, body)
+	return h.write(r.Context(), st, body, proto)
 }
 
 func errorResult(err error) writeResult {
@@ -221,256 +196,221 @@ func errorResult(err error) writeResult {
 // Prometheus's requests (2,000 series by default) fit in one.
 const writeWindow = 4096
 
-// writeV1 stores a prometheus.WriteRequest. Series are independent: an
-// invalid one is reported (400) after the valid rest is committed.
-func (h *writeHandler) writeV1(ctx context.Context, st *writeState, body []byte) writeResult {
-	req := &st.v1
+// write stores a prometheus.WriteRequest or an
+// io.prometheus.write.v2.Request, decoded by remotewrite window by window
+// (writeWindow). A body that does not decode, or a 2.0 request whose
+// symbol table is broken (no ref in it can be trusted), is refused as a
+// whole and nothing is committed. Otherwise series are independent: an
+// invalid one is reported (400) after the valid rest is committed (2.0
+// spec §"Partial Write").
+func (h *writeHandler) write(ctx context.Context, st *writeState, body []byte, proto writeProto) writeResult {
+	d := st.d
+	if err := d.Reset(body, proto == writeV2); err != nil {
+		return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(proto, body, err.Error())}
+	}
 	b := newBatch(h.store.NewAppender(), st)
-	var unknown, guessed, some bool
-	for rest := body; len(rest) > 0; {
-		var err error
-		var u bool
-		window := rest
-		rest, u, st.arena, err = unmarshalV1Request(req, rest, st.arena, writeWindow)
-		unknown = unknown || u
+	var gen uint32
+	if proto == writeV2 {
+		// 2.0 series are cached under their label refs renumbered
+		// through the symbol table.
+		st.ids = slices.Grow(st.ids[:0], len(d.Symbols()))
+		st.ids, gen = h.symbols.resolve(st.ids, d.Symbols())
+	}
+	for b.fatal == nil {
+		more, err := d.Next(writeWindow)
 		if err != nil {
-			// Nothing is committed: the request is refused as a whole.
-			return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV1, body, err.Error())}
+			return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(proto, body, err.Error())}
 		}
-		some = some || len(req.series) > 0 || len(req.metadata) > 0
-		if !guessed {
-			for i := range req.series {
-				// A ReadRequest whose queries carry no timestamps nor
-				// matchers decodes as series without labels (others
-				// fail to decode); reject it as a whole instead of
-				// reporting each "series".
-				if len(req.series[i].labels) == 0 {
-					if guessMessage(body) == protoRead {
-						return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV1, body, "it has series without labels")}
-					}
-					guessed = true
-					break
-				}
-			}
-		}
-		if res, ok := h.appendV1Window(b, st, body, window[:len(window)-len(rest)]); !ok {
-			return res
-		}
-		if b.fatal != nil {
+		if !more {
 			break
 		}
+		var c counts
+		c.samples, c.histograms, c.exemplars = d.Received()
+		b.received.add(c)
+		if err := d.CheckSymbols(); err != nil {
+			h.m.countFailed(proto, reasonInvalid, b.received)
+			h.m.countReceived(proto, b.received)
+			return writeResult{status: http.StatusBadRequest, msg: "invalid symbol table, nothing stored: " + err.Error()}
+		}
+		b.app.Grow(min(c.samples+c.histograms+c.exemplars, max(d.WindowBytes()/minGrowItemBytes, 1024)))
+		series := d.Series()
+		h.lookupRefs(st, series, proto, gen)
+		for i := range series {
+			if res, ok := h.appendSeries(b, d, &series[i], st.refs[i], st.keys[i], body, proto); !ok {
+				return res
+			}
+			if b.fatal != nil {
+				break
+			}
+		}
+		for i := range d.Families() {
+			if b.fatal != nil {
+				break
+			}
+			b.setMetadata(d.Family(i))
+		}
 	}
-	if !some && unknown {
-		// A 2.0 (or read) body parses as an empty 1.0 message whose
-		// fields are all unknown (docs/remote-protocols.md §3.1, grafana/mimir#10423):
-		// answering 2xx would silently drop it.
-		return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV1, body, "it holds only unknown fields")}
+	if d.OnlyUnknown() {
+		return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(proto, body, "it holds only unknown fields")}
 	}
-	return h.finish(ctx, b, writeV1)
+	return h.finish(ctx, b, proto)
 }
 
-// appendV1Window appends the window of st.v1 that was decoded from the part
-// window of body. ok is false when the request is refused as a whole, with
-// res.
-func (h *writeHandler) appendV1Window(b *batch, st *writeState, body, window []byte) (res writeResult, ok bool) {
-	req := &st.v1
-	var c counts
-	for i := range req.series {
-		ts := &req.series[i]
-		c.add(counts{ts.samples.n, ts.histograms.n, ts.exemplars.n})
-	}
-	b.received.add(c)
-	b.grow(c, len(window))
-	ra, _ := b.app.(refAppender)
-	if ra != nil {
-		// Series of floats only go through handles, keyed by their
-		// encoded labels.
-		st.keys = st.keys[:0]
-		for i := range req.series {
-			ts := &req.series[i]
+// lookupRefs sets st.keys and st.refs to the cache key and the store's ref
+// of each series of a window: 1.0 series are keyed by their encoded labels,
+// 2.0 series by their label refs renumbered in generation gen (all keys go
+// into one buffer first, and are sliced from it once it no longer moves).
+func (h *writeHandler) lookupRefs(st *writeState, series []remotewrite.Series, proto writeProto, gen uint32) {
+	st.keys = st.keys[:0]
+	if proto == writeV1 {
+		for i := range series {
+			st.keys = append(st.keys, series[i].LabelFields())
+		}
+	} else {
+		st.key, st.ends = st.key[:0], st.ends[:0]
+		for i := range series {
+			if refs := series[i].LabelRefs(); len(refs) > 0 {
+				st.key = appendSymbolKey(st.key, gen, refs, st.ids)
+			}
+			st.ends = append(st.ends, len(st.key))
+		}
+		start := 0
+		for _, end := range st.ends {
 			var key []byte
-			if ts.samples.n > 0 && ts.histograms.n == 0 && ts.exemplars.n == 0 {
-				key = ts.labels
+			if end > start {
+				key = st.key[start:end:end]
+				start = end
 			}
 			st.keys = append(st.keys, key)
 		}
-		st.refs = h.series.lookup(st.refs[:0], st.keys)
 	}
-	for i := range req.series {
-		ts := &req.series[i]
-		c := counts{ts.samples.n, ts.histograms.n, ts.exemplars.n}
-		var ls labels.Labels
-		var err error
-		if ra != nil && st.keys[i] != nil {
-			err = h.appendV1Floats(b, ra, st, ts, st.refs[i])
-		} else if ls, err = v1Labels(&st.b, ts.labels, &st.ls); err == nil {
-			err = appendV1Series(b, &req.scratch, ls, ts)
-		}
-		if _, bad := errors.AsType[*malformedError](err); bad {
-			// Nothing is committed: the request is refused as a whole.
-			return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(writeV1, body, err.Error())}, false
-		}
-		if (err != nil || b.pending()) && ls.IsEmpty() && b.listing() {
-			ls, _ = v1Labels(&st.b, ts.labels, &st.ls) // to name the series
-		}
-		if !b.done(ls, c, err) {
-			return writeResult{}, true
-		}
+	st.refs = h.series.lookup(st.refs[:0], st.keys)
+}
+
+// appendSeries appends the items of one series: through ref, the store's
+// ref of it from the cache, and otherwise (ref 0) through its labels, which
+// are then built once, and the store's ref remembered under key. ok is
+// false when the request is refused as a whole, with res.
+func (h *writeHandler) appendSeries(b *batch, d *remotewrite.Decoder, s *remotewrite.Series, ref SeriesRef, key, body []byte, proto writeProto) (res writeResult, ok bool) {
+	var c counts
+	c.samples, c.histograms, c.exemplars = s.Counts()
+	cur := seriesCursor{d: d, s: s, ref: ref}
+	var err error
+	if ref == 0 {
+		err = cur.build()
 	}
-	for _, md := range req.metadata {
-		if b.fatal != nil {
-			break
+	if err == nil {
+		err = d.Check(s)
+	}
+	if err == nil {
+		err = cur.appendItems(b)
+	}
+	if _, bad := errors.AsType[*remotewrite.MalformedError](err); bad {
+		// Nothing is committed: the request is refused as a whole.
+		return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(proto, body, err.Error())}, false
+	}
+	if (err != nil || b.pending()) && !cur.built && b.listing() {
+		_ = cur.build() // to name the series
+	}
+	if cur.ref != 0 && cur.ref != ref && key != nil {
+		h.series.put(key, cur.ref)
+	}
+	if !b.done(cur.ls, c, err) {
+		return writeResult{}, true
+	}
+	if err == nil {
+		if family, md, ok := d.SeriesMetadata(s); ok {
+			b.setMetadata(family, md)
 		}
-		b.setMetadata(md.MetricFamilyName, metadata.Metadata{Type: v1MetricType(md.Type), Help: md.Help, Unit: md.Unit})
 	}
 	return writeResult{}, true
 }
 
-// appendV1Floats appends the float samples of a series through its handle
-// ref, which is nil for a series the cache does not know.
-func (h *writeHandler) appendV1Floats(b *batch, ra refAppender, st *writeState, ts *rw1Series, ref any) error {
-	ref, err := h.seriesRef(ra, ref, ts.labels, func() (labels.Labels, error) {
-		return v1Labels(&st.b, ts.labels, &st.ls)
-	})
-	if err != nil {
-		return err
-	}
-	return appendRefSamples(b, ra, ref, ts.samples)
+// seriesCursor is the series being appended: the store's ref of it, and its
+// labels once built.
+type seriesCursor struct {
+	d     *remotewrite.Decoder
+	s     *remotewrite.Series
+	ref   SeriesRef
+	ls    labels.Labels
+	built bool
 }
 
-// appendRefSamples appends encoded float samples through a series handle.
-func appendRefSamples(b *batch, ra refAppender, ref any, samples encodedFields) error {
-	for p := samples.b; ; {
-		v, t, rest, ok := nextSample(p)
-		if !ok {
-			return nil
-		}
-		p = rest
-		if err := ra.AppendRef(ref, t, v); err != nil {
-			if err = b.refuse(counts{samples: 1}, err); err != nil {
-				return err
-			}
-		}
-	}
+func (c *seriesCursor) build() error {
+	c.built = true
+	var err error
+	c.ls, err = c.d.Labels(c.s)
+	return err
 }
 
-// appendSamples is appendRefSamples for a series given by its labels.
-func appendSamples(b *batch, ls labels.Labels, samples encodedFields) error {
-	for p := samples.b; ; {
-		v, t, rest, ok := nextSample(p)
-		if !ok {
-			return nil
-		}
-		p = rest
-		if err := b.app.Append(ls, t, v); err != nil {
-			if err = b.refuse(counts{samples: 1}, err); err != nil {
-				return err
-			}
-		}
+// stale takes the error of appending an item through c.ref: when it says
+// the store no longer knows the ref (UnknownRefError), the labels are built
+// and again is true: the item is to be appended again, through them.
+func (c *seriesCursor) stale(err error) (again bool, _ error) {
+	if _, ok := errors.AsType[UnknownRefError](err); !ok || c.built {
+		return false, err
 	}
+	c.ref = 0
+	if err := c.build(); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
-// seriesRef returns ref, the handle the cache found, or for a series it
-// does not know, asks the store for one, decoding its labels (build), and
-// remembers it under key.
-func (h *writeHandler) seriesRef(ra refAppender, ref any, key []byte, build func() (labels.Labels, error)) (any, error) {
-	if ref != nil {
-		return ref, nil
-	}
-	ls, err := build()
-	if err != nil {
-		return nil, err
-	}
-	if ref, err = ra.Ref(ls); err != nil {
-		return nil, err
-	}
-	h.series.put(key, ref)
-	return ref, nil
-}
-
-// malformedError is a label field that does not decode. Label fields are
-// only framed when the request is read, and decoded when needed.
-type malformedError struct{ err error }
-
-func (e *malformedError) Error() string { return e.err.Error() }
-func (e *malformedError) Unwrap() error { return e.err }
-
-// Errors of series that a request can repeat by the million, so each is
-// one value rather than an allocation.
-var (
-	errNoLabels  = errors.New("series has no labels")
-	errEmptyName = errors.New("a label has an empty name")
-)
-
-// v1Labels builds the series labels. Like Prometheus it sorts them rather
-// than trusting the sender, and rejects what the protobuf structure cannot
-// mean: no labels at all, or a name twice. Names and values themselves are
-// the store's to validate.
-func v1Labels(sb *labels.ScratchBuilder, encoded []byte, dst *labels.Labels) (labels.Labels, error) {
-	if len(encoded) == 0 {
-		return labels.EmptyLabels(), errNoLabels
-	}
-	sb.Reset()
-	emptyName := false
-	if err := decodeV1Labels(encoded, func(name, value string) {
-		// Checked here: the duplicate check below takes a first empty
-		// name for a repeat.
-		emptyName = emptyName || name == ""
-		sb.Add(name, value)
-	}); err != nil {
-		return labels.EmptyLabels(), &malformedError{err}
-	}
-	if emptyName {
-		return labels.EmptyLabels(), errEmptyName
-	}
-	sb.Sort()
-	sb.Overwrite(dst)
-	ls := *dst
-	if name, dup := ls.HasDuplicateLabelNames(); dup {
-		return ls, fmt.Errorf("label %q appears more than once", name)
-	}
-	return ls, nil
-}
-
-func appendV1Series(b *batch, sc *itemScratch, ls labels.Labels, ts *rw1Series) error {
-	for p := ts.histograms.b; ; {
-		payload, rest, ok := nextPayload(p, 4)
+// appendItems appends the series' histograms, samples and exemplars, in
+// that order: an appender cannot take back what it was given, so
+// everything that can reject the series comes first (a 2.0 series has
+// samples or histograms, not both).
+func (c *seriesCursor) appendItems(b *batch) error {
+	for f := c.s.Histograms(); ; {
+		t, h, fh, ok := c.d.NextHistogram(&f)
 		if !ok {
 			break
 		}
-		p = rest
-		_ = sc.v1Histogram(payload) // checked when decoded
-		h, fh := sc.histogram(true)
-		if err := appendHistogram(b, ls, sc.h1.Timestamp, h, fh); err != nil {
+		if err := c.appendHistogram(b, t, h, fh); err != nil {
 			return err
 		}
 	}
-	// Samples after histograms: an appender cannot take back what it was
-	// given, so everything that can reject the series comes first.
-	if err := appendSamples(b, ls, ts.samples); err != nil {
-		return err
+	// NOTE: start timestamps (2.0 Sample/Histogram start_timestamp) are
+	// not stored: the KairosDB layout has no place for them.
+	for f := c.s.Samples(); ; {
+		v, t, ok := f.NextSample()
+		if !ok {
+			break
+		}
+		ref, err := b.app.Append(c.ref, c.ls, t, v)
+		if err != nil {
+			var again bool
+			if again, err = c.stale(err); again {
+				ref, err = b.app.Append(0, c.ls, t, v)
+			}
+		}
+		c.ref = cmp.Or(ref, c.ref)
+		if err != nil {
+			if err = b.refuse(counts{samples: 1}, err); err != nil {
+				return err
+			}
+		}
 	}
-	for p := ts.exemplars.b; ; {
-		payload, rest, ok := nextPayload(p, 3)
+	for f := c.s.Exemplars(); ; {
+		e, ok := c.d.NextExemplar(&f)
 		if !ok {
 			return nil
 		}
-		p = rest
-		_ = sc.v1Exemplar(payload) // checked when decoded
-		if err := b.appendExemplar(ls, sc.exemplar(true, nil)); err != nil {
-			return err
+		ref, err := b.app.AppendExemplar(c.ref, c.ls, e)
+		if err != nil {
+			var again bool
+			if again, err = c.stale(err); again {
+				ref, err = b.app.AppendExemplar(0, c.ls, e)
+			}
+		}
+		c.ref = cmp.Or(ref, c.ref)
+		if err != nil {
+			if err = b.refuse(counts{exemplars: 1}, err); err != nil {
+				return &exemplarsRejected{err}
+			}
 		}
 	}
-}
-
-// appendExemplar appends one exemplar; an error is an *exemplarsRejected.
-func (b *batch) appendExemplar(ls labels.Labels, e exemplar.Exemplar) error {
-	if err := b.app.AppendExemplar(ls, e); err != nil {
-		if err = b.refuse(counts{exemplars: 1}, err); err != nil {
-			return &exemplarsRejected{err}
-		}
-	}
-	return nil
 }
 
 // exemplarsRejected reports that a series' samples and histograms were
@@ -485,7 +425,7 @@ func (e *exemplarsRejected) Unwrap() error { return e.err }
 // and TSDB do before storing it: schemas 9..52 are reduced to 8, the
 // exponential maximum; a histogram whose spans, buckets and counts disagree
 // is a bad series (400), not something to store and fail on at read time.
-func appendHistogram(b *batch, ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error {
+func (c *seriesCursor) appendHistogram(b *batch, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error {
 	var (
 		checked interface {
 			ReduceResolution(targetSchema int32) error
@@ -506,31 +446,18 @@ func appendHistogram(b *batch, ls labels.Labels, t int64, h *histogram.Histogram
 	if err := checked.Validate(); err != nil {
 		return fmt.Errorf("invalid native histogram at %d: %w", t, err)
 	}
-	if err := b.app.AppendHistogram(ls, t, h, fh); err != nil {
+	ref, err := b.app.AppendHistogram(c.ref, c.ls, t, h, fh)
+	if err != nil {
+		var again bool
+		if again, err = c.stale(err); again {
+			ref, err = b.app.AppendHistogram(0, c.ls, t, h, fh)
+		}
+	}
+	c.ref = cmp.Or(ref, c.ref)
+	if err != nil {
 		return b.refuse(counts{histograms: 1}, err)
 	}
 	return nil
-}
-
-func v1MetricType(t prompb.MetricMetadata_MetricType) model.MetricType {
-	switch t {
-	case prompb.MetricMetadata_COUNTER:
-		return model.MetricTypeCounter
-	case prompb.MetricMetadata_GAUGE:
-		return model.MetricTypeGauge
-	case prompb.MetricMetadata_HISTOGRAM:
-		return model.MetricTypeHistogram
-	case prompb.MetricMetadata_GAUGEHISTOGRAM:
-		return model.MetricTypeGaugeHistogram
-	case prompb.MetricMetadata_SUMMARY:
-		return model.MetricTypeSummary
-	case prompb.MetricMetadata_INFO:
-		return model.MetricTypeInfo
-	case prompb.MetricMetadata_STATESET:
-		return model.MetricTypeStateset
-	default:
-		return model.MetricTypeUnknown
-	}
 }
 
 // batch collects the outcome of one request's series.
@@ -549,10 +476,6 @@ type batch struct {
 	refusedErrs []error
 }
 
-// grower is an Appender that can size its buffers for a whole request up
-// front, instead of growing them sample by sample.
-type grower interface{ Grow(items int) }
-
 // minGrowItemBytes is the fewest body bytes per item a window is assumed
 // to spend when the appender is told its size: a Prometheus sample takes
 // ~17 (a value, a millisecond timestamp and their framing), while an
@@ -560,13 +483,6 @@ type grower interface{ Grow(items int) }
 // told of. Beyond that, a window of tiny items grows the appender as it
 // appends them, which costs only what is really stored.
 const minGrowItemBytes = 16
-
-// grow tells the appender how many items a window of size body bytes holds.
-func (b *batch) grow(c counts, size int) {
-	if g, ok := b.app.(grower); ok {
-		g.Grow(min(c.samples+c.histograms+c.exemplars, max(size/minGrowItemBytes, 1024)))
-	}
-}
 
 func newBatch(app Appender, st *writeState) *batch {
 	return &batch{app: app, metaSet: st.metaSet}
@@ -742,7 +658,7 @@ func decodeFailureMessage(p writeProto, body []byte, reason string) string {
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "body is not a valid %s (remote write %s, chosen by Content-Type): %s", want, p, reason)
-	switch guess := guessMessage(body); guess {
+	switch guess := remotewrite.Guess(body); guess {
 	case "":
 	case protoRead:
 		sb.WriteString("; it looks like a remote-read request (prometheus.ReadRequest): send it to the read endpoint /api/v1/read")
@@ -750,53 +666,4 @@ func decodeFailureMessage(p writeProto, body []byte, reason string) string {
 		fmt.Fprintf(&sb, "; it looks like a %s: set Content-Type: %s;proto=%s", guess, protobufMediaType, guess)
 	}
 	return sb.String()
-}
-
-// guessMessage names the message body plausibly is, or "". Plausible
-// means: it is a valid message of that type, has content, and has no
-// unknown top-level fields where real messages have none. It only walks
-// the body (wireMessage), so a body of millions of tiny fields costs no
-// memory to guess.
-func guessMessage(body []byte) string {
-	symbols := 0
-	if wireV2Request.walk(body, func(field uint64, known bool, _ []byte) bool {
-		if field == 4 {
-			symbols++
-		}
-		return known
-	}) && symbols > 0 {
-		return protoV2
-	}
-	items := 0
-	if wireV1Request.walk(body, func(field uint64, known bool, payload []byte) bool {
-		items++
-		return known && (field != 1 || hasField(payload, 1)) // series have labels
-	}) && items > 0 {
-		return protoV1
-	}
-	queries := 0
-	if wireReadRequest.walk(body, func(field uint64, known bool, _ []byte) bool {
-		if field == 1 {
-			queries++
-		}
-		return known
-	}) && queries > 0 {
-		return protoRead
-	}
-	return ""
-}
-
-// hasField reports whether the message b, which walk checked, has field.
-func hasField(b []byte, field uint64) bool {
-	for len(b) > 0 {
-		f, _, _, rest, err := nextField(b)
-		if err != nil {
-			return false
-		}
-		if f == field {
-			return true
-		}
-		b = rest
-	}
-	return false
 }

@@ -25,60 +25,17 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/internal/rwtest"
 )
 
-func testHistogram(i int64) *histogram.Histogram {
-	return &histogram.Histogram{
-		Count:           12 + uint64(i*9),
-		ZeroCount:       2 + uint64(i),
-		ZeroThreshold:   0.001,
-		Sum:             18.4 * float64(i+1),
-		Schema:          1,
-		PositiveSpans:   []histogram.Span{{Offset: 0, Length: 2}, {Offset: 1, Length: 2}},
-		PositiveBuckets: []int64{i + 1, 1, -1, 0},
-		NegativeSpans:   []histogram.Span{{Offset: 0, Length: 2}, {Offset: 1, Length: 2}},
-		NegativeBuckets: []int64{i + 1, 1, -1, 0},
-	}
-}
-
-// v1Request is a 1.0 request with floats, int and float histograms, an
-// exemplar and metadata.
-func v1Request() *prompb.WriteRequest {
-	withExemplar := v1Series([]string{"__name__", "http_requests_total", "job", "api"},
-		prompb.Sample{Timestamp: 1000, Value: 1}, prompb.Sample{Timestamp: 2000, Value: 2})
-	withExemplar.Exemplars = []prompb.Exemplar{{Labels: []prompb.Label{{Name: "trace_id", Value: "abc"}}, Value: 1, Timestamp: 1500}}
-	hist := v1Series([]string{"__name__", "latency_seconds", "job", "api"})
-	hist.Histograms = []prompb.Histogram{
-		prompb.FromIntHistogram(1000, testHistogram(1)),
-		prompb.FromFloatHistogram(2000, testHistogram(2).ToFloat(nil)),
-	}
-	return &prompb.WriteRequest{
-		Timeseries: []prompb.TimeSeries{withExemplar, hist},
-		Metadata: []prompb.MetricMetadata{
-			{Type: prompb.MetricMetadata_COUNTER, MetricFamilyName: "http_requests_total", Help: "Requests.", Unit: ""},
-		},
-	}
-}
-
-// v2Request is the 2.0 equivalent of v1Request.
-func v2Request() *writev2.Request {
-	b := newV2Builder()
-	b.add(writev2.TimeSeries{
-		LabelsRefs: b.refs("__name__", "http_requests_total", "job", "api"),
-		Samples:    []writev2.Sample{{Timestamp: 1000, Value: 1}, {Timestamp: 2000, Value: 2}},
-		Exemplars:  []writev2.Exemplar{{LabelsRefs: b.refs("trace_id", "abc"), Value: 1, Timestamp: 1500}},
-		Metadata:   writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_COUNTER, HelpRef: b.st.Symbolize("Requests.")},
-	})
-	b.add(writev2.TimeSeries{
-		LabelsRefs: b.refs("__name__", "latency_seconds", "job", "api"),
-		Histograms: []writev2.Histogram{
-			writev2.FromIntHistogram(1000, testHistogram(1)),
-			writev2.FromFloatHistogram(2000, testHistogram(2).ToFloat(nil)),
-		},
-		Metadata: writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_HISTOGRAM, HelpRef: b.st.Symbolize("Latency."), UnitRef: b.st.Symbolize("seconds")},
-	})
-	return b.build()
-}
+// testHistogram, v1Request and v2Request are the requests remotewrite's
+// tests decode too.
+var (
+	testHistogram = rwtest.Histogram
+	v1Request     = rwtest.V1Request
+	v2Request     = rwtest.V2Request
+)
 
 // requireStoredRequest checks what v1Request/v2Request store.
 func requireStoredRequest(t *testing.T, s *fakeStore) {
@@ -948,25 +905,37 @@ func TestWriteAnnouncesRequestSize(t *testing.T) {
 	require.Equal(t, []int{4, 2}, s.grown)
 }
 
-// v2NameRef compares refs when the table names __name__ once or not at all,
-// and strings when a (legal but odd) table holds it twice.
-func TestV2NameRef(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		symbols []string
-		refs    []uint32
-		want    uint32
-	}{
-		{"first label", []string{"", "__name__", "up", "job", "x"}, []uint32{1, 2, 3, 4}, 2},
-		{"later label", []string{"", "a", "b", "__name__", "up"}, []uint32{1, 2, 3, 4}, 4},
-		{"no name in table", []string{"", "job", "x"}, []uint32{1, 2}, 0},
-		{"name in table, not in series", []string{"", "__name__", "up", "job", "x"}, []uint32{3, 4}, 0},
-		{"twice, series uses the second", []string{"", "__name__", "up", "__name__", "down"}, []uint32{3, 4}, 4},
-		{"twice, series uses the first", []string{"", "__name__", "up", "__name__", "down"}, []uint32{1, 2}, 2},
-		{"name as a value only", []string{"", "job", "__name__"}, []uint32{1, 2}, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, v2NameRef(tc.refs, tc.symbols, nameSymbol(tc.symbols)))
+// TestWriteUnknownRefs: when the store no longer knows the refs the
+// handler cached (an UnknownRefError), each series' labels are built and its
+// items appended again through them: nothing is lost or misfiled, over both
+// protocols and for every kind of item.
+func TestWriteUnknownRefs(t *testing.T) {
+	for _, proto := range []string{"1.0", "2.0"} {
+		t.Run(proto, func(t *testing.T) {
+			s := newFakeStore()
+			h, _ := newTestHandler(t, s, Options{})
+			send := func() {
+				t.Helper()
+				var rec *httptest.ResponseRecorder
+				if proto == "1.0" {
+					rec = writeV1Req(h, v1Request())
+				} else {
+					rec = writeV2Req(h, v2Request())
+				}
+				require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
+			}
+			send()
+			looked := s.refs
+			s.mu.Lock()
+			s.forgetRefs = true
+			s.mu.Unlock()
+			send()
+			require.Greater(t, s.refs, looked, "series looked up by their labels again")
+			fs := s.get(`{__name__="http_requests_total", job="api"}`)
+			require.Equal(t, []fakeSample{{t: 1000, f: 1}, {t: 2000, f: 2}}, fs.samples)
+			require.Len(t, fs.exemplars, 2, "one per request: the fake keeps them all")
+			require.Len(t, s.get(`{__name__="latency_seconds", job="api"}`).samples, 2)
+			require.Equal(t, 2, s.numSeries())
 		})
 	}
 }
@@ -975,8 +944,8 @@ func TestV2NameRef(t *testing.T) {
 // ItemError, such as a timestamp before the layout's range) costs only that
 // item: the series' other samples and exemplars, and the other series, are
 // stored, the answer is 400 naming the series and the timestamp, and the
-// 2.0 headers count what was stored. Both the handle path (a series of
-// floats) and the label path (a series with exemplars) are covered.
+// 2.0 headers count what was stored. Both a series of floats and a series
+// with exemplars are covered.
 func TestWriteRefusesOnlyOutOfRangeItems(t *testing.T) {
 	const bad = math.MinInt64
 	minTime := int64(math.MinInt64 + 1000)

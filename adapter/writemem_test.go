@@ -61,17 +61,29 @@ func (*noopAppender) check(ls labels.Labels) error {
 	}
 	return nil
 }
-func (a *noopAppender) Append(ls labels.Labels, _ int64, _ float64) error { return a.check(ls) }
-func (a *noopAppender) AppendHistogram(ls labels.Labels, _ int64, _ *histogram.Histogram, _ *histogram.FloatHistogram) error {
-	return a.check(ls)
+
+// appendTo is the noop store's Append*: a series given by labels gets ref
+// 1, and a ref is always known.
+func (a *noopAppender) appendTo(ref SeriesRef, ls labels.Labels) (SeriesRef, error) {
+	if ref != 0 {
+		return ref, nil
+	}
+	if err := a.check(ls); err != nil {
+		return 0, err
+	}
+	return 1, nil
 }
-func (a *noopAppender) AppendExemplar(ls labels.Labels, _ exemplar.Exemplar) error {
-	return a.check(ls)
+func (a *noopAppender) Append(ref SeriesRef, ls labels.Labels, _ int64, _ float64) (SeriesRef, error) {
+	return a.appendTo(ref, ls)
+}
+func (a *noopAppender) AppendHistogram(ref SeriesRef, ls labels.Labels, _ int64, _ *histogram.Histogram, _ *histogram.FloatHistogram) (SeriesRef, error) {
+	return a.appendTo(ref, ls)
+}
+func (a *noopAppender) AppendExemplar(ref SeriesRef, ls labels.Labels, _ exemplar.Exemplar) (SeriesRef, error) {
+	return a.appendTo(ref, ls)
 }
 func (*noopAppender) SetMetadata(string, metadata.Metadata) error { return nil }
 func (*noopAppender) Commit(context.Context) error                { return nil }
-func (a *noopAppender) Ref(ls labels.Labels) (any, error)         { return a, a.check(ls) }
-func (*noopAppender) AppendRef(any, int64, float64) error         { return nil }
 func (a *noopAppender) Grow(n int)                                { a.grown = make([]byte, 0, 72*n) }
 
 // field is a length-delimited protobuf field.

@@ -72,6 +72,7 @@ func (s *Store) forgetIndex() {
 func (s *Store) lookupSeries(ls labels.Labels) (*series, error) {
 	h := ls.Hash()
 	if sr, ok := s.series.Get(h); ok && labels.Equal(sr.ls, ls) {
+		s.refs.put(sr)
 		return sr, nil
 	}
 	sr := &series{ls: ls.Copy()}
@@ -82,5 +83,6 @@ func (s *Store) lookupSeries(ls labels.Labels) (*series, error) {
 	codec.SortTags(tags)
 	sr.metric, sr.tags = metric, tags
 	s.series.Add(h, sr)
+	s.refs.put(sr)
 	return sr, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
@@ -81,4 +82,26 @@ func BenchmarkIndexCacheMemory(b *testing.B) {
 			b.ReportMetric(perEntry, "B/entry")
 		})
 	}
+}
+
+// A series that lost its slot in the ref table comes back with a new ref
+// in the slot given out longest ago, not in its old one: two series written
+// in turn keep refs that resolve, instead of taking each other's slot on
+// every request.
+func TestRefTableRing(t *testing.T) {
+	tab := newRefTable(2)
+	a, b, c := &series{}, &series{}, &series{}
+	ref := func(s *series) storage.SeriesRef { return storage.SeriesRef(s.ref.Load()) }
+	tab.put(a)
+	tab.put(b)
+	tab.put(c) // takes a's slot
+	require.Nil(t, tab.get(ref(a)), "a's slot was taken")
+	require.Same(t, b, tab.get(ref(b)))
+	for range 3 {
+		tab.put(a)
+		tab.put(c)
+		require.Same(t, a, tab.get(ref(a)))
+		require.Same(t, c, tab.get(ref(c)))
+	}
+	require.Nil(t, tab.get(ref(c)+2), "a ref not given out yet")
 }

@@ -42,19 +42,19 @@ func TestExemplarsWriteQuery(t *testing.T) {
 		cEx[1].Value = math.Inf(1)
 
 		app := s.NewAppender()
-		require.NoError(t, app.Append(a, 100, 1))
-		require.NoError(t, app.AppendExemplar(a, aEx[2])) // out of order over two requests
-		require.NoError(t, app.Append(b, 200, 2))
-		require.NoError(t, app.AppendExemplar(b, bEx[0]))
-		require.NoError(t, app.AppendHistogram(c, 150, testHistograms(t)["nhcb"], nil))
+		require.NoError(t, errOf(app.Append(0, a, 100, 1)))
+		require.NoError(t, errOf(app.AppendExemplar(0, a, aEx[2]))) // out of order over two requests
+		require.NoError(t, errOf(app.Append(0, b, 200, 2)))
+		require.NoError(t, errOf(app.AppendExemplar(0, b, bEx[0])))
+		require.NoError(t, errOf(app.AppendHistogram(0, c, 150, testHistograms(t)["nhcb"], nil)))
 		for _, e := range cEx {
-			require.NoError(t, app.AppendExemplar(c, e))
+			require.NoError(t, errOf(app.AppendExemplar(0, c, e)))
 		}
-		require.NoError(t, app.Append(d, 100, 3))
+		require.NoError(t, errOf(app.Append(0, d, 100, 3)))
 		require.NoError(t, app.Commit(ctx))
 		app = s.NewAppender()
-		require.NoError(t, app.AppendExemplar(a, aEx[0]))
-		require.NoError(t, app.AppendExemplar(a, aEx[1]))
+		require.NoError(t, errOf(app.AppendExemplar(0, a, aEx[0])))
+		require.NoError(t, errOf(app.AppendExemplar(0, a, aEx[1])))
 		require.NoError(t, app.Commit(ctx))
 
 		query := func(start, end int64, ms ...*labels.Matcher) []exemplar.QueryResult {
@@ -107,7 +107,7 @@ func TestExemplarsMetricPrefix(t *testing.T) {
 	ls := labels.FromStrings("__name__", "up", "job", "x")
 	e := exemplarAt(10, "trace_id", "t")
 	app := s.NewAppender()
-	require.NoError(t, app.AppendExemplar(ls, e))
+	require.NoError(t, errOf(app.AppendExemplar(0, ls, e)))
 	require.NoError(t, app.Commit(ctx))
 
 	var stored []string
@@ -143,11 +143,11 @@ func TestExemplarInvalid(t *testing.T) {
 		"invalid UTF-8": build("a", "\xff"),
 	} {
 		app := s.NewAppender()
-		requireStatus(t, http.StatusBadRequest, app.AppendExemplar(ls, exemplar.Exemplar{Labels: el, Ts: 1}), name)
+		requireStatus(t, http.StatusBadRequest, errOf(app.AppendExemplar(0, ls, exemplar.Exemplar{Labels: el, Ts: 1})), name)
 		require.NoError(t, app.Commit(ctx))
 	}
 	app := s.NewAppender()
-	requireStatus(t, http.StatusBadRequest, app.AppendExemplar(labels.FromStrings("job", "no name"), exemplarAt(1)), "series without a name")
+	requireStatus(t, http.StatusBadRequest, errOf(app.AppendExemplar(0, labels.FromStrings("job", "no name"), exemplarAt(1))), "series without a name")
 	require.NoError(t, app.Commit(ctx))
 	got, err := s.Exemplars(ctx, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".*"))
 	require.NoError(t, err)

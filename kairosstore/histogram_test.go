@@ -340,9 +340,9 @@ func appendPoints(t *testing.T, app *ks.Appender, ls labels.Labels, ps []point) 
 	t.Helper()
 	for _, p := range ps {
 		if p.H != nil || p.FH != nil {
-			require.NoError(t, app.AppendHistogram(ls, p.T, p.H, p.FH))
+			require.NoError(t, errOf(app.AppendHistogram(0, ls, p.T, p.H, p.FH)))
 		} else {
-			require.NoError(t, app.Append(ls, p.T, math.Float64frombits(p.V)))
+			require.NoError(t, errOf(app.Append(0, ls, p.T, math.Float64frombits(p.V))))
 		}
 	}
 }
@@ -446,7 +446,7 @@ func TestHistogramIteratorCopies(t *testing.T) {
 	h := testHistograms(t)["schema 0 both sides"]
 	ls := labels.FromStrings("__name__", "h")
 	app := s.NewAppender()
-	require.NoError(t, app.AppendHistogram(ls, 5, h, nil))
+	require.NoError(t, errOf(app.AppendHistogram(0, ls, 5, h, nil)))
 	require.NoError(t, app.Commit(context.Background()))
 
 	q, err := s.Querier(0, 10)
@@ -559,12 +559,12 @@ func TestHistogramInvalid(t *testing.T) {
 		{"nhcb with negative buckets", nil, &histogram.FloatHistogram{Schema: -53, NegativeSpans: []histogram.Span{{Length: 1}}, NegativeBuckets: []float64{1}, Count: 1}},
 	} {
 		app := s.NewAppender()
-		err := app.AppendHistogram(ls, 1, tc.h, tc.fh)
+		err := errOf(app.AppendHistogram(0, ls, 1, tc.h, tc.fh))
 		requireStatus(t, http.StatusBadRequest, err, tc.name)
 		require.NoError(t, app.Commit(context.Background()))
 	}
 	app := s.NewAppender()
-	requireStatus(t, http.StatusBadRequest, app.AppendHistogram(labels.FromStrings("job", "no name"), 1, good, nil), "series without a name")
+	requireStatus(t, http.StatusBadRequest, errOf(app.AppendHistogram(0, labels.FromStrings("job", "no name"), 1, good, nil)), "series without a name")
 	require.NoError(t, app.Commit(context.Background()))
 	require.Empty(t, readPoints(t, s, 0, 10, labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".*")))
 }
@@ -593,12 +593,12 @@ func TestHistogramsInvisibleToFloatMetrics(t *testing.T) {
 		app := s.NewAppender()
 		for i := range int64(4) {
 			ts := i * 40 * 60 * 1000
-			require.NoError(t, app.Append(up, ts, float64(i)))
-			require.NoError(t, app.AppendExemplar(up, exemplarAt(ts, "trace_id", "t1")))
-			require.NoError(t, app.AppendHistogram(labels.FromStrings("__name__", "latency", "job", "api"), ts, hs["nhcb"], nil))
-			require.NoError(t, app.AppendHistogram(labels.FromStrings("__name__", "latency_f", "job", "api"), ts, nil, hs["schema 0 both sides"].ToFloat(nil)))
+			require.NoError(t, errOf(app.Append(0, up, ts, float64(i))))
+			require.NoError(t, errOf(app.AppendExemplar(0, up, exemplarAt(ts, "trace_id", "t1"))))
+			require.NoError(t, errOf(app.AppendHistogram(0, labels.FromStrings("__name__", "latency", "job", "api"), ts, hs["nhcb"], nil)))
+			require.NoError(t, errOf(app.AppendHistogram(0, labels.FromStrings("__name__", "latency_f", "job", "api"), ts, nil, hs["schema 0 both sides"].ToFloat(nil))))
 		}
-		require.NoError(t, app.Append(up, 3*hour, math.Float64frombits(value.StaleNaN)))
+		require.NoError(t, errOf(app.Append(0, up, 3*hour, math.Float64frombits(value.StaleNaN))))
 		require.NoError(t, app.Commit(ctx))
 
 		// Not even null rows: KairosDB's aggregators fail on a NullDataPoint,

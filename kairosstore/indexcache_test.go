@@ -9,6 +9,8 @@ import (
 	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
@@ -121,7 +123,7 @@ func testForeignDelete(t *testing.T, open func(t *testing.T) (engine.Engine, for
 	key := codec.AppendRowKey(nil, codec.RowKey{Metric: "foreign", RowTime: 0, DataType: codec.TypeDouble, Tags: tags})
 	readAll := func() []series { return read(t, s, 0, hour-1, eq("__name__", "foreign"), eq("k", "a")) }
 
-	var ref any
+	var ref storage.SeriesRef
 	put := func(data map[string][]sample) {
 		t.Helper()
 		if !viaRef {
@@ -129,13 +131,16 @@ func testForeignDelete(t *testing.T, open func(t *testing.T) (engine.Engine, for
 			return
 		}
 		app := s.NewAppender()
-		if ref == nil {
-			var err error
-			ref, err = app.Ref(parseLabels(t, ls))
-			require.NoError(t, err)
-		}
 		for _, smp := range data[ls] {
-			require.NoError(t, app.AppendRef(ref, smp.T, math.Float64frombits(smp.V)))
+			// The first sample names the series by its labels, the
+			// others by the ref it returned, as the write handler does.
+			lset := labels.EmptyLabels()
+			if ref == 0 {
+				lset = parseLabels(t, ls)
+			}
+			var err error
+			ref, err = app.Append(ref, lset, smp.T, math.Float64frombits(smp.V))
+			require.NoError(t, err)
 		}
 		require.NoError(t, app.Commit(context.Background()))
 	}

@@ -258,7 +258,7 @@ func BenchmarkAppendNonFinite(b *testing.B) {
 		app := s.NewAppender()
 		for _, ls := range series {
 			for k := range int64(10) {
-				if err := app.Append(ls, ts+k*15000, math.NaN()); err != nil {
+				if err := errOf(app.Append(0, ls, ts+k*15000, math.NaN())); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/translate"
@@ -14,6 +15,7 @@ import (
 // turns the translation and row-key encoding of a sample into a map lookup.
 // Everything in it is immutable except the pointer to the current row.
 type series struct {
+	ref    atomic.Uint64 // its storage.SeriesRef in the store's refTable
 	ls     labels.Labels // the appender's own copy
 	metric string
 	tags   []translate.Tag // sorted by name; the strings alias ls
@@ -45,4 +47,46 @@ func (s *series) doubleRow(rowTime int64) *seriesRow {
 	// equal, and the loser's index rows are merely written once more.
 	s.double.Store(r)
 	return r
+}
+
+// refTable resolves the refs the write path hands out (Appender.Append) to
+// their series without a lock. Refs are given out in turn, and a ref lives
+// in slot ref mod the table's size: the table is a ring of the series last
+// given a ref, and a ref stays valid until as many newer ones as the table
+// has slots were given out. After that it is unknown, the caller passes the
+// labels again, and lookupSeries gives the series a new ref. The table
+// holds pointers only, as many as the series cache can hold, so it bounds
+// what the refs kept by callers can pin.
+type refTable struct {
+	last  atomic.Uint64
+	slots []atomic.Pointer[series]
+}
+
+func newRefTable(size int) *refTable {
+	return &refTable{slots: make([]atomic.Pointer[series], size)}
+}
+
+func (t *refTable) slot(ref storage.SeriesRef) *atomic.Pointer[series] {
+	return &t.slots[uint64(ref)%uint64(len(t.slots))]
+}
+
+// get returns the series of ref, nil when the table no longer holds it.
+func (t *refTable) get(ref storage.SeriesRef) *series {
+	if s := t.slot(ref).Load(); s != nil && storage.SeriesRef(s.ref.Load()) == ref {
+		return s
+	}
+	return nil
+}
+
+// put makes s resolvable: its ref stays when the table still holds it;
+// otherwise it gets the next one, in the slot of the series given a ref
+// longest ago. A series that had lost its slot thus never takes that slot
+// back from the series holding it now.
+func (t *refTable) put(s *series) {
+	if ref := storage.SeriesRef(s.ref.Load()); ref != 0 && t.slot(ref).Load() == s {
+		return
+	}
+	ref := storage.SeriesRef(t.last.Add(1))
+	s.ref.Store(uint64(ref))
+	t.slot(ref).Store(s)
 }

@@ -81,6 +81,7 @@ type Store struct {
 	rowKeys    *lru.Cache[string, int64] // series rows whose row_keys entries are stored
 	metricRows *lru.Cache[string, int64] // (metric, row time) whose row_key_time_index and string_index entries are stored
 	series     *lru.Cache[uint64, *series]
+	refs       *refTable                             // of the series, for Appender refs
 	meta       *lru.Cache[string, metadata.Metadata] // by metric family
 	bufs       sync.Pool                             // *appendBuffers
 	// rowIndexes holds row_keys listings by (metric, row time), nil when
@@ -160,10 +161,12 @@ func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Log
 		rowKeys:    lru.New[string, int64](opts.IndexCacheSize, opts.IndexCacheTTL, opts.Now),
 		metricRows: lru.New[string, int64](opts.IndexCacheSize, opts.IndexCacheTTL, opts.Now),
 		series:     lru.New[uint64, *series](opts.IndexCacheSize, opts.IndexCacheTTL, opts.Now),
-		meta:       lru.New[string, metadata.Metadata](maxCachedFamilies, opts.IndexCacheTTL, opts.Now),
-		born:       opts.Now(),
-		seed:       maphash.MakeSeed(),
-		fills:      map[string]*rowIndexBuilder{},
+		// The series cache holds up to two generations of entries.
+		refs:  newRefTable(2 * opts.IndexCacheSize),
+		meta:  lru.New[string, metadata.Metadata](maxCachedFamilies, opts.IndexCacheTTL, opts.Now),
+		born:  opts.Now(),
+		seed:  maphash.MakeSeed(),
+		fills: map[string]*rowIndexBuilder{},
 		m: storeMetrics{
 			indexScanned: f.NewCounterVec(prometheus.CounterOpts{
 				Namespace: "kairos_adapter", Name: "read_index_entries_scanned_total",

@@ -50,7 +50,7 @@ func BenchmarkStoreWrite(b *testing.B) {
 			app := s.NewAppender()
 			for _, ls := range series {
 				for k := 0; k < perSeries; k++ {
-					require.NoError(b, app.Append(ls, t0+int64(n*perSeries+k)*15000, float64(k)))
+					require.NoError(b, errOf(app.Append(0, ls, t0+int64(n*perSeries+k)*15000, float64(k))))
 				}
 			}
 			require.NoError(b, app.Commit(context.Background()))
@@ -73,7 +73,7 @@ func BenchmarkStoreRead(b *testing.B) {
 			app := s.NewAppender()
 			for _, ls := range series {
 				for j := k; j < k+100; j++ {
-					require.NoError(b, app.Append(ls, t0+int64(j)*15000, float64(j)))
+					require.NoError(b, errOf(app.Append(0, ls, t0+int64(j)*15000, float64(j))))
 				}
 			}
 			require.NoError(b, app.Commit(context.Background()))
@@ -116,7 +116,7 @@ func BenchmarkAppend(b *testing.B) {
 				}
 				for _, ls := range series {
 					for k := range 10 {
-						if err := app.Append(ls, int64(k)*15000, float64(k)); err != nil {
+						if err := errOf(app.Append(0, ls, int64(k)*15000, float64(k))); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
 	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/stretchr/testify/require"
 
@@ -103,7 +104,7 @@ func write(t *testing.T, s *ks.Store, data map[string][]sample) {
 	for ls, samples := range data {
 		lset := parseLabels(t, ls)
 		for _, smp := range samples {
-			require.NoError(t, app.Append(lset, smp.T, math.Float64frombits(smp.V)))
+			require.NoError(t, errOf(app.Append(0, lset, smp.T, math.Float64frombits(smp.V))))
 		}
 	}
 	require.NoError(t, app.Commit(context.Background()))
@@ -373,7 +374,7 @@ func TestIndexCache(t *testing.T) {
 	ls := lbl("__name__", "cached", "a", "1")
 	ce.fail.Store(true)
 	app := s.NewAppender()
-	require.NoError(t, app.Append(parseLabels(t, ls), 10, 1))
+	require.NoError(t, errOf(app.Append(0, parseLabels(t, ls), 10, 1)))
 	require.Error(t, app.Commit(context.Background()))
 	ce.fail.Store(false)
 
@@ -398,9 +399,9 @@ func TestSeriesRefs(t *testing.T) {
 	s := openStore(t, ce, ks.Options{})
 	ls := lbl("__name__", "ref", "a", "1")
 	app := s.NewAppender()
-	ref, err := app.Ref(parseLabels(t, ls))
+	ref, err := app.Append(0, parseLabels(t, ls), 10, 1)
 	require.NoError(t, err)
-	require.NoError(t, app.AppendRef(ref, 10, 1))
+	require.NotZero(t, ref)
 	ce.fail.Store(true)
 	require.Error(t, app.Commit(ctx))
 	ce.fail.Store(false)
@@ -408,7 +409,9 @@ func TestSeriesRefs(t *testing.T) {
 	appendRef := func(ts int64, v float64) {
 		t.Helper()
 		app := s.NewAppender()
-		require.NoError(t, app.AppendRef(ref, ts, v))
+		got, err := app.Append(ref, labels.EmptyLabels(), ts, v)
+		require.NoError(t, err)
+		require.Equal(t, ref, got)
 		require.NoError(t, app.Commit(ctx))
 	}
 	appendRef(10, 1)
@@ -426,11 +429,38 @@ func TestSeriesRefs(t *testing.T) {
 	require.EqualValues(t, 3, ce.rowKeys.Load(), "the delete removed the index row: written again")
 	require.Equal(t, []series{{ls, []sample{{hour + 30, bits(5)}}}}, read(t, s, 0, 2*hour, eq("__name__", "ref")))
 
-	// Ref refuses what Append refuses, and a foreign handle is an error,
-	// never a sample filed under some series.
-	_, err = s.NewAppender().Ref(parseLabels(t, lbl("job", "no name")))
-	require.Error(t, err)
-	require.Error(t, s.NewAppender().AppendRef("not a handle", 1, 1))
+	// A ref the store never gave out is an error asking for the labels,
+	// never a sample filed under some series; with the labels, it is the
+	// series of the labels.
+	_, err = s.NewAppender().Append(ref+1000, labels.EmptyLabels(), 1, 1)
+	var unknown interface{ UnknownSeriesRef() }
+	require.ErrorAs(t, err, &unknown)
+	got, err := s.NewAppender().Append(ref+1000, parseLabels(t, ls), hour+40, 6)
+	require.NoError(t, err)
+	require.Equal(t, ref, got)
+}
+
+// TestSeriesRefsEvicted: once newer series took a ref's slot in the store's
+// ref table, the ref is unknown (the caller then passes the labels), and
+// never resolves to the newer series.
+func TestSeriesRefsEvicted(t *testing.T) {
+	s := openStore(t, openPebble(t), ks.Options{IndexCacheSize: 1})
+	app := s.NewAppender()
+	a, err := app.Append(0, parseLabels(t, lbl("__name__", "a")), 10, 1)
+	require.NoError(t, err)
+	for _, name := range []string{"b", "c", "d"} {
+		_, err := app.Append(0, parseLabels(t, lbl("__name__", name)), 10, 1)
+		require.NoError(t, err)
+	}
+	_, err = s.NewAppender().Append(a, labels.EmptyLabels(), 20, 2)
+	var unknown interface{ UnknownSeriesRef() }
+	require.ErrorAs(t, err, &unknown)
+	app = s.NewAppender()
+	again, err := app.Append(a, parseLabels(t, lbl("__name__", "a")), 20, 2)
+	require.NoError(t, err)
+	require.NotZero(t, again)
+	require.NoError(t, app.Commit(context.Background()))
+	require.Equal(t, []series{{lbl("__name__", "a"), []sample{{20, bits(2)}}}}, read(t, s, 0, hour, eq("__name__", "a")))
 }
 
 // TestSpec follows KairosDB's start-up rules for the spec table (§3.3).
@@ -561,8 +591,8 @@ func TestMetadata(t *testing.T) {
 func TestInvalidSeries(t *testing.T) {
 	s := openStore(t, openPebble(t), ks.Options{})
 	app := s.NewAppender()
-	require.Error(t, app.Append(labels.FromStrings("job", "x"), 1, 1), "no __name__")
-	require.Error(t, app.Append(labels.FromStrings("__name__", "a\x00b"), 1, 1), "NUL in the metric name")
+	require.Error(t, errOf(app.Append(0, labels.FromStrings("job", "x"), 1, 1)), "no __name__")
+	require.Error(t, errOf(app.Append(0, labels.FromStrings("__name__", "a\x00b"), 1, 1)), "NUL in the metric name")
 	require.NoError(t, app.Commit(context.Background()))
 	require.Empty(t, read(t, s, 0, 10, labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".*")))
 }
@@ -620,9 +650,9 @@ func TestDeleteSideRows(t *testing.T) {
 		s := openStore(t, eng, ks.Options{})
 		ls := parseLabels(t, lbl("__name__", "side", "k", "a"))
 		app := s.NewAppender()
-		require.NoError(t, app.Append(ls, 10, 1))
-		require.NoError(t, app.Append(ls, 20, math.Float64frombits(value.StaleNaN)))
-		require.NoError(t, app.AppendExemplar(ls, exemplarAt(10, "trace_id", "x")))
+		require.NoError(t, errOf(app.Append(0, ls, 10, 1)))
+		require.NoError(t, errOf(app.Append(0, ls, 20, math.Float64frombits(value.StaleNaN))))
+		require.NoError(t, errOf(app.AppendExemplar(0, ls, exemplarAt(10, "trace_id", "x"))))
 		require.NoError(t, app.Commit(ctx))
 		require.Equal(t, []series{{lbl("__name__", "side", "k", "a"), []sample{{10, bits(1)}, {20, value.StaleNaN}}}}, read(t, s, 0, hour, eq("__name__", "side")))
 
@@ -694,3 +724,6 @@ func TestSampleLimit(t *testing.T) {
 		require.NoError(t, readAll(ks.WithSampleLimit(ctx, 0), 2))
 	})
 }
+
+// errOf is the error of an Append call, for tests that need no ref.
+func errOf(_ storage.SeriesRef, err error) error { return err }

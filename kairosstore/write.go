@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
+	"github.com/prometheus/prometheus/storage"
 
 	"github.com/kairos-remote/kairos-adapter/internal/lru"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
@@ -108,39 +109,55 @@ func (a *Appender) Grow(n int) {
 	a.values = slices.Grow(a.values, 8*n)
 }
 
-// Append adds one float sample of the series ls. Finite values are stored as
-// kairos_double. Non-finite ones (NaN of any payload, ±Inf, and Prometheus
-// stale markers) cannot be kairos_double: KairosDB's JSON cannot print them
-// and its aggregators would fail on them. They go to a row of KairosDB's
-// "null" type holding the 8 raw bytes, indexed under the side metric
-// <metric>#nonfinite (see NonFiniteSuffix), so KairosDB never reads them while
-// this adapter returns them bit-exact.
-func (a *Appender) Append(ls labels.Labels, t int64, v float64) error {
-	if err := a.series(ls); err != nil {
-		return err
+// Append adds one float sample of the series ref or, when ref is 0, ls (the
+// adapter's Appender contract: ls may be empty when ref is given, and a ref
+// no longer known without labels is an *unknownRefError). It returns the
+// series' ref, valid across appenders for as long as the store's ref table
+// holds it (refTable). Finite values are stored as kairos_double. Non-finite
+// ones (NaN of any payload, ±Inf, and Prometheus stale markers) cannot be
+// kairos_double: KairosDB's JSON cannot print them and its aggregators would
+// fail on them. They go to a row of KairosDB's "null" type holding the 8 raw
+// bytes, indexed under the side metric <metric>#nonfinite (see
+// NonFiniteSuffix), so KairosDB never reads them while this adapter returns
+// them bit-exact.
+func (a *Appender) Append(ref storage.SeriesRef, ls labels.Labels, t int64, v float64) (storage.SeriesRef, error) {
+	if err := a.use(ref, ls); err != nil {
+		return 0, err
 	}
-	return a.appendFloat(t, v)
+	return a.ref(), a.appendFloat(t, v)
 }
 
-// Ref returns a handle on the series of ls for AppendRef. It stays valid
-// for the life of the Store, across appenders, so a caller can remember it
-// and skip decoding the labels of a series it has seen before.
-func (a *Appender) Ref(ls labels.Labels) (any, error) {
-	if err := a.series(ls); err != nil {
-		return nil, err
+// use makes a.cur the series of ref or, when ref is 0, of ls.
+func (a *Appender) use(ref storage.SeriesRef, ls labels.Labels) error {
+	if ref != 0 {
+		if a.cur != nil && a.ref() == ref {
+			return nil
+		}
+		if s := a.s.refs.get(ref); s != nil {
+			a.cur = s
+			return nil
+		}
+		if ls.IsEmpty() {
+			return &unknownRefError{ref}
+		}
 	}
-	return a.cur, nil
+	return a.series(ls)
 }
 
-// AppendRef is Append for the series of a handle from Ref.
-func (a *Appender) AppendRef(ref any, t int64, v float64) error {
-	s, ok := ref.(*series)
-	if !ok {
-		return fmt.Errorf("AppendRef: %T is not a series handle of this store", ref)
-	}
-	a.cur = s
-	return a.appendFloat(t, v)
+// ref is the current series' ref.
+func (a *Appender) ref() storage.SeriesRef { return storage.SeriesRef(a.cur.ref.Load()) }
+
+// unknownRefError is a ref the store no longer knows, given without labels
+// (the adapter's UnknownRefError): the caller appends again with them. A
+// caller that does not is a bug, answered 500 so the sender retries rather
+// than loses the series.
+type unknownRefError struct{ ref storage.SeriesRef }
+
+func (e *unknownRefError) Error() string {
+	return fmt.Sprintf("series ref %d is no longer known and no labels came with it", e.ref)
 }
+func (*unknownRefError) HTTPStatus() int   { return http.StatusInternalServerError }
+func (*unknownRefError) UnknownSeriesRef() {}
 
 func (a *Appender) appendFloat(t int64, v float64) error {
 	if err := a.s.checkTime(t); err != nil {
@@ -191,9 +208,9 @@ func (a *Appender) appendFloat(t int64, v float64) error {
 // callers reduce schemas 9..52 to 8 first (docs/remote-protocols.md
 // §2.7). A histogram stale marker (Sum = StaleNaN) is valid and kept bit for
 // bit.
-func (a *Appender) AppendHistogram(ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error {
+func (a *Appender) AppendHistogram(ref storage.SeriesRef, ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (storage.SeriesRef, error) {
 	if err := a.s.checkTime(t); err != nil {
-		return err
+		return ref, err
 	}
 	var err error
 	switch {
@@ -205,10 +222,10 @@ func (a *Appender) AppendHistogram(ls labels.Labels, t int64, h *histogram.Histo
 		err = fh.Validate()
 	}
 	if err != nil {
-		return badRequest("invalid native histogram at %d: %w", t, err)
+		return ref, badRequest("invalid native histogram at %d: %w", t, err)
 	}
-	if err := a.series(ls); err != nil {
-		return err
+	if err := a.use(ref, ls); err != nil {
+		return 0, err
 	}
 	off := len(a.values)
 	dataType := codec.TypeHistogram
@@ -219,21 +236,21 @@ func (a *Appender) AppendHistogram(ls labels.Labels, t int64, h *histogram.Histo
 		a.values = codec.AppendFloatHistogramValue(a.values, fh)
 	}
 	a.addCell(a.cur.metric, a.cur.metric, t, dataType, off)
-	return nil
+	return a.ref(), nil
 }
 
-// AppendExemplar adds one exemplar of the series ls. It goes to the series'
+// AppendExemplar adds one exemplar of the series ref or ls (as Append). It goes to the series'
 // exemplar metric (exemplar.go), at the exemplar's timestamp. An exemplar
 // whose labels Prometheus could not hold is refused.
-func (a *Appender) AppendExemplar(ls labels.Labels, e exemplar.Exemplar) error {
+func (a *Appender) AppendExemplar(ref storage.SeriesRef, ls labels.Labels, e exemplar.Exemplar) (storage.SeriesRef, error) {
 	if err := a.s.checkTime(e.Ts); err != nil {
-		return err
+		return ref, err
 	}
 	if err := codec.CheckExemplarLabels(e.Labels); err != nil {
-		return badRequest("invalid exemplar at %d: %w", e.Ts, err)
+		return ref, badRequest("invalid exemplar at %d: %w", e.Ts, err)
 	}
-	if err := a.series(ls); err != nil {
-		return err
+	if err := a.use(ref, ls); err != nil {
+		return 0, err
 	}
 	off := len(a.values)
 	a.values = codec.AppendExemplarValue(a.values, e.Labels, e.Value)
@@ -241,7 +258,7 @@ func (a *Appender) AppendExemplar(ls labels.Labels, e exemplar.Exemplar) error {
 	// for a 127-byte type name, and the suffix plus "prom_exemplar" is
 	// shorter than that.
 	a.addCell(a.cur.metric+codec.ExemplarSuffix, a.cur.metric+codec.ExemplarSuffix, e.Ts, codec.TypeExemplar, off)
-	return nil
+	return a.ref(), nil
 }
 
 // minTime is the earliest timestamp the layout can hold. KairosDB's row time

@@ -99,15 +99,15 @@ func newTestStore(t *testing.T) *kairosstore.Store {
 	require.NoError(t, err)
 	app := store.NewAppender()
 	for ts := int64(0); ts <= 600_000; ts += 15_000 {
-		require.NoError(t, app.Append(labels.FromStrings("__name__", "c_total", "i", "a"), ts, float64(ts/1000)))
-		require.NoError(t, app.Append(labels.FromStrings("__name__", "c_total", "i", "b"), ts, float64(ts/500)))
-		require.NoError(t, app.AppendHistogram(labels.FromStrings("__name__", "h"), ts, &histogram.Histogram{
+		require.NoError(t, errOf(app.Append(0, labels.FromStrings("__name__", "c_total", "i", "a"), ts, float64(ts/1000))))
+		require.NoError(t, errOf(app.Append(0, labels.FromStrings("__name__", "c_total", "i", "b"), ts, float64(ts/500))))
+		require.NoError(t, errOf(app.AppendHistogram(0, labels.FromStrings("__name__", "h"), ts, &histogram.Histogram{
 			Count: 2, Sum: 3, ZeroThreshold: 0.001, ZeroCount: 1,
 			PositiveSpans: []histogram.Span{{Offset: 0, Length: 1}}, PositiveBuckets: []int64{1},
-		}, nil))
+		}, nil)))
 	}
-	require.NoError(t, app.Append(labels.FromStrings("__name__", "d", "i", "x"), 0, 1))
-	require.NoError(t, app.Append(labels.FromStrings("__name__", "d", "i", "x"), 60_000, 3))
+	require.NoError(t, errOf(app.Append(0, labels.FromStrings("__name__", "d", "i", "x"), 0, 1)))
+	require.NoError(t, errOf(app.Append(0, labels.FromStrings("__name__", "d", "i", "x"), 60_000, 3)))
 	require.NoError(t, app.Commit(ctx))
 	return store
 }
@@ -390,3 +390,6 @@ func TestGzip(t *testing.T) {
 		require.Equal(t, plain.body, string(b), accept)
 	}
 }
+
+// errOf is the error of an Append call, for tests that need no ref.
+func errOf(_ storage.SeriesRef, err error) error { return err }

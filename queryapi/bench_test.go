@@ -33,7 +33,7 @@ func BenchmarkQueryRange(b *testing.B) {
 	for i := range series {
 		ls := labels.FromStrings("__name__", "bench_requests_total", "job", fmt.Sprint("j", i%4), "instance", fmt.Sprint("i", i))
 		for k := range samples {
-			require.NoError(b, app.Append(ls, int64(k)*15_000, float64(k*(i+1))))
+			require.NoError(b, errOf(app.Append(0, ls, int64(k)*15_000, float64(k*(i+1)))))
 		}
 	}
 	require.NoError(b, app.Commit(ctx))

@@ -30,7 +30,8 @@ func memStore(t *testing.T, perSeries int) *kairosstore.Store {
 		app := store.NewAppender()
 		ls := labels.FromStrings("__name__", "mem_total", "i", fmt.Sprint(i))
 		for k := range perSeries {
-			require.NoError(t, app.Append(ls, int64(k)*15_000, float64(k)))
+			_, err := app.Append(0, ls, int64(k)*15_000, float64(k))
+			require.NoError(t, err)
 		}
 		require.NoError(t, app.Commit(ctx))
 	}

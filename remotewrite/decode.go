@@ -1,8 +1,7 @@
-package adapter
+package remotewrite
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -14,10 +13,11 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // Write requests are decoded by hand, one window of series at a time
-// (unmarshalV1Request, unmarshalV2Window; see writeWindow). The generated
+// (unmarshalV1Request, unmarshalV2Window; the caller picks the window size). The generated
 // top-level decoder appends a zeroed TimeSeries per series, throwing away
 // the slices a pooled request already has, and builds the whole request at
 // once, however many tiny series it holds.
@@ -26,7 +26,7 @@ import (
 // label names, values and symbols become strings that point into the
 // decoded body instead of one allocation each. That is safe because nothing
 // keeps them past the request: labels are copied into the ScratchBuilder's
-// buffer, and the Appender contract says it copies what it keeps. The
+// buffer, and the adapter's Appender contract says it copies what it keeps. The
 // generated decoder cost 10 of the 11 allocations per sample of a typical
 // 1.0 request (BenchmarkPipeline).
 //
@@ -35,54 +35,46 @@ import (
 // holds, they cost no memory; histograms and exemplars are then decoded one
 // at a time into an itemScratch.
 
-var errBadProtobuf = errors.New("proto: malformed message")
-
 // nextField splits the first field off a protobuf message: its number, wire
 // type, payload (the bytes of a length-delimited field, the raw bytes
-// otherwise) and the rest of the message. Groups are refused; no remote
-// protocol message uses them.
+// otherwise) and the rest of the message. No remote protocol message has
+// groups; one is skipped whole, as the generated decoders skip it.
 func nextField(b []byte) (field, wire uint64, payload, rest []byte, err error) {
-	tag, n := binary.Uvarint(b)
-	if n <= 0 {
-		return 0, 0, nil, nil, errBadProtobuf
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 {
+		return 0, 0, nil, nil, protoError(n)
 	}
 	b = b[n:]
-	field, wire = tag>>3, tag&7
-	if field == 0 || field > math.MaxInt32 {
-		return 0, 0, nil, nil, fmt.Errorf("proto: illegal field number %d", field)
-	}
-	switch wire {
-	case 0: // varint
-		if _, n = binary.Uvarint(b); n <= 0 {
-			return 0, 0, nil, nil, errBadProtobuf
+	switch typ {
+	case protowire.BytesType:
+		v, m := protowire.ConsumeBytes(b)
+		if m < 0 {
+			return 0, 0, nil, nil, protoError(m)
 		}
-		return field, wire, b[:n], b[n:], nil
-	case 1: // fixed64
-		if len(b) < 8 {
-			return 0, 0, nil, nil, io.ErrUnexpectedEOF
-		}
-		return field, wire, b[:8], b[8:], nil
-	case 2: // length-delimited
-		l, n := binary.Uvarint(b)
-		if n <= 0 || l > uint64(len(b)-n) {
-			return 0, 0, nil, nil, io.ErrUnexpectedEOF
-		}
-		end := n + int(l)
-		return field, wire, b[n:end], b[end:], nil
-	case 5: // fixed32
-		if len(b) < 4 {
-			return 0, 0, nil, nil, io.ErrUnexpectedEOF
-		}
-		return field, wire, b[:4], b[4:], nil
-	case 3: // start group: skipped to its end, iteratively, however deep
-		n, err := skipGroup(b)
+		return uint64(num), uint64(typ), v, b[m:], nil
+	case protowire.StartGroupType:
+		// Skipped to its end, iteratively, however deep.
+		m, err := skipGroup(b)
 		if err != nil {
 			return 0, 0, nil, nil, err
 		}
-		return field, wire, b[:n], b[n:], nil
-	default:
-		return 0, 0, nil, nil, fmt.Errorf("proto: unsupported wire type %d for field %d", wire, field)
+		return uint64(num), uint64(typ), b[:m], b[m:], nil
 	}
+	m := protowire.ConsumeFieldValue(num, typ, b)
+	if m < 0 {
+		return 0, 0, nil, nil, fmt.Errorf("field %d: %w", num, protoError(m))
+	}
+	return uint64(num), uint64(typ), b[:m], b[m:], nil
+}
+
+// protoError is the error of a protowire code: the generated decoders'
+// "proto:" prefix on protowire's text, or io.ErrUnexpectedEOF itself.
+func protoError(n int) error {
+	err := protowire.ParseError(n)
+	if err == io.ErrUnexpectedEOF {
+		return err
+	}
+	return fmt.Errorf("proto: %w", err)
 }
 
 // shortField is nextField's fast path for what fills a 2.0 request: a
@@ -111,16 +103,18 @@ func shortField(b []byte) (field uint64, payload, rest []byte, ok bool) {
 func skipGroup(b []byte) (int, error) {
 	depth, off := 1, 0
 	for depth > 0 {
-		tag, n := binary.Uvarint(b[off:])
-		if n <= 0 {
-			return 0, io.ErrUnexpectedEOF
+		// Like the generated decoders, and unlike protowire, this does
+		// not match end groups to start groups by field number.
+		tag, n := protowire.ConsumeVarint(b[off:])
+		if n < 0 {
+			return 0, protoError(n)
 		}
 		off += n
 		var l uint64
 		switch tag & 7 {
 		case 0:
-			if _, n = binary.Uvarint(b[off:]); n <= 0 {
-				return 0, errBadProtobuf
+			if _, n = protowire.ConsumeVarint(b[off:]); n < 0 {
+				return 0, protoError(n)
 			}
 			off += n
 			continue
@@ -128,8 +122,8 @@ func skipGroup(b []byte) (int, error) {
 			l = 8
 		case 2:
 			var n int
-			if l, n = binary.Uvarint(b[off:]); n <= 0 {
-				return 0, io.ErrUnexpectedEOF
+			if l, n = protowire.ConsumeVarint(b[off:]); n < 0 {
+				return 0, protoError(n)
 			}
 			off += n
 		case 3:
@@ -152,24 +146,12 @@ func skipGroup(b []byte) (int, error) {
 }
 
 // rw1Request is one window of a decoded prometheus.WriteRequest: at most
-// a window's worth of series and metadata entries (see writeWindow), whose
-// series keep their labels encoded (rw1Series).
+// a window's worth of series and metadata entries (Decoder.Next), whose
+// series keep their labels encoded (Series).
 type rw1Request struct {
-	series   []rw1Series
+	series   []Series
 	metadata []prompb.MetricMetadata
 	scratch  itemScratch
-}
-
-// rw1Series is a decoded prometheus.TimeSeries. Its label fields stay
-// encoded: those bytes are the key of the handler's series cache, and are
-// decoded (decodeV1Labels) only for a series the cache does not know. Its
-// samples stay encoded too (nextSample decodes them as they are appended),
-// so that a sample costs no memory however small it is on the wire.
-type rw1Series struct {
-	labels     []byte // the series' label fields, in the order sent
-	samples    encodedFields
-	exemplars  encodedFields
-	histograms encodedFields
 }
 
 // unmarshalV1Request decodes the next window of a prometheus.WriteRequest
@@ -194,7 +176,7 @@ func unmarshalV1Request(req *rw1Request, b []byte, arena []byte, limit int) (res
 			}
 			req.series = growOne(req.series)
 			ts := &req.series[len(req.series)-1]
-			*ts = rw1Series{}
+			*ts = Series{}
 			if arena, err = unmarshalTimeSeries(ts, payload, arena, &req.scratch); err != nil {
 				return b, unknown, arena, err
 			}
@@ -213,25 +195,12 @@ func unmarshalV1Request(req *rw1Request, b []byte, arena []byte, limit int) (res
 }
 
 // rw2Request is an io.prometheus.write.v2.Request: all its symbols, and one
-// window of its series (see writeWindow).
+// window of its series (Decoder.Next).
 type rw2Request struct {
 	symbols []string
 	nSeries int // in the whole request
-	series  []rw2Series
+	series  []Series
 	scratch itemScratch
-}
-
-// rw2Series is a decoded io.prometheus.write.v2.TimeSeries, its samples
-// left encoded as rw1Series' are.
-type rw2Series struct {
-	refs       []uint32 // labels_refs, a slice of the arena
-	samples    encodedFields
-	histograms encodedFields
-	exemplars  encodedFields
-	meta       writev2.Metadata
-	// oddExemplarRefs is set when the labels_refs of an exemplar have an
-	// odd length.
-	oddExemplarRefs bool
 }
 
 // v2Summary is what decoding a 2.0 window learns on the way, so that the
@@ -239,7 +208,7 @@ type rw2Series struct {
 // request's series costs cache misses, as 2,000 of them do not fit in L1.
 type v2Summary struct {
 	// received counts the samples, histograms and exemplars of all series.
-	received counts
+	received [3]int
 	// maxRef is the largest symbol ref of the window: of labels,
 	// exemplar labels and metadata. When it is inside the table, so are
 	// all of them.
@@ -247,6 +216,12 @@ type v2Summary struct {
 	// oddRefs is set when the labels_refs of a series or an exemplar have
 	// an odd length.
 	oddRefs bool
+}
+
+func (sum *v2Summary) add(ts *Series) {
+	sum.received[0] += ts.samples.n
+	sum.received[1] += ts.histograms.n
+	sum.received[2] += ts.exemplars.n
 }
 
 // unmarshalV2Symbols decodes the symbols of an io.prometheus.write.v2.Request
@@ -315,11 +290,11 @@ func unmarshalV2Window(req *rw2Request, b []byte, a *v2Arena, limit int) (rest [
 		}
 		req.series = growOne(req.series)
 		ts := &req.series[len(req.series)-1]
-		*ts = rw2Series{}
+		*ts = Series{}
 		if err := unmarshalV2Series(ts, payload, &sum.maxRef, a, &req.scratch); err != nil {
 			return b, sum, err
 		}
-		sum.received.add(counts{ts.samples.n, ts.histograms.n, ts.exemplars.n})
+		sum.add(ts)
 		sum.oddRefs = sum.oddRefs || len(ts.refs)%2 != 0 || ts.oddExemplarRefs
 		sum.maxRef = max(sum.maxRef, ts.meta.HelpRef, ts.meta.UnitRef)
 	}
@@ -365,7 +340,7 @@ func uvarint(p []byte) uint64 {
 // unmarshalTimeSeries decodes a prometheus.TimeSeries into ts, leaving its
 // labels encoded. Label fields interleaved with other fields are gathered
 // in arena. Unknown fields are skipped, as the generated decoder does.
-func unmarshalTimeSeries(ts *rw1Series, b []byte, arena []byte, sc *itemScratch) ([]byte, error) {
+func unmarshalTimeSeries(ts *Series, b []byte, arena []byte, sc *itemScratch) ([]byte, error) {
 	var gathered bool // ts.labels lives in arena
 	whole := b
 	for len(b) > 0 {
@@ -430,7 +405,7 @@ func unmarshalTimeSeries(ts *rw1Series, b []byte, arena []byte, sc *itemScratch)
 // appendLabelField adds a whole label field to ts.labels. A field right
 // after the previous one in the body, the usual case, only extends it;
 // otherwise the fields are gathered in arena, which is returned.
-func (ts *rw1Series) appendLabelField(field, arena []byte, gathered *bool) []byte {
+func (ts *Series) appendLabelField(field, arena []byte, gathered *bool) []byte {
 	switch {
 	case len(ts.labels) == 0:
 		ts.labels = field
@@ -500,7 +475,7 @@ func unmarshalLabel(b []byte) (prompb.Label, error) {
 // unmarshalV2Metadata decodes an io.prometheus.write.v2.Metadata: three
 // varints, which the generated decoder spent a tenth of a 2.0 series'
 // decoding time on.
-func unmarshalV2Metadata(m *writev2.Metadata, b []byte) error {
+func unmarshalV2Metadata(m *seriesMeta, b []byte) error {
 	for len(b) > 0 {
 		if len(b) >= 2 && b[1] < 0x80 { // a one-byte varint, as Prometheus's usually are
 			switch b[0] {
@@ -596,7 +571,7 @@ type v2Arena struct {
 
 // unmarshalV2Series decodes an io.prometheus.write.v2.TimeSeries into ts,
 // with its refs and samples in a, raising *maxRef to its largest labels ref.
-func unmarshalV2Series(ts *rw2Series, b []byte, maxRef *uint32, a *v2Arena, sc *itemScratch) error {
+func unmarshalV2Series(ts *Series, b []byte, maxRef *uint32, a *v2Arena, sc *itemScratch) error {
 	r0 := len(a.refs)
 	defer func() {
 		// Capacity is cut so that nothing appended to a series can run
@@ -716,6 +691,12 @@ func nextSample(b []byte) (v float64, t int64, rest []byte, ok bool) {
 	return 0, 0, nil, false
 }
 
+// errPackedOverrun is a packed labels_refs run whose last varint does not
+// end within the field. The generated decoder reads such a varint on into
+// the bytes after the field (it bounds it by the series, not the field), so
+// it is one of the bodies only it accepts (FuzzUnmarshal).
+var errPackedOverrun = fmt.Errorf("proto: a labels_refs varint runs past the end of its packed field: %w", io.ErrUnexpectedEOF)
+
 // appendRefs appends the uint32 refs of a repeated field, one varint or a
 // packed run of them, raising *maxRef to the largest.
 func appendRefs(refs []uint32, wire uint64, payload []byte, maxRef *uint32) ([]uint32, error) {
@@ -745,9 +726,12 @@ func appendRefs(refs []uint32, wire uint64, payload []byte, maxRef *uint32) ([]u
 				r = r&0x7f | uint32(p[1])<<7
 				p = p[2:]
 			default:
-				v, k := binary.Uvarint(p)
-				if k <= 0 {
-					return refs[:n+j], errBadProtobuf
+				v, k := protowire.ConsumeVarint(p)
+				if k == -1 { // protowire's code for truncated input
+					return refs[:n+j], errPackedOverrun
+				}
+				if k < 0 {
+					return refs[:n+j], protoError(k)
 				}
 				if v > math.MaxUint32 {
 					return refs[:n+j], fmt.Errorf("proto: labels_refs value %d overflows uint32", v)
@@ -764,7 +748,7 @@ func appendRefs(refs []uint32, wire uint64, payload []byte, maxRef *uint32) ([]u
 	}
 }
 
-// wireMessage describes a protobuf message as far as guessMessage needs:
+// wireMessage describes a protobuf message as far as Guess needs:
 // the wire type of each field it defines and, for a field holding a message
 // that is checked too, that message. It only checks: unlike the generated
 // decoders it builds nothing, so guessing costs no memory however many
@@ -853,7 +837,7 @@ type itemScratch struct {
 }
 
 // exemplar converts the exemplar last decoded (ex1 when v1, else ex2,
-// whose refs validateSymbols checked) into an exemplar whose labels are
+// whose refs CheckSymbols checked) into an exemplar whose labels are
 // sc.exLabels.
 func (sc *itemScratch) exemplar(v1 bool, symbols []string) exemplar.Exemplar {
 	sc.exB.Reset()
