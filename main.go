@@ -242,16 +242,22 @@ func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into 
 func cassandraConfig(cfg *config.Config) (cql.Config, error) {
 	c := cfg.Cassandra
 	out := cql.Config{
-		Hosts:            c.Hosts,
-		Keyspace:         c.Keyspace,
-		Replication:      c.Replication,
-		WriteConsistency: strings.ToUpper(c.WriteConsistency),
-		ReadConsistency:  strings.ToUpper(c.ReadConsistency),
-		LocalDC:          c.LocalDC,
-		Username:         c.Username,
-		Timeout:          time.Duration(c.Timeout),
-		ConnectTimeout:   time.Duration(c.ConnectTimeout),
-		MaxInFlight:      c.MaxInFlightRequests,
+		Hosts:             c.Hosts,
+		Keyspace:          c.Keyspace,
+		Replication:       c.Replication,
+		WriteConsistency:  strings.ToUpper(c.WriteConsistency),
+		ReadConsistency:   strings.ToUpper(c.ReadConsistency),
+		LocalDC:           c.LocalDC,
+		Username:          c.Username,
+		Timeout:           time.Duration(c.Timeout),
+		ConnectTimeout:    time.Duration(c.ConnectTimeout),
+		MaxInFlight:       c.MaxInFlightRequests,
+		SlowRequest:       time.Duration(c.SlowRequest),
+		QueueTimeout:      time.Duration(c.QueueTimeout),
+		ReconnectInterval: time.Duration(c.ReconnectInterval),
+	}
+	if out.SlowRequest == 0 {
+		out.SlowRequest = -1 // 0 turns the latency signal off; cql reads 0 as its default
 	}
 	pw, err := cfg.CassandraPassword()
 	if err != nil {
