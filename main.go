@@ -186,6 +186,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 				return nil // interrupted
 			}
 			eng = e
+			reg.MustRegister(e.Collectors()...)
 			if err := openStore(ctx, cfg, e, store, logger, reg); err != nil {
 				if ctx.Err() != nil {
 					return nil // interrupted
@@ -289,7 +290,7 @@ func cassandraConfig(cfg *config.Config) (cql.Config, error) {
 }
 
 // connectCassandra retries until Cassandra answers or ctx ends.
-func connectCassandra(ctx context.Context, cfg cql.Config, logger *slog.Logger) (engine.Engine, error) {
+func connectCassandra(ctx context.Context, cfg cql.Config, logger *slog.Logger) (*cql.Engine, error) {
 	backoff := time.Second
 	for {
 		e, err := cql.Open(ctx, cfg, logger)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // overloaded reports whether err is a symptom of a cluster that cannot keep
@@ -115,6 +116,8 @@ type limiter struct {
 	// cut is when the limit was last halved: a request that started
 	// before it saw the old limit's load and does not halve it again.
 	cut time.Time
+	// saturated counts requests that found no slot in time.
+	saturated int
 }
 
 // waiter is a request queued for a slot; granted is closed when it has one.
@@ -161,6 +164,9 @@ func (l *limiter) acquire(ctx context.Context) (time.Time, error) {
 		return time.Now(), nil
 	}
 	w.done = true
+	if errors.Is(err, errSaturated) {
+		l.saturated++
+	}
 	for i, q := range l.queue {
 		if q == w {
 			l.queue = append(l.queue[:i], l.queue[i+1:]...)
@@ -201,4 +207,24 @@ func (l *limiter) Limit() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.current()
+}
+
+// Collectors are the engine's metrics: the adaptive limit, and the
+// requests that found no slot within the queue timeout.
+func (e *Engine) Collectors() []prometheus.Collector {
+	l := e.limit
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "kairos_adapter", Name: "cassandra_in_flight_limit",
+			Help: "The adaptive limit of Cassandra requests in flight (at most --cassandra.max-in-flight-requests).",
+		}, func() float64 { return float64(l.Limit()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "kairos_adapter", Name: "cassandra_queue_timeouts_total",
+			Help: "Cassandra requests that found no slot under the in-flight limit within --cassandra.queue-timeout (their remote request was answered 503).",
+		}, func() float64 {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return float64(l.saturated)
+		}),
+	}
 }

@@ -109,6 +109,7 @@ func TestLimiterQueueTimeout(t *testing.T) {
 	require.NoError(t, err)
 	_, err = l.acquire(t.Context())
 	require.ErrorIs(t, err, errSaturated)
+	require.Equal(t, 1, l.saturated)
 	require.Equal(t, http.StatusServiceUnavailable, statusOf(classify(err)))
 
 	got := make(chan error, 1)
