@@ -325,6 +325,10 @@ func (p *pool) close() {
 	p.done.Wait()
 }
 
+// errNotSent releases the slot of a request that was never sent, which
+// says nothing about Cassandra's load.
+var errNotSent = errors.New("cassandra: request not sent")
+
 // errClosed fails requests sent after Close, as the closed session would.
 var errClosed = fmt.Errorf("cassandra: engine closed: %w", gocql.ErrSessionClosed)
 
@@ -364,7 +368,7 @@ func (e *Engine) run(ctx context.Context, s *gocql.Session, reqs []request, c ca
 				err = errClosed
 			}
 			wg.Done()
-			e.limit.release(start, nil)
+			e.limit.release(start, errNotSent)
 		}
 		// Count what was never sent, so the caller answers 5xx.
 		fail.add(unsent(reqs[i:]), len(reqs)-i, classify(err))
