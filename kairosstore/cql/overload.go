@@ -34,7 +34,7 @@ func overloaded(err error) bool {
 	for _, e := range []error{
 		context.DeadlineExceeded, errSaturated,
 		gocql.ErrTimeoutNoResponse, gocql.ErrConnectionClosed, gocql.ErrNoStreams,
-		gocql.ErrTooManyTimeouts, gocql.ErrNoConnections, gocql.ErrUnavailable,
+		gocql.ErrNoConnections, gocql.ErrUnavailable,
 	} {
 		if errors.Is(err, e) {
 			return true
