@@ -228,8 +228,8 @@ func newCluster(c Config, s settings, keyspace string, logger *slog.Logger) *goc
 		cl.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
 	}
 	// KairosDB's request_retry_count default is 2 (§11). The driver retries
-	// only statements marked idempotent, which all of ours are; overload
-	// failures are not retried here but answered 503 (overload.go).
+	// only statements marked idempotent, which all of ours are; server
+	// timeouts are not retried here but answered 503 (overload.go).
 	cl.RetryPolicy = noOverloadRetry{numRetries: 2}
 	// The driver marks a host down when it cannot refill the host's pool,
 	// and otherwise tries it again only every ReconnectInterval (60 s by

@@ -64,17 +64,19 @@ func classify(err error) error {
 	return err
 }
 
-// noOverloadRetry retries a failed request up to NumRetries times on the next
-// host (KairosDB's request_retry_count, §11), except when the failure says
-// the cluster is overloaded: a retry would add the same work to a node that
-// already could not do it in time, and the write is answered 503 instead,
-// which Prometheus retries with its backoff.
+// noOverloadRetry retries a failed request up to numRetries times on the
+// next host (KairosDB's request_retry_count, §11), except when the
+// coordinator answered that the replicas timed out or that it is overloaded:
+// another coordinator would hand the same work to the same replicas, so the
+// request fails and its write is answered 503, which Prometheus retries with
+// its backoff. A request the client gave up on is retried: its coordinator
+// may be the node that is gone.
 type noOverloadRetry struct{ numRetries int }
 
 func (p noOverloadRetry) Attempt(q gocql.RetryableQuery) bool { return q.Attempts() <= p.numRetries }
 
 func (p noOverloadRetry) GetRetryType(err error) gocql.RetryType {
-	if serverTimeout(err) || errors.Is(err, gocql.ErrTimeoutNoResponse) {
+	if serverTimeout(err) {
 		return gocql.Rethrow
 	}
 	return gocql.RetryNextHost
