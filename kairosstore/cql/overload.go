@@ -25,7 +25,9 @@ func overloaded(err error) bool {
 	if err == nil {
 		return false
 	}
-	if serverTimeout(err) || isType[*gocql.RequestErrUnavailable](err) || isType[*gocql.RequestErrBootstrapping](err) {
+	if isType[*gocql.RequestErrWriteTimeout](err) || isType[*gocql.RequestErrReadTimeout](err) ||
+		isType[*gocql.RequestErrOverloaded](err) || isType[*gocql.RequestErrUnavailable](err) ||
+		isType[*gocql.RequestErrBootstrapping](err) {
 		return true
 	}
 	if isType[gocql.RequestError](err) {
@@ -62,31 +64,6 @@ func classify(err error) error {
 		return &unavailableError{err: err}
 	}
 	return err
-}
-
-// noOverloadRetry retries a failed request up to numRetries times on the
-// next host (KairosDB's request_retry_count, §11), except when the
-// coordinator answered that the replicas timed out or that it is overloaded:
-// another coordinator would hand the same work to the same replicas, so the
-// request fails and its write is answered 503, which Prometheus retries with
-// its backoff. A request the client gave up on is retried: its coordinator
-// may be the node that is gone.
-type noOverloadRetry struct{ numRetries int }
-
-func (p noOverloadRetry) Attempt(q gocql.RetryableQuery) bool { return q.Attempts() <= p.numRetries }
-
-func (p noOverloadRetry) GetRetryType(err error) gocql.RetryType {
-	if serverTimeout(err) {
-		return gocql.Rethrow
-	}
-	return gocql.RetryNextHost
-}
-
-// serverTimeout reports whether the server answered that it timed out or
-// is overloaded.
-func serverTimeout(err error) bool {
-	return isType[*gocql.RequestErrWriteTimeout](err) || isType[*gocql.RequestErrReadTimeout](err) ||
-		isType[*gocql.RequestErrOverloaded](err)
 }
 
 func isType[T error](err error) bool {

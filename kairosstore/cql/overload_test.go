@@ -129,17 +129,3 @@ func TestLimiterQueueTimeout(t *testing.T) {
 	require.NoError(t, <-got)
 	l.release(s, nil)
 }
-
-// TestRetryPolicy checks which failures the driver retries on the next
-// host: not the coordinator's timeouts and Overloaded, which the next
-// coordinator would hand to the same replicas, but a coordinator that did
-// not answer at all.
-func TestRetryPolicy(t *testing.T) {
-	p := noOverloadRetry{numRetries: 2}
-	for _, err := range []error{&gocql.RequestErrWriteTimeout{}, &gocql.RequestErrReadTimeout{}, &gocql.RequestErrOverloaded{}} {
-		require.Equal(t, gocql.Rethrow, p.GetRetryType(err), "%T", err)
-	}
-	for _, err := range []error{gocql.ErrTimeoutNoResponse, gocql.ErrConnectionClosed, &gocql.RequestErrUnavailable{}} {
-		require.Equal(t, gocql.RetryNextHost, p.GetRetryType(err), "%v", err)
-	}
-}
