@@ -186,6 +186,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 				return nil // interrupted
 			}
 			eng = e
+			reg.MustRegister(e.Collectors()...)
 			if err := openStore(ctx, cfg, e, store, logger, reg); err != nil {
 				if ctx.Err() != nil {
 					return nil // interrupted
@@ -243,16 +244,22 @@ func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into 
 func cassandraConfig(cfg *config.Config) (cql.Config, error) {
 	c := cfg.Cassandra
 	out := cql.Config{
-		Hosts:            c.Hosts,
-		Keyspace:         c.Keyspace,
-		Replication:      c.Replication,
-		WriteConsistency: strings.ToUpper(c.WriteConsistency),
-		ReadConsistency:  strings.ToUpper(c.ReadConsistency),
-		LocalDC:          c.LocalDC,
-		Username:         c.Username,
-		Timeout:          time.Duration(c.Timeout),
-		ConnectTimeout:   time.Duration(c.ConnectTimeout),
-		MaxInFlight:      c.MaxInFlightRequests,
+		Hosts:             c.Hosts,
+		Keyspace:          c.Keyspace,
+		Replication:       c.Replication,
+		WriteConsistency:  strings.ToUpper(c.WriteConsistency),
+		ReadConsistency:   strings.ToUpper(c.ReadConsistency),
+		LocalDC:           c.LocalDC,
+		Username:          c.Username,
+		Timeout:           time.Duration(c.Timeout),
+		ConnectTimeout:    time.Duration(c.ConnectTimeout),
+		MaxInFlight:       c.MaxInFlightRequests,
+		SlowRequest:       time.Duration(c.SlowRequest),
+		QueueTimeout:      time.Duration(c.QueueTimeout),
+		ReconnectInterval: time.Duration(c.ReconnectInterval),
+	}
+	if out.SlowRequest == 0 {
+		out.SlowRequest = -1 // 0 turns the latency signal off; cql reads 0 as its default
 	}
 	pw, err := cfg.CassandraPassword()
 	if err != nil {
@@ -284,7 +291,7 @@ func cassandraConfig(cfg *config.Config) (cql.Config, error) {
 }
 
 // connectCassandra retries until Cassandra answers or ctx ends.
-func connectCassandra(ctx context.Context, cfg cql.Config, logger *slog.Logger) (engine.Engine, error) {
+func connectCassandra(ctx context.Context, cfg cql.Config, logger *slog.Logger) (*cql.Engine, error) {
 	backoff := time.Second
 	for {
 		e, err := cql.Open(ctx, cfg, logger)

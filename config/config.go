@@ -59,8 +59,12 @@ type Cassandra struct {
 	TLS              TLS            `yaml:"tls"`
 	Timeout          model.Duration `yaml:"timeout"`
 	ConnectTimeout   model.Duration `yaml:"connect_timeout"`
-	// MaxInFlightRequests is one limit for the whole process.
-	MaxInFlightRequests int `yaml:"max_in_flight_requests"`
+	// MaxInFlightRequests is one limit for the whole process: the ceiling
+	// of the adaptive limit that SlowRequest and overload errors lower.
+	MaxInFlightRequests int            `yaml:"max_in_flight_requests"`
+	SlowRequest         model.Duration `yaml:"slow_request"`
+	QueueTimeout        model.Duration `yaml:"queue_timeout"`
+	ReconnectInterval   model.Duration `yaml:"reconnect_interval"`
 }
 
 // TLS names the files for TLS to Cassandra; all empty means no TLS.
@@ -147,6 +151,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Cassandra.MaxInFlightRequests <= 0 {
 		bad("cassandra.max-in-flight-requests", "cassandra.max_in_flight_requests", "must be positive, got %d", c.Cassandra.MaxInFlightRequests)
+	}
+	if c.Cassandra.QueueTimeout <= 0 {
+		bad("cassandra.queue-timeout", "cassandra.queue_timeout", "must be positive, got %v", c.Cassandra.QueueTimeout)
+	}
+	if c.Cassandra.ReconnectInterval <= 0 {
+		bad("cassandra.reconnect-interval", "cassandra.reconnect_interval", "must be positive, got %v", c.Cassandra.ReconnectInterval)
 	}
 	switch c.Storage.Type {
 	case "embedded":

@@ -36,7 +36,7 @@ const (
 	outageDuration = 60 * time.Second
 	// recoveryTimeout bounds the wait for the adapter to be ready and to
 	// store again once the node serves CQL. The driver retries a host it
-	// marked down only every ReconnectInterval (60 s by default).
+	// marked down only every --cassandra.reconnect-interval (1 s by default).
 	recoveryTimeout = 3 * time.Minute
 	// afterRecovery is how long A writes through the recovered node before
 	// the compared window ends.

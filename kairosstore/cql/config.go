@@ -28,6 +28,9 @@ const (
 	DefaultConnectTimeout   = 5 * time.Second
 	DefaultPageSize         = 5000
 	DefaultMaxInFlight      = 128
+	DefaultQueueTimeout     = 5 * time.Second
+	DefaultSlowRequest      = time.Second
+	DefaultReconnect        = time.Second
 	DefaultCompression      = "snappy"
 )
 
@@ -59,8 +62,19 @@ type Config struct {
 	// PageSize is the fetch size of reads.
 	PageSize int
 	// MaxInFlight bounds the requests (statements or batches) the engine
-	// has outstanding at once, all Write and Delete calls together.
+	// has outstanding at once, all Write and Delete calls together. It is
+	// the ceiling of an adaptive limit (overload.go): a request slower than
+	// SlowRequest, or failing with an overload symptom, halves the limit.
 	MaxInFlight int
+	// SlowRequest is the latency from which a request counts as a sign of
+	// overload; negative means latency never does (only errors).
+	SlowRequest time.Duration
+	// QueueTimeout is how long a request waits for a slot under the limit
+	// before its Write or Delete fails as unavailable (503).
+	QueueTimeout time.Duration
+	// ReconnectInterval is how often the driver tries to reconnect to a host
+	// it marked down.
+	ReconnectInterval time.Duration
 	// Compression of the native protocol: "lz4", "snappy" or "none"; empty
 	// means DefaultCompression.
 	Compression string
@@ -82,6 +96,8 @@ type settings struct {
 	write, read gocql.Consistency
 	pageSize    int
 	maxInFlight int
+	slow        time.Duration
+	queueWait   time.Duration
 	tableOpts   map[string]string
 }
 
@@ -91,6 +107,8 @@ func (c Config) settings() (settings, error) {
 		replication: orDefault(c.Replication, DefaultReplication),
 		pageSize:    c.PageSize,
 		maxInFlight: c.MaxInFlight,
+		slow:        c.SlowRequest,
+		queueWait:   c.QueueTimeout,
 		tableOpts:   c.TableOptions,
 	}
 	var err error
@@ -121,6 +139,12 @@ func (c Config) settings() (settings, error) {
 	}
 	if s.maxInFlight <= 0 {
 		s.maxInFlight = DefaultMaxInFlight
+	}
+	if s.slow == 0 {
+		s.slow = DefaultSlowRequest
+	}
+	if s.queueWait <= 0 {
+		s.queueWait = DefaultQueueTimeout
 	}
 	return s, nil
 }
@@ -204,8 +228,22 @@ func newCluster(c Config, s settings, keyspace string, logger *slog.Logger) *goc
 		cl.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(gocql.RoundRobinHostPolicy())
 	}
 	// KairosDB's request_retry_count default is 2 (§11). The driver retries
-	// only statements marked idempotent, which all of ours are.
+	// only statements marked idempotent, which all of ours are. It retries
+	// on the next host of the plan only, so a single node's timeouts are
+	// not retried and come back as 503 (overload.go); in a cluster another
+	// coordinator may succeed (a QUORUM read timed out on a busy healthy
+	// cluster in TestNodeLoss without the retry).
 	cl.RetryPolicy = &gocql.SimpleRetryPolicy{NumRetries: 2}
+	// The driver marks a host down when it cannot refill the host's pool,
+	// and otherwise tries it again only every ReconnectInterval (60 s by
+	// default) or when the control connection reconnects to it. After an
+	// overload the control connection may have recovered first, leaving the
+	// node up but the host down for up to a minute: every request failed
+	// at once with "no hosts available in the pool".
+	cl.ReconnectInterval = c.ReconnectInterval
+	if cl.ReconnectInterval <= 0 {
+		cl.ReconnectInterval = DefaultReconnect
+	}
 	cl.BatchObserver = c.batchObserver
 	// Snappy, not KairosDB's LZ4 (§11): BenchmarkCompression measured LZ4
 	// (on protocol v5) at 0.7x snappy's write throughput with 7x the

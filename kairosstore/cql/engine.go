@@ -44,8 +44,10 @@ type Engine struct {
 	policy gocql.HostSelectionPolicy
 	routes *routeCache
 	// pool sends the requests of every Write and Delete, at most
-	// Config.MaxInFlight at once for the process (write.go).
-	pool *pool
+	// Config.MaxInFlight at once for the process (write.go), and fewer while
+	// limit says Cassandra is overloaded (overload.go).
+	pool  *pool
+	limit *limiter
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -67,6 +69,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Engine, error)
 		return nil, err
 	}
 	e.pool = newPool(set.maxInFlight)
+	e.limit = newLimiter(set.maxInFlight, set.slow, set.queueWait)
 	exists, err := keyspaceExists(ctx, boot, set.keyspace)
 	if err != nil {
 		boot.Close()

@@ -185,7 +185,7 @@ func (e *Engine) SetSpec(ctx context.Context, name, value string, writeTime int6
 	err = s.Query(insertSpec, specType, name, value).
 		Consistency(e.set.read).WithTimestamp(writeTime).Idempotent(true).ExecContext(ctx)
 	if err != nil {
-		return fmt.Errorf("cassandra: write spec %q: %w", name, err)
+		return fmt.Errorf("cassandra: write spec %q: %w", name, classify(err))
 	}
 	return nil
 }
@@ -200,7 +200,7 @@ func (e *Engine) SetServiceValue(ctx context.Context, service, serviceKey, key, 
 	err = s.Query(insertService, service, serviceKey, key, value).
 		Consistency(e.set.write).WithTimestamp(writeTime).Idempotent(true).ExecContext(ctx)
 	if err != nil {
-		return fmt.Errorf("cassandra: write service_index: %w", err)
+		return fmt.Errorf("cassandra: write service_index: %w", classify(err))
 	}
 	return nil
 }
@@ -246,7 +246,7 @@ func (e *Engine) scan(ctx context.Context, table string, row func(gocql.Scanner)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("cassandra: read %s: %w", table, err)
+		return fmt.Errorf("cassandra: read %s: %w", table, classify(err))
 	}
 	return nil
 }
@@ -263,7 +263,7 @@ func (e *Engine) scanOne(ctx context.Context, table, stmt string, args ...any) (
 	case errors.Is(err, gocql.ErrNotFound):
 		return "", false, nil
 	case err != nil:
-		return "", false, fmt.Errorf("cassandra: read %s: %w", table, err)
+		return "", false, fmt.Errorf("cassandra: read %s: %w", table, classify(err))
 	case v == nil:
 		return "", false, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
@@ -267,14 +268,17 @@ type call struct {
 	writeTime *boundBlob
 }
 
-// job is one request on its way to a worker of the engine's pool.
+// job is one request on its way to a worker of the engine's pool, holding
+// a slot of limit since start.
 type job struct {
-	ctx  context.Context
-	s    *gocql.Session
-	req  request
-	call *call
-	fail *failures
-	wg   *sync.WaitGroup
+	ctx   context.Context
+	s     *gocql.Session
+	req   request
+	call  *call
+	fail  *failures
+	wg    *sync.WaitGroup
+	limit *limiter
+	start time.Time
 }
 
 // pool is the engine's fixed set of workers, one per request the process may
@@ -300,8 +304,10 @@ func newPool(n int) *pool {
 			for {
 				select {
 				case j := <-p.work:
-					if err := exec(j.ctx, j.s, j.req, j.call, &bind); err != nil {
-						j.fail.add(j.req.len(), 1, err)
+					err := exec(j.ctx, j.s, j.req, j.call, &bind)
+					j.limit.release(j.start, err)
+					if err != nil {
+						j.fail.add(j.req.len(), 1, classify(err))
 					}
 					j.wg.Done()
 				case <-p.stop:
@@ -318,6 +324,10 @@ func (p *pool) close() {
 	p.stopped.Do(func() { close(p.stop) })
 	p.done.Wait()
 }
+
+// errNotSent releases the slot of a request that was never sent, which
+// says nothing about Cassandra's load.
+var errNotSent = errors.New("cassandra: request not sent")
 
 // errClosed fails requests sent after Close, as the closed session would.
 var errClosed = fmt.Errorf("cassandra: engine closed: %w", gocql.ErrSessionClosed)
@@ -339,27 +349,42 @@ func (e *Engine) run(ctx context.Context, s *gocql.Session, reqs []request, c ca
 		stmts += r.len()
 	}
 	for i, req := range reqs {
-		var err error
-		wg.Add(1)
-		select {
-		case e.pool.work <- job{ctx: ctx, s: s, req: req, call: &c, fail: &fail, wg: &wg}:
-			continue
-		case <-ctx.Done():
-			err = ctx.Err()
-		case <-e.pool.stop:
-			err = errClosed
+		// Once a request failed the call fails whatever the rest does:
+		// sending it would only add load to a cluster that may be
+		// overloaded. The retry resends all of it (§2.4: idempotent).
+		if fail.failed() {
+			fail.add(unsent(reqs[i:]), len(reqs)-i, nil)
+			break
 		}
-		wg.Done()
+		start, err := e.limit.acquire(ctx)
+		if err == nil {
+			wg.Add(1)
+			select {
+			case e.pool.work <- job{ctx: ctx, s: s, req: req, call: &c, fail: &fail, wg: &wg, limit: e.limit, start: start}:
+				continue
+			case <-ctx.Done():
+				err = ctx.Err()
+			case <-e.pool.stop:
+				err = errClosed
+			}
+			wg.Done()
+			e.limit.release(start, errNotSent)
+		}
 		// Count what was never sent, so the caller answers 5xx.
-		n := 0
-		for _, rest := range reqs[i:] {
-			n += rest.len()
-		}
-		fail.add(n, len(reqs)-i, err)
+		fail.add(unsent(reqs[i:]), len(reqs)-i, classify(err))
 		break
 	}
 	wg.Wait()
 	return fail.err(op, stmts, len(reqs))
+}
+
+// unsent is the number of statements of reqs.
+func unsent(reqs []request) int {
+	n := 0
+	for _, r := range reqs {
+		n += r.len()
+	}
+	return n
 }
 
 // binder holds a worker's bind values of data_points inserts, reused from
@@ -523,9 +548,16 @@ func (f *failures) add(stmts, requests int, err error) {
 	defer f.mu.Unlock()
 	f.stmts += stmts
 	f.requests += requests
-	if len(f.first) < maxJoinedErrors {
+	if err != nil && len(f.first) < maxJoinedErrors {
 		f.first = append(f.first, err)
 	}
+}
+
+// failed reports whether a request failed already.
+func (f *failures) failed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stmts > 0
 }
 
 func (f *failures) err(op string, stmts, requests int) error {
