@@ -3,6 +3,7 @@ package kairosstore_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -188,4 +189,47 @@ func labelLookups(t *testing.T, s *ks.Store, ms []*labels.Matcher) map[string][]
 		out[n] = vs
 	}
 	return out
+}
+
+// TestRowKeysCacheOwnWritesUnderConcurrentListings writes new series while
+// other goroutines keep listing and caching the same partition, and
+// requires every series to be readable through the cache as soon as its
+// write returned: a listing that started before a write and is kept after
+// it must still hold it (Store.noteWritten hands it to the builder).
+func TestRowKeysCacheOwnWritesUnderConcurrentListings(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
+		s := openStore(t, eng, ks.Options{RowKeysCacheBytes: 64 << 20})
+		base := map[string][]sample{}
+		for i := range 2000 {
+			base[lbl("__name__", "conc", "host", fmt.Sprintf("base%d", i))] = []sample{{1, bits(1)}}
+		}
+		write(t, s, base)
+		stop := make(chan struct{})
+		var readers sync.WaitGroup
+		for range 3 {
+			readers.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					q, err := s.Querier(0, hour)
+					if err != nil {
+						return
+					}
+					set := q.Select(context.Background(), false, nil, eq("__name__", "conc"), eq("host", "base7"))
+					for set.Next() {
+					}
+				}
+			})
+		}
+		for i := range 40 {
+			ls := lbl("__name__", "conc", "host", fmt.Sprintf("new%d", i))
+			write(t, s, map[string][]sample{ls: {{2, bits(2)}}})
+			require.Equal(t, []series{{ls, []sample{{2, bits(2)}}}}, read(t, s, 0, hour, eq("__name__", "conc"), eq("host", fmt.Sprintf("new%d", i))), "new%d", i)
+		}
+		close(stop)
+		readers.Wait()
+	})
 }
