@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -190,14 +191,14 @@ func requireIndexed(t *testing.T, eng engine.Engine, metric string, rowTime int6
 	ctx := context.Background()
 	var rowKeys [][]translate.Tag
 	require.NoError(t, eng.RowKeys(ctx, metric, rowTime, func(dataType string, tg []translate.Tag) error {
-		rowKeys = append(rowKeys, tg)
+		rowKeys = append(rowKeys, cloneTags(tg)) // valid only during the callback
 		return nil
 	}))
 	require.Equal(t, [][]translate.Tag{tags}, rowKeys, "row_keys")
 	for _, tg := range tags {
 		var tagged [][]translate.Tag
 		require.NoError(t, eng.TagIndexedRowKeys(ctx, metric, rowTime, codec.SingleTagPair(tg), func(dataType string, tg []translate.Tag) error {
-			tagged = append(tagged, tg)
+			tagged = append(tagged, cloneTags(tg))
 			return nil
 		}))
 		require.Equal(t, [][]translate.Tag{tags}, tagged, "tag_indexed_row_keys")
@@ -211,4 +212,12 @@ func requireIndexed(t *testing.T, eng engine.Engine, metric string, rowTime int6
 	var names []string
 	require.NoError(t, eng.MetricNames(ctx, func(n string) error { names = append(names, n); return nil }))
 	require.Contains(t, names, metric, "string_index")
+}
+
+func cloneTags(tags []translate.Tag) []translate.Tag {
+	out := make([]translate.Tag, len(tags))
+	for i, t := range tags {
+		out[i] = translate.Tag{Name: strings.Clone(t.Name), Value: strings.Clone(t.Value)}
+	}
+	return out
 }

@@ -128,11 +128,12 @@ func collectRowKeys(t *testing.T, list func(fn func(string, []translate.Tag) err
 	t.Helper()
 	var out []rowKey
 	require.NoError(t, list(func(dataType string, tags []translate.Tag) error {
+		// The engine's strings are valid only during the callback.
 		m := make(map[string]string, len(tags))
 		for _, tag := range tags {
-			m[tag.Name] = tag.Value
+			m[strings.Clone(tag.Name)] = strings.Clone(tag.Value)
 		}
-		out = append(out, rowKey{dataType, m})
+		out = append(out, rowKey{strings.Clone(dataType), m})
 		return nil
 	}))
 	return out
