@@ -107,7 +107,8 @@ type rowIndexBuilder struct {
 	pairH     []uint64
 	prevNames []uint32 // the previous entry's name ids: entries mostly share names, in the same order
 	tags      []translate.Tag
-	tooMany   bool
+	tooMany   bool  // too large to keep: the rest is skipped
+	maxBytes  int64 // the most a kept listing may weigh
 	// pending are entries written while the listing ran (Store.noteWritten),
 	// guarded by Store.fillMu.
 	pending []rowEntry
@@ -196,6 +197,13 @@ func (b *rowIndexBuilder) addEntry(dataType string, tags []translate.Tag) {
 		b.tooMany = true
 		return
 	}
+	if len(x.entType)%1024 == 0 && b.estimate() > b.maxBytes {
+		// It could not be kept: stop spending memory on it.
+		b.tooMany = true
+		*x = rowIndex{}
+		b.pairID, b.hashes, b.pairH = nil, nil, nil
+		return
+	}
 	if !visibleTags(tags) {
 		return // no read returns it (translate.Mapper.Join)
 	}
@@ -245,6 +253,12 @@ func (b *rowIndexBuilder) addEntry(dataType string, tags []translate.Tag) {
 	x.entType = append(x.entType, t)
 	x.entOff = append(x.entOff, uint32(len(x.entPairs)))
 	b.hashes = append(b.hashes, h)
+}
+
+// estimate is a lower bound of the weight of the listing built so far.
+func (b *rowIndexBuilder) estimate() int64 {
+	x := b.x
+	return 8*int64(len(x.entPairs)) + 16*int64(len(x.entType)) + 40*int64(len(x.pairValue))
 }
 
 // finish builds the postings and returns the index, or nil when the
@@ -415,6 +429,9 @@ func (x *rowIndex) match(plan translate.Plan, fn func(dataType string, tags []tr
 // again, which then costs less than the point reads.
 const maxVerify = 256
 
+// maxBuilding is how many listings are built into kept ones at once.
+const maxBuilding = 2
+
 func rowIndexKey(metric string, rowTime int64) string {
 	return metricRowKey(metric, rowTime)
 }
@@ -511,9 +528,18 @@ func (s *Store) startFillOf(metric string, rowTime int64, refresh bool) *rowInde
 	if s.fills[key] != nil {
 		return nil // another query is listing it
 	}
+	select {
+	case s.building <- struct{}{}:
+	default:
+		// Each build holds up to twice its listing's weight for a moment;
+		// a few at a time bound that.
+		return nil
+	}
 	b := newRowIndexBuilder(s.seed, s.opts.Now())
+	b.maxBytes = s.opts.RowKeysCacheBytes / 2
 	s.fills[key] = b
 	go func() {
+		defer func() { <-s.building }()
 		for c := range b.ch {
 			b.consume(c)
 		}

@@ -37,6 +37,7 @@ func TestRowIndexBytes(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	b := newRowIndexBuilder(maphash.MakeSeed(), time.Now())
+	b.maxBytes = 1 << 40
 	for _, tags := range entries {
 		b.addEntry("kairos_double", tags)
 	}
@@ -49,4 +50,17 @@ func TestRowIndexBytes(t *testing.T) {
 	require.InDelta(t, heap, float64(x.bytes), 0.25*heap)
 	runtime.KeepAlive(x)
 	runtime.KeepAlive(entries)
+}
+
+// TestRowIndexBuilderGivesUpPastItsBudget: a listing that could not be
+// kept stops costing memory as soon as it is seen to be too large.
+func TestRowIndexBuilderGivesUpPastItsBudget(t *testing.T) {
+	b := newRowIndexBuilder(maphash.MakeSeed(), time.Now())
+	b.maxBytes = 64 << 10
+	for i := range 20_000 {
+		b.addEntry("kairos_double", []translate.Tag{{Name: "instance", Value: fmt.Sprint(i)}, {Name: "job", Value: "node"}})
+	}
+	require.True(t, b.tooMany)
+	require.Less(t, len(b.x.entType)+len(b.x.pairValue), 1, "nothing kept")
+	require.Nil(t, b.finish())
 }

@@ -88,6 +88,7 @@ type Store struct {
 	// disabled; fills are the listings being read (rowindex.go).
 	rowIndexes *lru.Cache[string, *rowIndex]
 	listedOnce *lru.Cache[string, struct{}] // partitions listed, not yet kept
+	building   chan struct{}                // a slot per listing being built at once
 	seed       maphash.Seed
 	fillMu     sync.Mutex
 	fills      map[string]*rowIndexBuilder
@@ -199,6 +200,7 @@ func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Log
 	if opts.RowKeysCacheBytes > 0 {
 		s.rowIndexes = lru.NewWeighted[string, *rowIndex](opts.RowKeysCacheBytes/2, opts.IndexCacheTTL, opts.Now, func(x *rowIndex) int64 { return x.bytes })
 		s.listedOnce = lru.New[string, struct{}](opts.IndexCacheSize, opts.IndexCacheTTL, opts.Now)
+		s.building = make(chan struct{}, maxBuilding)
 	}
 	hits := f.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "kairos_adapter", Name: "index_cache_hits_total",
