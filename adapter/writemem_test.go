@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/prometheus/model/metadata"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/internal/heappeak"
 )
 
 // writeMemFactor bounds the bytes one write request may allocate, as a
@@ -190,43 +192,21 @@ func TestWriteMemoryParallel(t *testing.T) {
 		t.Run(shape.name, func(t *testing.T) {
 			h, _ := newTestHandler(t, noopStore{}, Options{})
 			compressed := snappy.Encode(nil, shape.body)
-			var before, after runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&before)
-			var peak uint64
-			done := make(chan struct{})
-			sampled := make(chan struct{})
-			go func() {
-				defer close(sampled)
-				var m runtime.MemStats
-				for {
-					runtime.ReadMemStats(&m)
-					peak = max(peak, m.HeapAlloc)
-					select {
-					case <-done:
-						return
-					default:
-						runtime.Gosched()
-					}
+			var codes []int
+			rise, alloc := heappeak.Measure(func() {
+				var wg sync.WaitGroup
+				codes = make([]int, n)
+				for i := range n {
+					wg.Go(func() {
+						codes[i] = post(h, "/api/v1/write", shape.ct, "snappy", compressed).Code
+					})
 				}
-			}()
-			var wg sync.WaitGroup
-			codes := make([]int, n)
-			for i := range n {
-				wg.Go(func() {
-					codes[i] = post(h, "/api/v1/write", shape.ct, "snappy", compressed).Code
-				})
-			}
-			wg.Wait()
-			close(done)
-			<-sampled
-			runtime.ReadMemStats(&after)
+				wg.Wait()
+			})
 			for _, c := range codes {
 				require.Contains(t, []int{http.StatusNoContent, http.StatusBadRequest}, c)
 			}
 			bound := uint64(n * writeMemBound() * len(shape.body))
-			alloc := after.TotalAlloc - before.TotalAlloc
-			rise := int64(peak) - int64(before.HeapAlloc)
 			t.Logf("%s x%d: heap rose at most %d bytes, %d allocated (bound %d)", shape.name, n, rise, alloc, bound)
 			require.LessOrEqual(t, alloc, bound, fmt.Sprintf("allocated %.1fx one body", float64(alloc)/float64(len(shape.body))))
 			require.LessOrEqual(t, rise, int64(bound))

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"runtime"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kairos-remote/kairos-adapter/internal/heappeak"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
@@ -43,30 +43,9 @@ func memStore(t *testing.T, perSeries int) *kairosstore.Store {
 // bytes allocated meanwhile: the rise counts garbage the collector has not
 // reached yet, the allocations bound it whatever the collector's timing.
 func peakHeapRise(t *testing.T, h http.Handler, form url.Values) (answer, int64, uint64) {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	var peak uint64
-	done, sampled := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var m runtime.MemStats
-		for {
-			runtime.ReadMemStats(&m)
-			peak = max(peak, m.HeapAlloc)
-			select {
-			case <-done:
-				return
-			default:
-				runtime.Gosched()
-			}
-		}
-	}()
-	got := get(t, h, http.MethodGet, "/api/v1/query", form)
-	close(done)
-	<-sampled
-	runtime.ReadMemStats(&after)
-	return got, int64(peak) - int64(before.HeapAlloc), after.TotalAlloc - before.TotalAlloc
+	var got answer
+	rise, alloc := heappeak.Measure(func() { got = get(t, h, http.MethodGet, "/api/v1/query", form) })
+	return got, rise, alloc
 }
 
 // TestQueryMemoryBoundedBySamples: a query over --query.max-samples is
