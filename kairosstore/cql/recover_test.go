@@ -102,7 +102,7 @@ func (g *gate) passed() bool {
 // serve again within seconds of the node.
 func TestServesAgainAfterHostMarkedDown(t *testing.T) {
 	if testing.Short() {
-		t.Skip("takes about 15 s")
+		cassandratest.SkipUnlessCI(t, "takes about 15 s")
 	}
 	addr, ks := cassandratest.Keyspace(t)
 	g := newGate(t, addr)
