@@ -2,7 +2,6 @@ package kairosstore
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -129,46 +128,34 @@ func (q *querier) eachIndex(ctx context.Context, ms []*labels.Matcher, cached fu
 	start := max(q.mint, s.minTime())
 	for _, metric := range metrics {
 		err := s.legacyRowKeys(ctx, metric, plan, start, q.maxt, func(metric string, tags []translate.Tag, _ rowRef) {
-			if visibleTags(tags) {
+			if translate.Readable(tags) {
 				entry(metric, tags)
 			}
 		})
 		if err != nil {
 			return err
 		}
-		var rowTimes []int64
-		err = s.eng.RowTimes(ctx, metric, s.lowestRowTime(start), q.maxt, func(rt int64) error {
-			rowTimes = append(rowTimes, rt)
-			return nil
-		})
+		rowTimes, err := s.rowTimes(ctx, metric, start, q.maxt)
 		if err != nil {
-			return fmt.Errorf("read row_key_time_index of %q: %w", metric, err)
+			return err
 		}
 		for _, rt := range rowTimes {
-			if s.rowIndexes != nil {
-				if x, ok := s.rowIndexes.Get(rowIndexKey(metric, rt)); ok && !x.isStale() {
-					s.m.rowIndexLookups.WithLabelValues("hit").Inc()
-					s.refreshLater(metric, rt, x)
-					cached(metric, x, plan)
-					continue
-				}
+			if x := s.keptListing(metric, rt); x != nil {
+				s.m.rowIndexLookups.WithLabelValues("hit").Inc()
+				s.refreshLater(metric, rt, x)
+				cached(metric, x, plan)
+				continue
 			}
-			b := s.startFill(metric, rt)
 			scanned := 0
-			err := s.eng.RowKeys(ctx, metric, rt, func(dataType string, tags []translate.Tag) error {
+			err := s.listRowKeys(ctx, metric, rt, s.startFill(metric, rt), func(_ string, tags []translate.Tag) {
 				scanned++
-				if b != nil {
-					b.add(dataType, tags)
-				}
-				if visibleTags(tags) && plan.MatchTags(tags) {
+				if translate.Readable(tags) && plan.MatchTags(tags) {
 					entry(metric, tags)
 				}
-				return nil
 			})
-			s.endFill(b, err == nil)
 			s.m.indexScanned.WithLabelValues(metric).Add(float64(scanned))
 			if err != nil {
-				return fmt.Errorf("read row_keys of %q: %w", metric, err)
+				return err
 			}
 		}
 	}

@@ -143,15 +143,9 @@ func (s *Store) findSeries(ctx context.Context, metrics []string, plan translate
 		// The metric's own index, then the side index of its non-finite
 		// values (NonFiniteSuffix).
 		for _, indexMetric := range []string{metric, metric + NonFiniteSuffix} {
-			var rowTimes []int64
-			t0 := time.Now()
-			err := s.eng.RowTimes(ctx, indexMetric, s.lowestRowTime(start), end, func(rt int64) error {
-				rowTimes = append(rowTimes, rt)
-				return nil
-			})
-			s.observe("row_times", t0)
+			rowTimes, err := s.rowTimes(ctx, indexMetric, start, end)
 			if err != nil {
-				return nil, fmt.Errorf("read row_key_time_index of %q: %w", indexMetric, err)
+				return nil, err
 			}
 			for _, rt := range rowTimes {
 				select {
@@ -255,14 +249,13 @@ func (s *Store) rowKeysOf(ctx context.Context, f *finder, metric, indexMetric st
 		}
 		f.add(metric, tags, r)
 	}
-	list := func(dataType string, tags []translate.Tag) error {
+	list := func(dataType string, tags []translate.Tag) {
 		scanned++
 		// Matching before copying anything: most entries of a large
 		// partition are not wanted.
 		if plan.MatchTags(tags) {
 			add(dataType, tags)
 		}
-		return nil
 	}
 	if !side {
 		if name, values, ok := s.indexedLookup(metric, plan); ok {
@@ -270,7 +263,10 @@ func (s *Store) rowKeysOf(ctx context.Context, f *finder, metric, indexMetric st
 			// its rows are a subset of row_keys, one query per value of
 			// the chosen tag (§6.3).
 			for _, v := range values {
-				if err := s.eng.TagIndexedRowKeys(ctx, metric, rt, codec.SingleTagPair(translate.Tag{Name: name, Value: v}), list); err != nil {
+				if err := s.eng.TagIndexedRowKeys(ctx, metric, rt, codec.SingleTagPair(translate.Tag{Name: name, Value: v}), func(dataType string, tags []translate.Tag) error {
+					list(dataType, tags)
+					return nil
+				}); err != nil {
 					return fmt.Errorf("read tag_indexed_row_keys of %q: %w", metric, err)
 				}
 			}
@@ -292,15 +288,39 @@ func (s *Store) rowKeysOf(ctx context.Context, f *finder, metric, indexMetric st
 	if build {
 		b = s.startFill(indexMetric, rt)
 	}
-	err := s.eng.RowKeys(ctx, indexMetric, rt, func(dataType string, tags []translate.Tag) error {
+	return s.listRowKeys(ctx, indexMetric, rt, b, list)
+}
+
+// rowTimes runs phase 1 (§7.3): the row times of metric's index from the
+// lowest one that can hold a sample at or after start up to end.
+func (s *Store) rowTimes(ctx context.Context, metric string, start, end int64) ([]int64, error) {
+	var rowTimes []int64
+	t0 := time.Now()
+	err := s.eng.RowTimes(ctx, metric, s.lowestRowTime(start), end, func(rt int64) error {
+		rowTimes = append(rowTimes, rt)
+		return nil
+	})
+	s.observe("row_times", t0)
+	if err != nil {
+		return nil, fmt.Errorf("read row_key_time_index of %q: %w", metric, err)
+	}
+	return rowTimes, nil
+}
+
+// listRowKeys lists the row_keys partition (metric, rt) into fn, handing
+// every entry to b as well when the listing is to be kept (b from
+// startFill; nil keeps nothing).
+func (s *Store) listRowKeys(ctx context.Context, metric string, rt int64, b *rowIndexBuilder, fn func(dataType string, tags []translate.Tag)) error {
+	err := s.eng.RowKeys(ctx, metric, rt, func(dataType string, tags []translate.Tag) error {
 		if b != nil {
 			b.add(dataType, tags)
 		}
-		return list(dataType, tags)
+		fn(dataType, tags)
+		return nil
 	})
 	s.endFill(b, err == nil)
 	if err != nil {
-		return fmt.Errorf("read row_keys of %q: %w", indexMetric, err)
+		return fmt.Errorf("read row_keys of %q: %w", metric, err)
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/prometheus/common/model"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
@@ -24,10 +24,11 @@ import (
 // query for one host of a metric with a million series does not list the
 // million entries again (phase 2 of the read, §7.4). It is a cache, so it
 // only ever proposes candidates: the read checks each one against
-// row_keys before using it (Store.listRowKeys), which makes entries that
+// row_keys before using it (Store.cachedRowKeys), which makes entries that
 // another writer deleted invisible at once. Entries another writer added
-// become visible when the listing expires (Options.IndexCacheTTL); entries
-// this process writes are added as they are written (noteWritten).
+// become visible when the partition is listed again (refreshLater), at the
+// latest when the listing expires (Options.IndexCacheTTL); entries this
+// process writes are added as they are written (noteWritten).
 //
 // Everything above mu is immutable once built.
 type rowIndex struct {
@@ -204,8 +205,8 @@ func (b *rowIndexBuilder) addEntry(dataType string, tags []translate.Tag) {
 		b.pairID, b.hashes, b.pairH = nil, nil, nil
 		return
 	}
-	if !visibleTags(tags) {
-		return // no read returns it (translate.Mapper.Join)
+	if !translate.Readable(tags) {
+		return // no read returns it
 	}
 	t, ok := b.typeID[dataType]
 	if !ok {
@@ -298,10 +299,7 @@ func (b *rowIndexBuilder) finish() *rowIndex {
 	for _, v := range x.pairValue {
 		x.bytes += 16 + int64(len(v))
 	}
-	for _, ids := range x.byName {
-		x.bytes += 48 // map entry and slice header
-		_ = ids
-	}
+	x.bytes += 48 * int64(len(x.byName)) // map entries and slice headers
 	x.extraHash = map[uint64]bool{}
 	x.listedAt = b.listedAt
 	return x
@@ -337,6 +335,13 @@ func (x *rowIndex) isStale() bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.stale
+}
+
+// extras is what this process wrote after the listing, so far.
+func (x *rowIndex) extras() []rowEntry {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.extra
 }
 
 // match calls fn with every entry that passes plan's tag matchers, and
@@ -413,9 +418,7 @@ func (x *rowIndex) match(plan translate.Plan, fn func(dataType string, tags []tr
 		}
 		n = bestSize
 	}
-	x.mu.Lock()
-	extra := x.extra
-	x.mu.Unlock()
+	extra := x.extras()
 	for _, e := range extra {
 		if plan.MatchTags(e.tags) {
 			fn(e.dataType, e.tags)
@@ -432,10 +435,6 @@ const maxVerify = 256
 // maxBuilding is how many listings are built into kept ones at once.
 const maxBuilding = 2
 
-func rowIndexKey(metric string, rowTime int64) string {
-	return metricRowKey(metric, rowTime)
-}
-
 // cacheResult is what a lookup of Store.rowIndexes found.
 type cacheResult int
 
@@ -451,12 +450,8 @@ const (
 // it returns cacheHit the caller lists the partition; n is how many cached
 // entries were looked at.
 func (s *Store) cachedRowKeys(ctx context.Context, metric string, rowTime int64, plan translate.Plan, add func(string, []translate.Tag)) (n int, res cacheResult, err error) {
-	if s.rowIndexes == nil {
-		return 0, cacheMiss, nil
-	}
-	x, hit := s.rowIndexes.Get(rowIndexKey(metric, rowTime))
-	if !hit || x.isStale() {
-		s.m.rowIndexLookups.WithLabelValues("miss").Inc()
+	x := s.keptListing(metric, rowTime)
+	if x == nil {
 		return 0, cacheMiss, nil
 	}
 	var cands []rowEntry
@@ -472,28 +467,16 @@ func (s *Store) cachedRowKeys(ctx context.Context, metric string, rowTime int64,
 	s.m.rowIndexLookups.WithLabelValues("hit").Inc()
 	s.refreshLater(metric, rowTime, x)
 	exists := make([]bool, len(cands))
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		sem  = make(chan struct{}, s.opts.ReadConcurrency)
-	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.opts.ReadConcurrency)
 	for i, c := range cands {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			ok, err := s.eng.RowKeyExists(ctx, metric, rowTime, c.dataType, c.tags)
-			if err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-			exists[i] = ok
+		g.Go(func() (err error) {
+			exists[i], err = s.eng.RowKeyExists(gctx, metric, rowTime, c.dataType, c.tags)
+			return err
 		})
 	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return n, cacheMiss, fmt.Errorf("check row_keys of %q: %w", metric, errs[0])
+	if err := g.Wait(); err != nil {
+		return n, cacheMiss, fmt.Errorf("check row_keys of %q: %w", metric, err)
 	}
 	for i, c := range cands {
 		if exists[i] {
@@ -501,6 +484,19 @@ func (s *Store) cachedRowKeys(ctx context.Context, metric string, rowTime int64,
 		}
 	}
 	return n, cacheHit, nil
+}
+
+// keptListing is the kept listing of (metric, rowTime), or nil.
+func (s *Store) keptListing(metric string, rowTime int64) *rowIndex {
+	if s.rowIndexes == nil {
+		return nil
+	}
+	x, ok := s.rowIndexes.Get(metricRowKey(metric, rowTime))
+	if !ok || x.isStale() {
+		s.m.rowIndexLookups.WithLabelValues("miss").Inc()
+		return nil
+	}
+	return x
 }
 
 // startFill returns a builder for the listing of (metric, rowTime) about
@@ -515,7 +511,7 @@ func (s *Store) startFillOf(metric string, rowTime int64, refresh bool) *rowInde
 	if s.rowIndexes == nil {
 		return nil
 	}
-	key := rowIndexKey(metric, rowTime)
+	key := metricRowKey(metric, rowTime)
 	if _, again := s.listedOnce.Get(key); !again && !refresh {
 		// Building costs about three times the adapter's CPU of the
 		// listing itself; a partition listed once may never be read
@@ -576,11 +572,7 @@ func (s *Store) refreshLater(metric string, rowTime int64, x *rowIndex) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.IndexCacheTTL/2)
 		defer cancel()
-		err := s.eng.RowKeys(ctx, metric, rowTime, func(dataType string, tags []translate.Tag) error {
-			b.add(dataType, tags)
-			return nil
-		})
-		s.endFill(b, err == nil)
+		_ = s.listRowKeys(ctx, metric, rowTime, b, func(string, []translate.Tag) {}) // a failed listing is not kept
 	}()
 }
 
@@ -599,7 +591,7 @@ func (s *Store) noteWritten(rows []engine.IndexedRowKey) {
 		return
 	}
 	for _, r := range rows {
-		key := rowIndexKey(r.Metric, r.RowTime)
+		key := metricRowKey(r.Metric, r.RowTime)
 		s.fillMu.Lock()
 		if b := s.fills[key]; b != nil {
 			b.pending = append(b.pending, rowEntry{strings.Clone(r.DataType), cloneTags(r.Tags)})
@@ -609,18 +601,6 @@ func (s *Store) noteWritten(rows []engine.IndexedRowKey) {
 			x.addExtra(s.seed, r.DataType, r.Tags)
 		}
 	}
-}
-
-// visibleTags reports whether a series with these tags can be read as a
-// Prometheus series: no empty name or value and no tag named __name__, as
-// translate.Mapper.Join requires.
-func visibleTags(tags []translate.Tag) bool {
-	for _, t := range tags {
-		if t.Name == "" || t.Value == "" || t.Name == model.MetricNameLabel {
-			return false
-		}
-	}
-	return true
 }
 
 // values calls fn with the values of tag name over the entries that pass
@@ -640,9 +620,7 @@ func (x *rowIndex) values(name string, plan translate.Plan, fn func(value string
 	for _, p := range x.byName[name] {
 		fn(x.pairValue[p])
 	}
-	x.mu.Lock()
-	extra := x.extra
-	x.mu.Unlock()
+	extra := x.extras()
 	for _, e := range extra {
 		for _, t := range e.tags {
 			if t.Name == name {
@@ -668,9 +646,7 @@ func (x *rowIndex) tagNames(plan translate.Plan, fn func(name string)) bool {
 	for _, n := range x.names {
 		fn(n)
 	}
-	x.mu.Lock()
-	extra := x.extra
-	x.mu.Unlock()
+	extra := x.extras()
 	for _, e := range extra {
 		for _, t := range e.tags {
 			fn(t.Name)

@@ -185,20 +185,31 @@ func (m Mapper) Join(metric string, tags []Tag, b *labels.ScratchBuilder) (label
 	if !ok || name == "" {
 		return labels.EmptyLabels(), false
 	}
+	if !Readable(tags) {
+		return labels.EmptyLabels(), false
+	}
 	b.Reset()
 	b.Add(model.MetricNameLabel, name)
 	for _, t := range tags {
-		if t.Name == "" || t.Value == "" {
-			return labels.EmptyLabels(), false
-		}
 		b.Add(t.Name, t.Value)
 	}
 	b.Sort()
-	ls := b.Labels()
-	// After sorting, a tag named __name__ or a repeated tag is adjacent to
-	// its twin.
-	if _, dup := ls.HasDuplicateLabelNames(); dup {
-		return labels.EmptyLabels(), false
+	return b.Labels(), true
+}
+
+// Readable reports whether tags make a Prometheus series with Join: no empty
+// name or value, no tag named __name__, no name twice. Rows whose tags are
+// not readable are never returned.
+func Readable(tags []Tag) bool {
+	for i, t := range tags {
+		if t.Name == "" || t.Value == "" || t.Name == model.MetricNameLabel {
+			return false
+		}
+		for _, u := range tags[:i] {
+			if u.Name == t.Name {
+				return false
+			}
+		}
 	}
-	return ls, true
+	return true
 }
