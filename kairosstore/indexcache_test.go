@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,30 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
+	"github.com/kairos-remote/kairos-adapter/internal/testclock"
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
-
-// testClock is a clock the test moves, for the store's write timestamps and
-// its caches' ages alike.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // foreignDelete removes everything of one series' row window, and the
 // metric's name, the way another writer sharing the keyspace does: KairosDB
@@ -117,8 +98,8 @@ func TestIndexWrittenAgainAfterForeignDelete(t *testing.T) {
 func testForeignDelete(t *testing.T, open func(t *testing.T) (engine.Engine, foreignDelete), viaRef bool) {
 	eng, foreign := open(t)
 	const ttl = time.Minute
-	clk := &testClock{t: time.Now().Truncate(time.Millisecond)}
-	s := openStore(t, eng, ks.Options{IndexCacheTTL: ttl, Now: clk.now, TagIndexed: map[string][]string{"foreign": nil}})
+	clk := testclock.New(time.Now().Truncate(time.Millisecond))
+	s := openStore(t, eng, ks.Options{IndexCacheTTL: ttl, Now: clk.Now, TagIndexed: map[string][]string{"foreign": nil}})
 	ls := lbl("__name__", "foreign", "k", "a")
 	tags := []translate.Tag{{Name: "k", Value: "a"}}
 	key := codec.AppendRowKey(nil, codec.RowKey{Metric: "foreign", RowTime: 0, DataType: codec.TypeDouble, Tags: tags})
@@ -148,17 +129,17 @@ func testForeignDelete(t *testing.T, open func(t *testing.T) (engine.Engine, for
 	put(map[string][]sample{ls: {{10, bits(1)}}})
 	require.Equal(t, []series{{ls, []sample{{10, bits(1)}}}}, readAll())
 
-	clk.advance(time.Millisecond)
-	foreign(t, key, "foreign", 0, tags, clk.now().UnixMilli())
+	clk.Advance(time.Millisecond)
+	foreign(t, key, "foreign", 0, tags, clk.Now().UnixMilli())
 	require.Empty(t, readAll(), "the foreign delete took the series")
 
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	put(map[string][]sample{ls: {{20, bits(2)}}})
 	require.Empty(t, readAll(), "within the TTL the store trusts its caches: the sample is stored but not indexed")
 
 	// The first write more than the TTL after the index rows were
 	// written writes them again.
-	clk.advance(ttl)
+	clk.Advance(ttl)
 	put(map[string][]sample{ls: {{30, bits(3)}}})
 	require.Equal(t, []series{{ls, []sample{{20, bits(2)}, {30, bits(3)}}}}, readAll(),
 		"the sample written in between is visible again")

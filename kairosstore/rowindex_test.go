@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kairos-remote/kairos-adapter/internal/testclock"
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/translate"
@@ -26,12 +27,12 @@ import (
 // (IndexCacheTTL): the stated staleness bound.
 func TestRowKeysCacheAgreesWithListing(t *testing.T) {
 	forEachEngineWithDelete(t, func(t *testing.T, eng engine.Engine, del deleteFunc) {
-		clock := &testClock{t: time.UnixMilli(10 * hour)}
+		clock := testclock.New(time.UnixMilli(10 * hour))
 		const ttl = time.Minute
 		reg := prometheus.NewRegistry()
 		open := func(opts ks.Options, reg prometheus.Registerer) *ks.Store {
 			opts.RowWidth = time.Duration(hour) * time.Millisecond
-			opts.Now, opts.IndexCacheTTL = clock.now, ttl
+			opts.Now, opts.IndexCacheTTL = clock.Now, ttl
 			s, err := ks.Open(context.Background(), eng, opts, nil, reg)
 			require.NoError(t, err)
 			return s
@@ -123,11 +124,11 @@ func TestRowKeysCacheAgreesWithListing(t *testing.T) {
 		require.Empty(t, read(t, cached, 0, 2*hour, name, eq("host", "foreign")), "the listing was cached before the write")
 		// Past half its life, a kept listing that is used is listed again
 		// in the background.
-		clock.advance(ttl / 2)
+		clock.Advance(ttl / 2)
 		require.Eventually(t, func() bool {
 			return len(read(t, cached, 0, 2*hour, name, eq("host", "foreign"))) == 1
 		}, 20*time.Second, 20*time.Millisecond, "refreshed in the background")
-		clock.advance(ttl)
+		clock.Advance(ttl)
 		require.Equal(t, []series{{foreign, []sample{{6, bits(6)}}}}, read(t, cached, 0, 2*hour, name, eq("host", "foreign")))
 		compare("after the listing expired")
 		compareLabels("after the listing expired")
@@ -141,8 +142,8 @@ func TestRowKeysCacheAgreesWithListing(t *testing.T) {
 // to move between the calls; the clock stands still here.
 func TestDeleteAfterWriteInDeleteMillisecond(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
-		clock := &testClock{t: time.UnixMilli(10 * hour)}
-		s := openStore(t, eng, ks.Options{Now: clock.now})
+		clock := testclock.New(time.UnixMilli(10 * hour))
+		s := openStore(t, eng, ks.Options{Now: clock.Now})
 		a := lbl("__name__", "same_ms", "k", "a")
 		write(t, s, map[string][]sample{a: {{10, bits(1)}}})
 		_, err := s.Delete(context.Background(), 0, hour, eq("__name__", "same_ms"))

@@ -7,25 +7,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/internal/testclock"
 )
-
-// clock is a settable clock for the age rule.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // op is one step of a scenario: add a key, look one up (want says whether
 // it must hit), or let time pass.
@@ -80,8 +64,8 @@ func TestCache(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &clock{t: time.Unix(1_700_000_000, 0)}
-			c := New[string, int](tc.size, maxAge, clk.now)
+			clk := testclock.New(time.Unix(1_700_000_000, 0))
+			c := New[string, int](tc.size, maxAge, clk.Now)
 			for i, o := range tc.ops {
 				switch {
 				case o.add != "":
@@ -96,7 +80,7 @@ func TestCache(t *testing.T) {
 					require.Equal(t, o.want, got[0] != 0, "step %d: AppendBytes(%q)", i, o.get)
 					require.Zero(t, got[1], "a nil key is a miss")
 				default:
-					clk.advance(o.wait)
+					clk.Advance(o.wait)
 				}
 				require.LessOrEqual(t, c.Len(), 2*tc.size, "step %d", i)
 			}
