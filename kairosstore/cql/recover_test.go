@@ -102,7 +102,7 @@ func (g *gate) passed() bool {
 // serve again within seconds of the node.
 func TestServesAgainAfterHostMarkedDown(t *testing.T) {
 	if testing.Short() {
-		cassandratest.SkipUnlessCI(t, "takes about 15 s")
+		cassandratest.SkipUnlessCI(t, "takes 15 s or more")
 	}
 	addr, ks := cassandratest.Keyspace(t)
 	g := newGate(t, addr)
@@ -116,18 +116,27 @@ func TestServesAgainAfterHostMarkedDown(t *testing.T) {
 	require.NoError(t, e.Write(t.Context(), batch))
 
 	// The node stops answering: every connection is cut and none is
-	// accepted, until the driver has given the host up.
-	g.setPass(0, true)
-	require.Eventually(t, func() bool { return errors.Is(e.Ready(t.Context()), gocql.ErrNoConnections) }, 30*time.Second, 100*time.Millisecond,
-		"the driver did not give the host up with every connection cut")
-	// The control connection gets through first; the pool, refilled after
-	// it, does not (three attempts a second apart, the driver's default
-	// reconnection policy), and the driver marks the host down again.
-	g.setPass(1, false)
-	require.Eventually(t, func() bool { return g.passed() }, 30*time.Second, 50*time.Millisecond,
-		"the control connection did not reconnect")
-	time.Sleep(8 * time.Second)
-	require.ErrorIs(t, e.Ready(t.Context()), gocql.ErrNoConnections, "the host is not down after its pool failed to refill")
+	// accepted, until the driver has given the host up. Then one
+	// connection gets through: when the control connection takes it, the
+	// pool, refilled after it, does not get through (three attempts a
+	// second apart, the driver's default reconnection policy), and the
+	// driver marks the host down again. When the pool takes it instead,
+	// the host is simply up: the scenario is set up again.
+	var ready error
+	for attempt := 1; attempt <= 4; attempt++ {
+		g.setPass(0, true)
+		require.Eventually(t, func() bool { return errors.Is(e.Ready(t.Context()), gocql.ErrNoConnections) }, 30*time.Second, 100*time.Millisecond,
+			"the driver did not give the host up with every connection cut")
+		g.setPass(1, false)
+		require.Eventually(t, func() bool { return g.passed() }, 30*time.Second, 50*time.Millisecond,
+			"the control connection did not reconnect")
+		time.Sleep(8 * time.Second)
+		if ready = e.Ready(t.Context()); errors.Is(ready, gocql.ErrNoConnections) {
+			break
+		}
+		t.Logf("attempt %d: the connection let through went to the pool, not the control connection; again", attempt)
+	}
+	require.ErrorIs(t, ready, gocql.ErrNoConnections, "the host is not down after its pool failed to refill")
 
 	// The node serves again.
 	g.setPass(-1, false)
