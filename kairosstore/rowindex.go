@@ -590,14 +590,22 @@ func (s *Store) noteWritten(rows []engine.IndexedRowKey) {
 	if s.rowIndexes == nil {
 		return
 	}
-	for _, r := range rows {
-		key := metricRowKey(r.Metric, r.RowTime)
-		s.fillMu.Lock()
-		if b := s.fills[key]; b != nil {
-			b.pending = append(b.pending, rowEntry{strings.Clone(r.DataType), cloneTags(r.Tags)})
+	keys := make([]string, len(rows))
+	for i, r := range rows {
+		keys[i] = metricRowKey(r.Metric, r.RowTime)
+	}
+	// One lock for the request's rows; a listing being built is rare.
+	s.fillMu.Lock()
+	if len(s.fills) > 0 {
+		for i, r := range rows {
+			if b := s.fills[keys[i]]; b != nil {
+				b.pending = append(b.pending, rowEntry{strings.Clone(r.DataType), cloneTags(r.Tags)})
+			}
 		}
-		s.fillMu.Unlock()
-		if x, ok := s.rowIndexes.Get(key); ok {
+	}
+	s.fillMu.Unlock()
+	for i, r := range rows {
+		if x, ok := s.rowIndexes.Get(keys[i]); ok {
 			x.addExtra(s.seed, r.DataType, r.Tags)
 		}
 	}
