@@ -30,9 +30,16 @@ func (s *Store) Querier(mint, maxt int64) (storage.Querier, error) {
 type querier struct {
 	s          *Store
 	mint, maxt int64
+	// reads are the data_points reads its series sets launched; Close
+	// waits for them, so that nothing reads the engine after the querier
+	// is closed (and the engine may be).
+	reads sync.WaitGroup
 }
 
-func (q *querier) Close() error { return nil }
+func (q *querier) Close() error {
+	q.reads.Wait()
+	return nil
+}
 
 // Select runs KairosDB's three-phase read (§7): row times from
 // row_key_time_index (and legacy keys from row_key_index), row keys per row
@@ -64,7 +71,7 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	if s.opts.MaxSeries > 0 && len(series) > s.opts.MaxSeries {
 		return storage.ErrSeriesSet(badRequest("the query selects %d series, more than the limit of %d (--query.max-series)", len(series), s.opts.MaxSeries))
 	}
-	return newSeriesSet(ctx, s, series, q.mint, q.maxt)
+	return newSeriesSet(ctx, s, series, q.mint, q.maxt, &q.reads)
 }
 
 // seriesRef is one Prometheus series: every stored row of it in the range.
@@ -406,6 +413,7 @@ type seriesSet struct {
 	next       int           // the series Next yields next
 	cur        *lazySeries
 
+	reads    *sync.WaitGroup // the querier's: every read launched
 	mu       sync.Mutex
 	ahead    map[int]chan fetched // reads launched and not taken yet, by series
 	launched int                  // reads of series [0, launched) were launched
@@ -425,7 +433,7 @@ type fetched struct {
 	err    error
 }
 
-func newSeriesSet(ctx context.Context, s *Store, refs []*seriesRef, start, end int64) *seriesSet {
+func newSeriesSet(ctx context.Context, s *Store, refs []*seriesRef, start, end int64, reads *sync.WaitGroup) *seriesSet {
 	// The rows of a metric whose own name ends in ExemplarSuffix hold no
 	// sample: such a series is known empty without a read.
 	refs = slices.DeleteFunc(refs, func(ref *seriesRef) bool {
@@ -439,7 +447,7 @@ func newSeriesSet(ctx context.Context, s *Store, refs []*seriesRef, start, end i
 			return cmp.Or(cmp.Compare(a.rowTime, b.rowTime), strings.Compare(a.dataType, b.dataType))
 		})
 	}
-	ss := &seriesSet{ctx: ctx, s: s, refs: refs, start: start, end: end, budget: budgetOf(ctx), ahead: map[int]chan fetched{}}
+	ss := &seriesSet{ctx: ctx, s: s, refs: refs, start: start, end: end, budget: budgetOf(ctx), ahead: map[int]chan fetched{}, reads: reads}
 	ss.mu.Lock()
 	ss.fill(0)
 	ss.mu.Unlock()
@@ -464,7 +472,9 @@ func (ss *seriesSet) launch(i int) chan fetched {
 	ch := make(chan fetched, 1)
 	ref := ss.refs[i]
 	hint := int(min(ss.lastLen.Load(), maxSizeHint))
+	ss.reads.Add(1)
 	go func() {
+		defer ss.reads.Done()
 		series, err := ss.s.readSeries(ss.ctx, ref, ss.start, ss.end, hint, ss.budget)
 		if err == nil {
 			ss.lastLen.Store(int64(len(series.ts)))
