@@ -30,13 +30,22 @@ func (s *Store) Querier(mint, maxt int64) (storage.Querier, error) {
 type querier struct {
 	s          *Store
 	mint, maxt int64
-	// reads are the data_points reads its series sets launched; Close
-	// waits for them, so that nothing reads the engine after the querier
-	// is closed (and the engine may be).
-	reads sync.WaitGroup
+	// reads are the data_points reads its series sets launched. Close
+	// cancels those still running (a query refused or abandoned leaves
+	// reads ahead of it) and waits for them, so that nothing reads the
+	// engine after the querier is closed, and the engine may be.
+	reads   sync.WaitGroup
+	mu      sync.Mutex
+	cancels []context.CancelFunc
 }
 
 func (q *querier) Close() error {
+	q.mu.Lock()
+	for _, cancel := range q.cancels {
+		cancel()
+	}
+	q.cancels = nil
+	q.mu.Unlock()
 	q.reads.Wait()
 	return nil
 }
@@ -71,6 +80,10 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	if s.opts.MaxSeries > 0 && len(series) > s.opts.MaxSeries {
 		return storage.ErrSeriesSet(badRequest("the query selects %d series, more than the limit of %d (--query.max-series)", len(series), s.opts.MaxSeries))
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	q.mu.Lock()
+	q.cancels = append(q.cancels, cancel)
+	q.mu.Unlock()
 	return newSeriesSet(ctx, s, series, q.mint, q.maxt, &q.reads)
 }
 
@@ -457,12 +470,22 @@ func newSeriesSet(ctx context.Context, s *Store, refs []*seriesRef, start, end i
 // fill launches reads from series from on until the read-ahead window is
 // full. Called with mu held.
 func (ss *seriesSet) fill(from int) {
-	window := ss.s.opts.ReadConcurrency
-	if n := ss.lastLen.Load(); n > 0 {
-		window = int(max(1, min(int64(window), ss.s.opts.ReadAheadSamples/n)))
+	window := int64(ss.s.opts.ReadConcurrency)
+	n := ss.lastLen.Load()
+	if n > 0 {
+		window = max(1, min(window, ss.s.opts.ReadAheadSamples/n))
+	}
+	// Reads ahead never go past what the query may still load: beyond its
+	// limit they would be work and memory thrown away, inside a request
+	// that is being refused.
+	switch left := ss.budget.left(); {
+	case left <= 0:
+		window = 0
+	case n > 0:
+		window = min(window, max(1, left/n))
 	}
 	ss.launched = max(ss.launched, from)
-	for ss.launched < len(ss.refs) && len(ss.ahead) < window {
+	for ss.launched < len(ss.refs) && int64(len(ss.ahead)) < window {
 		ss.ahead[ss.launched] = ss.launch(ss.launched)
 		ss.launched++
 	}
@@ -556,7 +579,11 @@ func (l *lazySeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
 // The samples it reads count against budget as they come, so that a query
 // over its limit stops reading within budgetStep samples a read.
 func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64, sizeHint int, budget *sampleBudget) (*listSeries, error) {
+	if budget.left() < 0 { // the query is over its limit already
+		return nil, fmt.Errorf("read data_points of %s: %w", ref.lset, ErrTooManySamples)
+	}
 	out := &listSeries{lset: ref.lset}
+	sizeHint = int(min(int64(sizeHint), budget.left()))
 	if sizeHint > 0 {
 		out.ts, out.vs = make([]int64, 0, sizeHint), make([]float64, 0, sizeHint)
 	}

@@ -1,12 +1,14 @@
 package kairosstore_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/stretchr/testify/require"
 
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
@@ -62,4 +64,112 @@ func TestReadAheadShrinksForLongSeries(t *testing.T) {
 	require.Equal(t, sortByLabels(t, expect(data, 0, hour-1, nil)), got)
 	require.Equal(t, nSeries, eng.calls)
 	require.LessOrEqual(t, eng.maxLate, 3)
+}
+
+// stuckEngine holds every data_points read but those of the row keys
+// containing pass until its context ends: a node that stopped answering
+// while a query was being abandoned.
+type stuckEngine struct {
+	engine.Engine
+	pass  []byte
+	mu    sync.Mutex
+	calls int
+	cur   int
+}
+
+func (e *stuckEngine) Cells(ctx context.Context, key []byte, lo, hi uint32, fn func(uint32, []byte) error) error {
+	e.mu.Lock()
+	e.calls++
+	e.cur++
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.cur--
+		e.mu.Unlock()
+	}()
+	if !bytes.Contains(key, e.pass) {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return e.Engine.Cells(ctx, key, lo, hi, fn)
+}
+
+// TestCloseEndsReadsAhead: a consumer that stops after one series (a
+// refused or timed-out query) leaves reads ahead of it; Close must end them
+// and return only once none runs, since the engine may be closed next
+// (Pebble then reports a leaked reservation). The first part fails where
+// Close did not wait, the second where it waited without cancelling.
+func TestCloseEndsReadsAhead(t *testing.T) {
+	eng := &stuckEngine{Engine: openPebble(t), pass: []byte("i=0:")}
+	s := openStore(t, eng, ks.Options{ReadConcurrency: 4})
+	data := map[string][]sample{}
+	for i := range 10 {
+		data[lbl("__name__", "stuck", "i", fmt.Sprint(i))] = []sample{{1000, bits(float64(i))}}
+	}
+	write(t, s, data)
+
+	q, err := s.Querier(0, hour-1)
+	require.NoError(t, err)
+	set := q.Select(context.Background(), true, nil, eq("__name__", "stuck"))
+	require.True(t, set.Next())
+	it := set.At().Iterator(nil)
+	require.NotEqual(t, chunkenc.ValNone, it.Next())
+	require.NoError(t, it.Err())
+
+	closed := make(chan struct{})
+	go func() {
+		_ = q.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return while reads ahead were stuck")
+	}
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	require.Greater(t, eng.calls, 1, "reads ahead were launched")
+	require.Zero(t, eng.cur, "reads still running after Close")
+}
+
+// TestReadAheadStopsAtTheSampleLimit: once a query has loaded its limit,
+// no further series is read ahead of the consumer. Reads ahead launched
+// past the limit only cost memory inside a request being refused
+// (TestQueryMemoryBoundedBySamples in queryapi saw them exceed its bound).
+func TestReadAheadStopsAtTheSampleLimit(t *testing.T) {
+	const nSeries, perSeries, limit = 60, 100, 2000
+	eng := &inFlightEngine{Engine: openPebble(t)}
+	s := openStore(t, eng, ks.Options{ReadConcurrency: 8})
+	data := map[string][]sample{}
+	for i := range nSeries {
+		ls := lbl("__name__", "limited", "i", fmt.Sprintf("%02d", i))
+		for k := range int64(perSeries) {
+			data[ls] = append(data[ls], sample{k * 1000, bits(float64(k))})
+		}
+	}
+	write(t, s, data)
+
+	q, err := s.Querier(0, hour-1)
+	require.NoError(t, err)
+	set := q.Select(ks.WithSampleLimit(context.Background(), limit), true, nil, eq("__name__", "limited"))
+	var it chunkenc.Iterator
+	var read int
+	for set.Next() {
+		it = set.At().Iterator(it)
+		for it.Next() != chunkenc.ValNone {
+			read++
+		}
+		if it.Err() != nil {
+			require.ErrorIs(t, it.Err(), ks.ErrTooManySamples)
+			break
+		}
+	}
+	require.NoError(t, q.Close())
+	require.Less(t, read, nSeries*perSeries)
+	// Reads ahead stop where the limit does: the 20 series it allows and
+	// the one that goes over it (21 measured; reading on regardless started
+	// 27-28, the consumer's position plus the window of 8).
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	require.LessOrEqual(t, eng.calls, limit/perSeries+3, "data_points reads started")
 }

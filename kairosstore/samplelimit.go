@@ -3,6 +3,7 @@ package kairosstore
 import (
 	"context"
 	"errors"
+	"math"
 	"sync/atomic"
 )
 
@@ -38,6 +39,15 @@ func WithSampleLimit(ctx context.Context, limit int) context.Context {
 func budgetOf(ctx context.Context) *sampleBudget {
 	b, _ := ctx.Value(sampleLimitKey{}).(*sampleBudget)
 	return b
+}
+
+// left is how many samples the query may still load; no budget is no
+// limit.
+func (b *sampleBudget) left() int64 {
+	if b == nil {
+		return math.MaxInt64
+	}
+	return b.limit - b.used.Load()
 }
 
 // take counts n more samples, failing once the total is over the limit.
