@@ -338,6 +338,13 @@ func (l *lazyStore) Querier(mint, maxt int64) (storage.Querier, error) {
 	return nil, errStarting
 }
 
+func (l *lazyStore) ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
+	if s := l.get(); s != nil {
+		return s.ChunkQuerier(mint, maxt)
+	}
+	return nil, errStarting
+}
+
 func (l *lazyStore) Metadata(ctx context.Context, metric string, limit int) (map[string][]metadata.Metadata, error) {
 	if s := l.get(); s != nil {
 		return s.Metadata(ctx, metric, limit)

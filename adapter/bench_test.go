@@ -113,6 +113,9 @@ func (nopStore) NewAppender() Appender { return nopAppender{} }
 func (s nopStore) Querier(int64, int64) (storage.Querier, error) {
 	return &benchQuerier{series: s.series}, nil
 }
+func (s nopStore) ChunkQuerier(int64, int64) (storage.ChunkQuerier, error) {
+	return encodingQuerier{&benchQuerier{series: s.series}}, nil
+}
 
 func (nopStore) Metadata(context.Context, string, int) (map[string][]metadata.Metadata, error) {
 	return nil, nil

@@ -131,6 +131,22 @@ func (s *fakeStore) Metadata(_ context.Context, metric string, limit int) (map[s
 	return res, nil
 }
 
+// ChunkQuerier encodes the fake's samples with Prometheus's encoder, as a
+// store without its own chunk encoding would.
+func (s *fakeStore) ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
+	q, err := s.Querier(mint, maxt)
+	if err != nil {
+		return nil, err
+	}
+	return encodingQuerier{q}, nil
+}
+
+type encodingQuerier struct{ storage.Querier }
+
+func (q encodingQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.ChunkSeriesSet {
+	return storage.NewSeriesSetToChunkSet(q.Querier.Select(ctx, sortSeries, hints, ms...))
+}
+
 func (s *fakeStore) Querier(mint, maxt int64) (storage.Querier, error) {
 	if s.querierErr != nil {
 		return nil, s.querierErr

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/chunks"
+	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/kairos-remote/kairos-adapter/remotewrite"
 )
@@ -373,14 +374,13 @@ func (h *readHandler) streamed(ctx context.Context, w http.ResponseWriter, st *r
 }
 
 func (h *readHandler) streamQuery(ctx context.Context, cw *chunkedWriter, index int64, q query, totalSeries, totalSamples *int) error {
-	querier, err := h.store.Querier(q.start, q.end)
+	querier, err := h.store.ChunkQuerier(q.start, q.end)
 	if err != nil {
 		return err
 	}
 	defer h.closeQuerier(querier)
 
-	ss := querier.Select(ctx, true, q.hints, q.matchers...)
-	css := storage.NewSeriesSetToChunkSet(ss)
+	css := querier.Select(ctx, true, q.hints, q.matchers...)
 	var (
 		it                chunks.Iterator
 		prev              labels.Labels
@@ -447,17 +447,19 @@ func (h *readHandler) streamQuery(ctx context.Context, cw *chunkedWriter, index 
 	if err := css.Err(); err != nil {
 		return err
 	}
-	h.logWarnings(ss)
+	h.logWarnings(css)
 	return nil
 }
 
-func (h *readHandler) closeQuerier(q storage.Querier) {
+func (h *readHandler) closeQuerier(q interface{ Close() error }) {
 	if err := q.Close(); err != nil {
 		h.logger.Warn("Cannot close querier", "err", err)
 	}
 }
 
-func (h *readHandler) logWarnings(ss storage.SeriesSet) {
+func (h *readHandler) logWarnings(ss interface {
+	Warnings() annotations.Annotations
+}) {
 	for _, w := range ss.Warnings() {
 		h.logger.Warn("Remote read query warning", "warning", w)
 	}

@@ -556,11 +556,11 @@ type failingSecondQuery struct {
 	calls int
 }
 
-func (f *failingSecondQuery) Querier(mint, maxt int64) (storage.Querier, error) {
+func (f *failingSecondQuery) ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
 	if f.calls++; f.calls > 1 {
 		return nil, errors.New("cassandra went away")
 	}
-	return f.fakeStore.Querier(mint, maxt)
+	return f.fakeStore.ChunkQuerier(mint, maxt)
 }
 
 // Series out of order from the store would corrupt the client's merge: the

@@ -22,6 +22,11 @@ type Store interface {
 	// Its Select streams the matching series, sorted by labels.Compare when
 	// sortSeries is true, and reports failures through SeriesSet.Err.
 	Querier(mint, maxt int64) (storage.Querier, error)
+	// ChunkQuerier is Querier with the series as chunks, which the
+	// streamed remote read sends as they are: a store that keeps or reads
+	// samples in another form encodes them itself, where it can do so
+	// cheaper than iterating samples into an encoder.
+	ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error)
 	// Metadata returns the metadata per metric family name; metric "" means
 	// all families; limit <= 0 means no limit on the number of families.
 	Metadata(ctx context.Context, metric string, limit int) (map[string][]metadata.Metadata, error)

@@ -48,6 +48,9 @@ func (noopStore) NewAppender() Appender { return &noopAppender{} }
 func (noopStore) Querier(int64, int64) (storage.Querier, error) {
 	return nil, errors.New("noopStore: no reads")
 }
+func (noopStore) ChunkQuerier(int64, int64) (storage.ChunkQuerier, error) {
+	return nil, errors.New("noopStore: no reads")
+}
 func (noopStore) Metadata(context.Context, string, int) (map[string][]metadata.Metadata, error) {
 	return nil, nil
 }

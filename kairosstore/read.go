@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
@@ -57,6 +58,12 @@ func (q *querier) Close() error {
 // lazily, a bounded number of series ahead of the consumer, so memory does
 // not grow with the size of the result.
 func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	return q.sel(ctx, hints, ms, false)
+}
+
+// sel is Select; with chunked, the series set's reads encode XOR chunks
+// (chunks.go) instead of keeping samples.
+func (q *querier) sel(ctx context.Context, hints *storage.SelectHints, ms []*labels.Matcher, chunked bool) storage.SeriesSet {
 	if hints != nil && hints.Func == "series" {
 		return q.selectIndex(ctx, ms) // labels.go: no sample needed
 	}
@@ -84,7 +91,7 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	q.mu.Lock()
 	q.cancels = append(q.cancels, cancel)
 	q.mu.Unlock()
-	return newSeriesSet(ctx, s, series, q.mint, q.maxt, &q.reads)
+	return newSeriesSet(ctx, s, series, q.mint, q.maxt, &q.reads, chunked)
 }
 
 // seriesRef is one Prometheus series: every stored row of it in the range.
@@ -423,6 +430,7 @@ type seriesSet struct {
 	refs       []*seriesRef
 	start, end int64
 	budget     *sampleBudget // nil: unlimited
+	chunked    bool          // reads encode chunks (readChunks), not samples
 	next       int           // the series Next yields next
 	cur        *lazySeries
 
@@ -441,12 +449,14 @@ type seriesSet struct {
 // cannot make every following short one allocate 1 MiB.
 const maxSizeHint = 1 << 16
 
+// fetched is one series read: its samples, or in a chunked set its chunks.
 type fetched struct {
 	series *listSeries
+	chks   []chunks.Meta
 	err    error
 }
 
-func newSeriesSet(ctx context.Context, s *Store, refs []*seriesRef, start, end int64, reads *sync.WaitGroup) *seriesSet {
+func newSeriesSet(ctx context.Context, s *Store, refs []*seriesRef, start, end int64, reads *sync.WaitGroup, chunked bool) *seriesSet {
 	// The rows of a metric whose own name ends in ExemplarSuffix hold no
 	// sample: such a series is known empty without a read.
 	refs = slices.DeleteFunc(refs, func(ref *seriesRef) bool {
@@ -460,7 +470,7 @@ func newSeriesSet(ctx context.Context, s *Store, refs []*seriesRef, start, end i
 			return cmp.Or(cmp.Compare(a.rowTime, b.rowTime), strings.Compare(a.dataType, b.dataType))
 		})
 	}
-	ss := &seriesSet{ctx: ctx, s: s, refs: refs, start: start, end: end, budget: budgetOf(ctx), ahead: map[int]chan fetched{}, reads: reads}
+	ss := &seriesSet{ctx: ctx, s: s, refs: refs, start: start, end: end, budget: budgetOf(ctx), chunked: chunked, ahead: map[int]chan fetched{}, reads: reads}
 	ss.mu.Lock()
 	ss.fill(0)
 	ss.mu.Unlock()
@@ -498,11 +508,19 @@ func (ss *seriesSet) launch(i int) chan fetched {
 	ss.reads.Add(1)
 	go func() {
 		defer ss.reads.Done()
+		if ss.chunked {
+			chks, n, err := ss.s.readChunks(ss.ctx, ref, ss.start, ss.end, hint, ss.budget)
+			if err == nil {
+				ss.lastLen.Store(int64(n))
+			}
+			ch <- fetched{chks: chks, err: err}
+			return
+		}
 		series, err := ss.s.readSeries(ss.ctx, ref, ss.start, ss.end, hint, ss.budget)
 		if err == nil {
 			ss.lastLen.Store(int64(len(series.ts)))
 		}
-		ch <- fetched{series, err}
+		ch <- fetched{series: series, err: err}
 	}()
 	return ch
 }
@@ -606,7 +624,7 @@ func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64
 				v   float64
 				h   *histogram.Histogram
 				fh  *histogram.FloatHistogram
-				ok  = true
+				ok  bool
 				err error
 			)
 			switch r.dataType {
@@ -621,14 +639,12 @@ func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64
 					fh.CustomValues, customValues = internBounds(fh.CustomValues, customValues)
 				}
 			default:
-				v, ok, err = codec.DecodeValue(r.dataType, r.legacy, col, value)
+				if v, ok = s.floatCell(r, col, value); !ok {
+					return nil
+				}
 			}
 			if err != nil {
 				s.m.skipped.WithLabelValues("undecodable").Inc()
-				return nil
-			}
-			if !ok {
-				s.m.skipped.WithLabelValues(r.dataType).Inc()
 				return nil
 			}
 			if n := len(out.ts); n > 0 && t <= out.ts[n-1] {
@@ -652,6 +668,19 @@ func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64
 		out.sortDedupe()
 	}
 	return out, nil
+}
+
+// floatCell decodes the value of a cell of a row of a float type; !ok is
+// a value that is no number (counted as skipped).
+func (s *Store) floatCell(r rowRef, col uint32, value []byte) (float64, bool) {
+	v, ok, err := codec.DecodeValue(r.dataType, r.legacy, col, value)
+	switch {
+	case err != nil:
+		s.m.skipped.WithLabelValues("undecodable").Inc()
+	case !ok:
+		s.m.skipped.WithLabelValues(r.dataType).Inc()
+	}
+	return v, ok && err == nil
 }
 
 // internBounds returns last instead of bounds when they are equal, so that

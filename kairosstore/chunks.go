@@ -1,0 +1,193 @@
+package kairosstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
+)
+
+// ChunkQuerier returns a querier over [mint, maxt] (inclusive, ms) whose
+// series come as XOR chunks of at most chunkSamples samples, what a
+// streamed remote read sends (docs/remote-protocols.md §5.4). The chunks of
+// a float series are encoded while its cells are read, without keeping its
+// samples first: keeping them, then iterating them into chunks, cost about
+// a fifth of the adapter's CPU in such a read.
+func (s *Store) ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
+	return &chunkQuerier{querier: &querier{s: s, mint: mint, maxt: maxt}}, nil
+}
+
+type chunkQuerier struct{ *querier }
+
+// Select is querier.Select with chunks.
+func (q *chunkQuerier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.ChunkSeriesSet {
+	set := q.sel(ctx, hints, ms, true)
+	if ss, ok := set.(*seriesSet); ok {
+		return chunkSeriesSet{ss}
+	}
+	return storage.NewSeriesSetToChunkSet(set) // errors, empty and index-only sets
+}
+
+// chunkSeriesSet is a chunked seriesSet seen as a storage.ChunkSeriesSet.
+type chunkSeriesSet struct{ *seriesSet }
+
+func (c chunkSeriesSet) At() storage.ChunkSeries { return chunkSeries{c.cur} }
+
+type chunkSeries struct{ *lazySeries }
+
+// Iterator reads the series' chunks (or takes them from the read ahead).
+func (c chunkSeries) Iterator(chunks.Iterator) chunks.Iterator {
+	r := c.set.take(c.i)
+	return &chunkList{chks: r.chks, i: -1, err: r.err}
+}
+
+// chunkList iterates chunks read into memory; a read error is its Err.
+type chunkList struct {
+	chks []chunks.Meta
+	i    int
+	err  error
+}
+
+func (l *chunkList) At() chunks.Meta { return l.chks[l.i] }
+func (l *chunkList) Next() bool {
+	l.i++
+	return l.i < len(l.chks)
+}
+func (l *chunkList) Err() error { return l.err }
+
+// chunkSamples is how many samples a chunk holds at most, as Prometheus's
+// own encoder of series into chunks (storage.NewSeriesToChunkEncoder) cuts
+// them.
+const chunkSamples = 120
+
+// errUnordered stops the direct encoding of a series whose cells do not
+// come in time order.
+var errUnordered = errors.New("cells out of time order")
+
+// readChunks is readSeries encoding XOR chunks: it returns the series'
+// chunks and how many samples they hold. The cells of a series of one float
+// type come in time order (rows in row-time order, cells in column order),
+// so they go straight into chunks. Any other series (several types at
+// once, histograms, rows that overlap, as KairosDB's rows of negative times
+// can) is read as samples, merged and sorted, and then encoded. Cells found
+// out of order halfway are read again that way; the samples read so far
+// then count twice against the budget, which only refuses such a series
+// early.
+func (s *Store) readChunks(ctx context.Context, ref *seriesRef, start, end int64, sizeHint int, budget *sampleBudget) ([]chunks.Meta, int, error) {
+	if floatsInOrder(ref.rows) {
+		chks, n, err := s.encodeCells(ctx, ref, start, end, sizeHint, budget)
+		if !errors.Is(err, errUnordered) {
+			return chks, n, err
+		}
+	}
+	ls, err := s.readSeries(ctx, ref, start, end, sizeHint, budget)
+	if err != nil {
+		return nil, 0, err
+	}
+	it := storage.NewSeriesToChunkEncoder(ls).Iterator(nil)
+	var chks []chunks.Meta
+	for it.Next() {
+		chks = append(chks, it.At())
+	}
+	if err := it.Err(); err != nil {
+		return nil, 0, fmt.Errorf("encode chunks of %s: %w", ref.lset, err)
+	}
+	return chks, len(ls.ts), nil
+}
+
+// floatsInOrder reports whether the rows of a series (sorted by row time,
+// as newSeriesSet leaves them) hold one float type in windows that cannot
+// overlap: non-negative row times (§3.1), one row per window.
+func floatsInOrder(rows []rowRef) bool {
+	for i, r := range rows {
+		switch {
+		case r.dataType == codec.TypeHistogram, r.dataType == codec.TypeFloatHistogram, r.dataType == codec.TypeExemplar,
+			r.rowTime < 0,
+			i > 0 && (r.dataType != rows[0].dataType || r.legacy != rows[0].legacy || r.rowTime == rows[i-1].rowTime):
+			return false
+		}
+	}
+	return true
+}
+
+// encodeCells encodes the cells of a series of floatsInOrder rows into XOR
+// chunks as they are read, counting them against budget as readSeries does.
+func (s *Store) encodeCells(ctx context.Context, ref *seriesRef, start, end int64, sizeHint int, budget *sampleBudget) ([]chunks.Meta, int, error) {
+	var (
+		chks       = make([]chunks.Meta, 0, sizeHint/chunkSamples+1)
+		cur        chunks.Meta
+		app        chunkenc.Appender
+		inChunk    int
+		total      int64
+		uncounted  int64
+		prev       = int64(math.MinInt64)
+		chunkBytes = 128 // the size to allocate a chunk with: the last one's
+	)
+	for _, r := range ref.rows {
+		lo, hi := s.spec.SliceBounds(r.rowTime, start, end)
+		err := s.eng.Cells(ctx, r.key, lo, hi, func(col uint32, value []byte) error {
+			t := s.spec.Timestamp(r.rowTime, col)
+			if t < start || t > end {
+				return nil
+			}
+			v, ok := s.floatCell(r, col, value)
+			if !ok {
+				return nil
+			}
+			if t <= prev {
+				return errUnordered
+			}
+			prev = t
+			if inChunk == chunkSamples || app == nil {
+				if app != nil {
+					chks = append(chks, cur)
+					chunkBytes = len(cur.Chunk.Bytes())
+				}
+				cur = chunks.Meta{MinTime: t, Chunk: newXORChunk(chunkBytes)}
+				app, _ = cur.Chunk.Appender() // an empty XOR chunk cannot fail
+				inChunk = 0
+			}
+			app.Append(0, t, v)
+			cur.MaxTime = t
+			inChunk++
+			total++
+			if uncounted++; uncounted == budgetStep {
+				uncounted = 0
+				return budget.take(budgetStep)
+			}
+			return nil
+		})
+		if err != nil {
+			if errors.Is(err, errUnordered) {
+				return nil, 0, err
+			}
+			return nil, 0, fmt.Errorf("read data_points of %s: %w", ref.lset, err)
+		}
+	}
+	if err := budget.take(uncounted); err != nil {
+		return nil, 0, fmt.Errorf("read data_points of %s: %w", ref.lset, err)
+	}
+	if app != nil {
+		chks = append(chks, cur)
+	}
+	return chks, int(total), nil
+}
+
+// newXORChunk is an empty XOR chunk with room for size bytes, so that a
+// chunk like the one before it is written without growing its buffer
+// (chunkenc.NewXORChunk starts at 128 bytes; a chunk of 120 irregular
+// floats takes about 1 KiB, five doublings).
+func newXORChunk(size int) chunkenc.Chunk {
+	c, err := chunkenc.FromData(chunkenc.EncXOR, make([]byte, 2, max(size, 128)))
+	if err != nil {
+		panic(err) // two zero bytes are a valid empty XOR chunk
+	}
+	return c
+}
