@@ -21,8 +21,9 @@ import (
 // kairosload (BENCHMARKS.md "Reproduce", read seed: load_metric_0..99 from
 // 2025-01-01), the data_points phase of a remote read alone, with the
 // engine's page sizes, compressions and slice concurrencies side by side.
-// With KAIROS_BENCH_CASSANDRA_PID set it also reports the node's CPU per
-// million cells, which is what caps a read on a machine it shares.
+// It reports its own CPU per million cells, and with
+// KAIROS_BENCH_CASSANDRA_PID set the node's, which is what caps a read on a
+// machine it shares.
 //
 //	KAIROS_TEST_CASSANDRA=127.0.0.1:PORT KAIROS_BENCH_READ_KEYSPACE=load_read \
 //	KAIROS_BENCH_CASSANDRA_PID=$CPID go test -run '^$' -bench BenchmarkCells -benchtime 2x ./kairosstore/cql/
@@ -76,7 +77,7 @@ func BenchmarkCells(b *testing.B) {
 					require.NoError(b, err)
 					defer e.Close()
 					var cells atomic.Int64
-					cpu0 := procCPU(cpid)
+					cpu0, self0 := procCPU(cpid), procCPU(os.Getpid())
 					b.ReportAllocs()
 					for b.Loop() {
 						var wg sync.WaitGroup
@@ -100,6 +101,9 @@ func BenchmarkCells(b *testing.B) {
 						require.NoError(b, <-errs)
 					}
 					b.ReportMetric(float64(cells.Load())/b.Elapsed().Seconds(), "cells/s")
+					// The scan's own CPU, to set beside the adapter's in a
+					// remote read of the same cells (kairosload's adapter_cpu_s).
+					b.ReportMetric((procCPU(os.Getpid())-self0).Seconds()/(float64(cells.Load())/1e6), "scan-cpu-s/Mcells")
 					if cpid > 0 {
 						b.ReportMetric((procCPU(cpid)-cpu0).Seconds()/(float64(cells.Load())/1e6), "cass-cpu-s/Mcells")
 					}
