@@ -94,19 +94,26 @@ func TestChunkQuerierMatchesEncodedSamples(t *testing.T) {
 
 		for _, r := range [][2]int64{{-3 * hour, 5 * hour}, {1, 4*hour - 1}, {hour + 123_456, 2 * hour}, {-hour - 1, 3}} {
 			t.Run(fmt.Sprintf("%d..%d", r[0], r[1]), func(t *testing.T) {
-				q, err := s.Querier(r[0], r[1])
-				require.NoError(t, err)
-				defer q.Close()
-				want := collectChunks(t, storage.NewSeriesSetToChunkSet(q.Select(context.Background(), true, nil, eq("__name__", "c"))))
-				cq, err := s.ChunkQuerier(r[0], r[1])
-				require.NoError(t, err)
-				defer cq.Close()
-				got := collectChunks(t, cq.Select(context.Background(), true, nil, eq("__name__", "c")))
-				require.NotEmpty(t, want)
-				require.Equal(t, want, got)
+				requireChunksMatch(t, s, r[0], r[1], eq("__name__", "c"))
 			})
 		}
 	})
+}
+
+// requireChunksMatch requires the chunks of ChunkQuerier to be those of
+// Prometheus's encoder over the samples of Querier, and not none.
+func requireChunksMatch(t *testing.T, s *ks.Store, start, end int64, ms ...*labels.Matcher) {
+	t.Helper()
+	q, err := s.Querier(start, end)
+	require.NoError(t, err)
+	defer q.Close()
+	want := collectChunks(t, storage.NewSeriesSetToChunkSet(q.Select(context.Background(), true, nil, ms...)))
+	cq, err := s.ChunkQuerier(start, end)
+	require.NoError(t, err)
+	defer cq.Close()
+	got := collectChunks(t, cq.Select(context.Background(), true, nil, ms...))
+	require.NotEmpty(t, want)
+	require.Equal(t, want, got)
 }
 
 // TestChunkQuerierSampleLimit: the chunked read counts samples against the

@@ -530,6 +530,7 @@ func TestReadsKairosDBRows(t *testing.T) {
 		got := read(t, s, ts-1000, ts+1000, eq("__name__", "sys.cpu"))
 		require.Equal(t, []series{{lbl("__name__", "sys.cpu", "host", "server1"), []sample{{ts, bits(123)}, {ts + 1000, bits(-5)}}}}, got,
 			"kairos_long reads as float64; kairos_string is skipped, not an error")
+		requireChunksMatch(t, s, ts-1000, ts+1000, eq("__name__", "sys.cpu"))
 	})
 }
 
@@ -635,6 +636,7 @@ func TestReadsLegacyLayouts(t *testing.T) {
 			{lbl("__name__", "sys.cpu", "host", "server1"), []sample{{ts, bits(300)}, {ts + 1000, bits(1.5)}}},
 			{lbl("__name__", "sys.cpu", "host", "server2"), []sample{{ts, bits(1.5)}, {ts + 1000, bits(-7)}}},
 		}, got)
+		requireChunksMatch(t, s, ts-1000, ts+2000, eq("__name__", "sys.cpu"))
 		// Nothing outside the range.
 		require.Empty(t, read(t, s, ts+2000, ts+3000, eq("__name__", "sys.cpu")))
 	})
