@@ -3,7 +3,6 @@ package kairosstore
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/translate"
@@ -149,52 +149,49 @@ func (s *Store) findSeries(ctx context.Context, metrics []string, plan translate
 	start = max(start, s.minTime())
 	f := &finder{byID: map[string]*seriesRef{}, seen: map[string]bool{}, mapper: s.mapper, useCache: useCache}
 	defer func() { s.m.scannedPerQuery.Observe(float64(f.scanned.Load())) }()
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		sem  = make(chan struct{}, s.opts.ReadConcurrency)
-	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	fail := func(err error) {
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
-		cancel()
+	// Every metric's phases 0 and 1, and phase 2 of each of its row
+	// windows, run concurrently: a selector over a hundred metric names
+	// waited for three index reads per name in turn before the first row
+	// key (half a second of a 6 s read of 100 metrics on Cassandra).
+	// Phase-2 reads have a group of their own, so that a metric waiting for
+	// room there never holds room its row windows need.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var perMetric, perWindow errgroup.Group
+	perMetric.SetLimit(s.opts.ReadConcurrency)
+	perWindow.SetLimit(s.opts.ReadConcurrency)
+	// The first error stops the others; theirs are then the cancellation,
+	// so the first is the one reported (context.Cause).
+	failing := func(fn func() error) func() error {
+		return func() error {
+			err := fn()
+			if err != nil {
+				cancel(err)
+			}
+			return err
+		}
 	}
 	for _, metric := range metrics {
-		if err := s.legacyRowKeys(ctx, metric, plan, start, end, f.add); err != nil {
-			return nil, err
-		}
-		// The metric's own index, then the side index of its non-finite
-		// values (NonFiniteSuffix).
-		for _, indexMetric := range []string{metric, metric + NonFiniteSuffix} {
-			rowTimes, err := s.rowTimes(ctx, indexMetric, start, end)
-			if err != nil {
-				return nil, err
+		perMetric.Go(failing(func() error {
+			if err := s.legacyRowKeys(ctx, metric, plan, start, end, f.add); err != nil {
+				return err
 			}
-			for _, rt := range rowTimes {
-				select {
-				case sem <- struct{}{}:
-				case <-ctx.Done():
-					wg.Wait()
-					return nil, errors.Join(append(errs, ctx.Err())...)
+			// The metric's own index, then the side index of its
+			// non-finite values (NonFiniteSuffix).
+			for _, indexMetric := range []string{metric, metric + NonFiniteSuffix} {
+				rowTimes, err := s.rowTimes(ctx, indexMetric, start, end)
+				if err != nil {
+					return err
 				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					defer func() { <-sem }()
-					if err := s.rowKeysOf(ctx, f, metric, indexMetric, rt, plan); err != nil {
-						fail(err)
-					}
-				}()
+				for _, rt := range rowTimes {
+					perWindow.Go(failing(func() error { return s.rowKeysOf(ctx, f, metric, indexMetric, rt, plan) }))
+				}
 			}
-		}
+			return nil
+		}))
 	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return nil, errs[0]
+	if cmp.Or(perMetric.Wait(), perWindow.Wait()) != nil {
+		return nil, context.Cause(ctx)
 	}
 	out := make([]*seriesRef, 0, len(f.byID))
 	for _, ref := range f.byID {
