@@ -3,17 +3,20 @@ package kairosstore_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/stretchr/testify/require"
 
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
+	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // inFlightEngine records how many data_points slices are read at once.
@@ -172,4 +175,87 @@ func TestReadAheadStopsAtTheSampleLimit(t *testing.T) {
 	eng.mu.Lock()
 	defer eng.mu.Unlock()
 	require.LessOrEqual(t, eng.calls, limit/perSeries+3, "data_points reads started")
+}
+
+// indexEngine makes phase 1 of a read wait until want RowTimes reads are in
+// flight at once (or give up after a while), and, once failing is set,
+// fails the row_keys reads of that metric with errNodeLost and slows the
+// others down.
+type indexEngine struct {
+	engine.Engine
+	want    int
+	failing string
+	mu      sync.Mutex
+	cur     int
+	most    int
+	all     chan struct{}
+	once    sync.Once
+}
+
+var errNodeLost = errors.New("node lost")
+
+func (e *indexEngine) RowTimes(ctx context.Context, metric string, lo, hi int64, fn func(int64) error) error {
+	e.mu.Lock()
+	e.cur++
+	e.most = max(e.most, e.cur)
+	if e.cur == e.want {
+		e.once.Do(func() { close(e.all) })
+	}
+	e.mu.Unlock()
+	select {
+	case <-e.all:
+	case <-time.After(2 * time.Second):
+	}
+	e.mu.Lock()
+	e.cur--
+	e.mu.Unlock()
+	return e.Engine.RowTimes(ctx, metric, lo, hi, fn)
+}
+
+func (e *indexEngine) RowKeys(ctx context.Context, metric string, rt int64, fn func(string, []translate.Tag) error) error {
+	e.mu.Lock()
+	failing := e.failing
+	e.mu.Unlock()
+	if metric == failing {
+		return errNodeLost
+	}
+	if failing != "" {
+		// Slow, so that the failure comes while these are in flight.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return e.Engine.RowKeys(ctx, metric, rt, fn)
+}
+
+// TestIndexPhasesOfMetricsConcurrent: the index reads of a selector over
+// many metric names overlap (they ran one name after another), and when
+// one fails, its error is what the read reports, not the cancellation of
+// the others.
+func TestIndexPhasesOfMetricsConcurrent(t *testing.T) {
+	const metrics, concurrency = 12, 4
+	eng := &indexEngine{Engine: openPebble(t), want: concurrency, all: make(chan struct{})}
+	s := openStore(t, eng, ks.Options{ReadConcurrency: concurrency})
+	data := map[string][]sample{}
+	for i := range metrics {
+		data[lbl("__name__", fmt.Sprintf("m%02d", i))] = []sample{{1000, bits(float64(i))}}
+	}
+	write(t, s, data)
+	all := labels.MustNewMatcher(labels.MatchRegexp, "__name__", "m.*")
+
+	got := read(t, s, 0, hour-1, all)
+	require.Len(t, got, metrics)
+	require.Equal(t, concurrency, eng.most, "RowTimes reads in flight at once")
+
+	eng.mu.Lock()
+	eng.failing = "m05"
+	eng.mu.Unlock()
+	q, err := s.Querier(0, hour-1)
+	require.NoError(t, err)
+	defer q.Close()
+	set := q.Select(context.Background(), true, nil, all)
+	require.False(t, set.Next())
+	require.ErrorIs(t, set.Err(), errNodeLost)
 }
