@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	switch cfg.Storage.Type {
 	case "embedded":
 		// A local store either opens now or never: fail fast.
-		e, err := pebblekv.Open(cfg.Storage.Path, pebblekv.Options{Sync: true}, logger)
+		e, err := pebblekv.Open(cfg.Storage.Path, pebblekv.Options{Sync: true, CacheSize: cfg.Storage.EmbeddedCacheBytes}, logger)
 		if err == nil {
 			eng = e // not before: a nil *pebblekv.Engine is a non-nil Engine
 			err = openStore(ctx, cfg, e, store, logger, reg)

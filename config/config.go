@@ -44,6 +44,8 @@ type Web struct {
 type Storage struct {
 	Type string `yaml:"type"` // embedded or cassandra
 	Path string `yaml:"path"` // embedded store directory
+	// EmbeddedCacheBytes is the embedded store's block cache.
+	EmbeddedCacheBytes int64 `yaml:"embedded_cache_bytes"`
 }
 
 // Cassandra configures the connection to a Cassandra cluster.
@@ -162,6 +164,9 @@ func (c *Config) Validate() error {
 	case "embedded":
 		if c.Storage.Path == "" {
 			bad("storage.path", "storage.path", "must not be empty with --storage=embedded")
+		}
+		if c.Storage.EmbeddedCacheBytes <= 0 {
+			bad("storage.embedded-cache-bytes", "storage.embedded_cache_bytes", "must be positive, got %d", c.Storage.EmbeddedCacheBytes)
 		}
 	case "cassandra":
 	default:

@@ -30,6 +30,7 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, ":9201", c.Web.ListenAddress)
 	require.Equal(t, "embedded", c.Storage.Type)
 	require.Equal(t, "./data", c.Storage.Path)
+	require.Equal(t, int64(64<<20), c.Storage.EmbeddedCacheBytes)
 	require.Equal(t, []string{"127.0.0.1:9042"}, c.Cassandra.Hosts)
 	require.Equal(t, "kairosdb", c.Cassandra.Keyspace)
 	require.Equal(t, "{'class': 'SimpleStrategy', 'replication_factor': 1}", c.Cassandra.Replication)
@@ -112,6 +113,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{name: "query timeout off", args: []string{"--query.timeout=0s"}, want: "invalid --query.timeout (query.timeout): must be positive"},
 		{name: "lookback off", file: "query:\n  lookback_delta: 0s\n", want: "invalid --query.lookback-delta (query.lookback_delta): must be positive"},
 		{name: "no query concurrency", args: []string{"--query.max-concurrency=0"}, want: "invalid --query.max-concurrency (query.max_concurrency): must be positive"},
+		{name: "no block cache", file: "storage:\n  embedded_cache_bytes: 0\n", want: "invalid --storage.embedded-cache-bytes (storage.embedded_cache_bytes): must be positive"},
 		{name: "password without user", args: []string{"--cassandra.password-file=/x"}, want: "needs --cassandra.username"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -30,6 +30,7 @@ var flags = []flag{
 	{"web.max-concurrent-reads", "Remote-read requests served at once; more get 503.", "8", integer(func(c *Config) *int { return &c.Web.MaxConcurrentReads })},
 	{"storage", "Storage engine: embedded (Pebble in --storage.path, no database needed) or cassandra.", "embedded", str(func(c *Config) *string { return &c.Storage.Type })},
 	{"storage.path", "Directory of the embedded store.", "./data", str(func(c *Config) *string { return &c.Storage.Path })},
+	{"storage.embedded-cache-bytes", "Block cache of the embedded store: the uncompressed blocks it keeps in memory, so that a query over data read recently decompresses nothing again.", "67108864", i64(func(c *Config) *int64 { return &c.Storage.EmbeddedCacheBytes })},
 	{"cassandra.hosts", "Comma-separated Cassandra contact points, host[:port].", "127.0.0.1:9042", list(func(c *Config) *[]string { return &c.Cassandra.Hosts })},
 	{"cassandra.keyspace", "Keyspace holding the KairosDB tables.", "kairosdb", str(func(c *Config) *string { return &c.Cassandra.Keyspace })},
 	{"cassandra.replication", "Replication map used when the keyspace is created.", "{'class': 'SimpleStrategy', 'replication_factor': 1}", str(func(c *Config) *string { return &c.Cassandra.Replication })},

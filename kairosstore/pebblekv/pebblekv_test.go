@@ -387,3 +387,65 @@ func assert(t *testing.T, err error) {
 		t.Error(err)
 	}
 }
+
+// BenchmarkCellsOnDisk reads rows the way a PromQL query over a day does:
+// 100 rows of 5,760 cells with KairosDB row keys of ~200 bytes (ten tags),
+// compacted into sstables and held in the block cache. "pebble" is the
+// floor: Pebble's iterator stepping over the same keys, nothing decoded.
+//
+//	go test -run '^$' -bench CellsOnDisk ./kairosstore/pebblekv/
+func BenchmarkCellsOnDisk(b *testing.B) {
+	const rows, perRow = 100, 5760
+	e := open(b, b.TempDir(), Options{CacheSize: 256 << 20})
+	keys := make([][]byte, rows)
+	for i := range keys {
+		k := []byte("load_metric_0\x00\x00\x00\x01\x9a\xb1\x2c\x00\x00\x00\x0ckairos_double")
+		for t := range 10 {
+			k = fmt.Appendf(k, "label_%d=value_%d_of_series_%06d:", t, t, i)
+		}
+		keys[i] = k
+	}
+	value := []byte{0x40, 0x45, 0, 0, 0, 0, 0, 0}
+	for _, k := range keys {
+		batch := &engine.Batch{WriteTime: time.Now().UnixMilli()}
+		for c := range perRow {
+			batch.Cells = append(batch.Cells, engine.Cell{Key: k, Column: uint32(c) * 15_000 << 1, Value: value})
+		}
+		require.NoError(b, e.Write(b.Context(), batch))
+	}
+	require.NoError(b, e.db.Flush())
+	require.NoError(b, e.db.Compact(b.Context(), []byte{tableData}, []byte{tableData + 1}, false))
+	b.Run("Cells", func(b *testing.B) {
+		for b.Loop() {
+			n := 0
+			for _, k := range keys {
+				err := e.Cells(b.Context(), k, 0, math.MaxUint32, func(uint32, []byte) error {
+					n++
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			if n != rows*perRow {
+				b.Fatal(n)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows*perRow), "ns/cell")
+	})
+	b.Run("pebble", func(b *testing.B) {
+		for b.Loop() {
+			it, err := e.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tableData}, UpperBound: []byte{tableData + 1}})
+			require.NoError(b, err)
+			n := 0
+			for ok := it.First(); ok; ok = it.Next() {
+				n++
+			}
+			require.NoError(b, it.Close())
+			if n != rows*perRow {
+				b.Fatal(n)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows*perRow), "ns/cell")
+	})
+}
