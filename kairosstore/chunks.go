@@ -118,66 +118,49 @@ func floatsInOrder(rows []rowRef) bool {
 }
 
 // encodeCells encodes the cells of a series of floatsInOrder rows into XOR
-// chunks as they are read, counting them against budget as readSeries does.
+// chunks as eachCell reads them; errUnordered (wrapped) if they turn out
+// not to come in time order.
 func (s *Store) encodeCells(ctx context.Context, ref *seriesRef, start, end int64, sizeHint int, budget *sampleBudget) ([]chunks.Meta, int, error) {
 	var (
 		chks       = make([]chunks.Meta, 0, sizeHint/chunkSamples+1)
 		cur        chunks.Meta
 		app        chunkenc.Appender
 		inChunk    int
-		total      int64
-		uncounted  int64
+		total      int
 		prev       = int64(math.MinInt64)
 		chunkBytes = 128 // the size to allocate a chunk with: the last one's
 	)
-	for _, r := range ref.rows {
-		lo, hi := s.spec.SliceBounds(r.rowTime, start, end)
-		err := s.eng.Cells(ctx, r.key, lo, hi, func(col uint32, value []byte) error {
-			t := s.spec.Timestamp(r.rowTime, col)
-			if t < start || t > end {
-				return nil
-			}
-			v, ok := s.floatCell(r, col, value)
-			if !ok {
-				return nil
-			}
-			if t <= prev {
-				return errUnordered
-			}
-			prev = t
-			if inChunk == chunkSamples || app == nil {
-				if app != nil {
-					chks = append(chks, cur)
-					chunkBytes = len(cur.Chunk.Bytes())
-				}
-				cur = chunks.Meta{MinTime: t, Chunk: newXORChunk(chunkBytes)}
-				app, _ = cur.Chunk.Appender() // an empty XOR chunk cannot fail
-				inChunk = 0
-			}
-			app.Append(0, t, v)
-			cur.MaxTime = t
-			inChunk++
-			total++
-			if uncounted++; uncounted == budgetStep {
-				uncounted = 0
-				return budget.take(budgetStep)
-			}
-			return nil
-		})
-		if err != nil {
-			if errors.Is(err, errUnordered) {
-				return nil, 0, err
-			}
-			return nil, 0, fmt.Errorf("read data_points of %s: %w", ref.lset, err)
+	err := s.eachCell(ctx, ref, start, end, budget, func(r rowRef, t int64, col uint32, value []byte) (bool, error) {
+		v, ok := s.floatCell(r, col, value)
+		if !ok {
+			return false, nil
 		}
-	}
-	if err := budget.take(uncounted); err != nil {
-		return nil, 0, fmt.Errorf("read data_points of %s: %w", ref.lset, err)
+		if t <= prev {
+			return false, errUnordered
+		}
+		prev = t
+		if inChunk == chunkSamples || app == nil {
+			if app != nil {
+				chks = append(chks, cur)
+				chunkBytes = len(cur.Chunk.Bytes())
+			}
+			cur = chunks.Meta{MinTime: t, Chunk: newXORChunk(chunkBytes)}
+			app, _ = cur.Chunk.Appender() // an empty XOR chunk cannot fail
+			inChunk = 0
+		}
+		app.Append(0, t, v)
+		cur.MaxTime = t
+		inChunk++
+		total++
+		return true, nil
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	if app != nil {
 		chks = append(chks, cur)
 	}
-	return chks, int(total), nil
+	return chks, total, nil
 }
 
 // newXORChunk is an empty XOR chunk with room for size bytes, so that a

@@ -590,23 +590,70 @@ func (l *lazySeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
 // Samples at the same timestamp in rows of different types (possible only
 // for data KairosDB wrote, or a series that was re-typed) are kept once: the
 // one of the row first in (row time, type name) order.
-//
-// The samples it reads count against budget as they come, so that a query
-// over its limit stops reading within budgetStep samples a read.
 func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64, sizeHint int, budget *sampleBudget) (*listSeries, error) {
-	if budget.left() < 0 { // the query is over its limit already
-		return nil, fmt.Errorf("read data_points of %s: %w", ref.lset, ErrTooManySamples)
-	}
 	out := &listSeries{lset: ref.lset}
 	sizeHint = int(min(int64(sizeHint), budget.left()))
 	if sizeHint > 0 {
 		out.ts, out.vs = make([]int64, 0, sizeHint), make([]float64, 0, sizeHint)
 	}
 	sorted := true
+	var customValues []float64 // the last custom bucket bounds, shared while they repeat
+	err := s.eachCell(ctx, ref, start, end, budget, func(r rowRef, t int64, col uint32, value []byte) (bool, error) {
+		var (
+			v   float64
+			h   *histogram.Histogram
+			fh  *histogram.FloatHistogram
+			ok  bool
+			err error
+		)
+		switch r.dataType {
+		case codec.TypeHistogram:
+			h, err = codec.DecodeHistogramValue(value)
+			if err == nil {
+				h.CustomValues, customValues = internBounds(h.CustomValues, customValues)
+			}
+		case codec.TypeFloatHistogram:
+			fh, err = codec.DecodeFloatHistogramValue(value)
+			if err == nil {
+				fh.CustomValues, customValues = internBounds(fh.CustomValues, customValues)
+			}
+		default:
+			if v, ok = s.floatCell(r, col, value); !ok {
+				return false, nil
+			}
+		}
+		if err != nil {
+			s.m.skipped.WithLabelValues("undecodable").Inc()
+			return false, nil
+		}
+		if n := len(out.ts); n > 0 && t <= out.ts[n-1] {
+			sorted = false
+		}
+		out.add(t, v, h, fh)
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !sorted {
+		out.sortDedupe()
+	}
+	return out, nil
+}
+
+// eachCell reads the data_points slice of every sample row of a series in
+// [start, end] (§7.5), in row order, handing each cell in the range to
+// cell, which reports whether it kept a sample. Kept samples count against
+// budget as they come, so that a query over its limit stops reading within
+// budgetStep samples a read; one already over it reads nothing. An error of
+// cell stops the read and is returned wrapped.
+func (s *Store) eachCell(ctx context.Context, ref *seriesRef, start, end int64, budget *sampleBudget, cell func(r rowRef, t int64, col uint32, value []byte) (bool, error)) error {
+	if budget.left() < 0 {
+		return fmt.Errorf("read data_points of %s: %w", ref.lset, ErrTooManySamples)
+	}
 	t0 := time.Now()
 	defer s.observe("data_points", t0)
 	uncounted := int64(0)
-	var customValues []float64 // the last custom bucket bounds, shared while they repeat
 	for _, r := range ref.rows {
 		if r.dataType == codec.TypeExemplar {
 			continue // a metric whose own name ends in ExemplarSuffix: not samples
@@ -617,37 +664,9 @@ func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64
 			if t < start || t > end {
 				return nil
 			}
-			var (
-				v   float64
-				h   *histogram.Histogram
-				fh  *histogram.FloatHistogram
-				ok  bool
-				err error
-			)
-			switch r.dataType {
-			case codec.TypeHistogram:
-				h, err = codec.DecodeHistogramValue(value)
-				if err == nil {
-					h.CustomValues, customValues = internBounds(h.CustomValues, customValues)
-				}
-			case codec.TypeFloatHistogram:
-				fh, err = codec.DecodeFloatHistogramValue(value)
-				if err == nil {
-					fh.CustomValues, customValues = internBounds(fh.CustomValues, customValues)
-				}
-			default:
-				if v, ok = s.floatCell(r, col, value); !ok {
-					return nil
-				}
+			if kept, err := cell(r, t, col, value); !kept || err != nil {
+				return err
 			}
-			if err != nil {
-				s.m.skipped.WithLabelValues("undecodable").Inc()
-				return nil
-			}
-			if n := len(out.ts); n > 0 && t <= out.ts[n-1] {
-				sorted = false
-			}
-			out.add(t, v, h, fh)
 			if uncounted++; uncounted == budgetStep {
 				uncounted = 0
 				return budget.take(budgetStep)
@@ -655,16 +674,13 @@ func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("read data_points of %s: %w", ref.lset, err)
+			return fmt.Errorf("read data_points of %s: %w", ref.lset, err)
 		}
 	}
 	if err := budget.take(uncounted); err != nil {
-		return nil, fmt.Errorf("read data_points of %s: %w", ref.lset, err)
+		return fmt.Errorf("read data_points of %s: %w", ref.lset, err)
 	}
-	if !sorted {
-		out.sortDedupe()
-	}
-	return out, nil
+	return nil
 }
 
 // floatCell decodes the value of a cell of a row of a float type; !ok is
