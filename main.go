@@ -114,6 +114,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		LookbackDelta:  time.Duration(cfg.Query.LookbackDelta),
 		MaxConcurrency: cfg.Query.MaxConcurrency,
 		MaxSamples:     cfg.Query.MaxSamples,
+		Limits: queryapi.Limits{
+			MaxLength:        cfg.Query.MaxLength,
+			MaxDepth:         cfg.Query.MaxDepth,
+			MaxSubquerySteps: cfg.Query.MaxSubquerySteps,
+		},
 	}, logger, reg)
 	handler := adapter.New(store, adapter.Options{
 		MaxRequestBytes:       cfg.Web.MaxRequestBytes,

@@ -97,6 +97,10 @@ type Query struct {
 	Timeout        model.Duration `yaml:"timeout"`
 	LookbackDelta  model.Duration `yaml:"lookback_delta"`
 	MaxConcurrency int            `yaml:"max_concurrency"`
+	// What a PromQL expression may be, checked before it is evaluated.
+	MaxLength        int `yaml:"max_length"`
+	MaxDepth         int `yaml:"max_depth"`
+	MaxSubquerySteps int `yaml:"max_subquery_steps"`
 }
 
 // Log configures log/slog output.
@@ -264,8 +268,18 @@ func (c *Config) Validate() error {
 	if c.Query.LookbackDelta <= 0 {
 		bad("query.lookback-delta", "query.lookback_delta", "must be positive, got %s", c.Query.LookbackDelta)
 	}
-	if c.Query.MaxConcurrency <= 0 {
-		bad("query.max-concurrency", "query.max_concurrency", "must be positive, got %d", c.Query.MaxConcurrency)
+	for _, q := range []struct {
+		flag, key string
+		v         int
+	}{
+		{"query.max-concurrency", "query.max_concurrency", c.Query.MaxConcurrency},
+		{"query.max-length", "query.max_length", c.Query.MaxLength},
+		{"query.max-depth", "query.max_depth", c.Query.MaxDepth},
+		{"query.max-subquery-steps", "query.max_subquery_steps", c.Query.MaxSubquerySteps},
+	} {
+		if q.v <= 0 {
+			bad(q.flag, q.key, "must be positive, got %d", q.v)
+		}
 	}
 	if !contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		bad("log.level", "log.level", "%q must be debug, info, warn or error", c.Log.Level)

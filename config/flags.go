@@ -62,6 +62,9 @@ var flags = []flag{
 	{"query.timeout", "Maximum time one PromQL query of the query API may take (503 timeout beyond).", "2m", dur(func(c *Config) *model.Duration { return &c.Query.Timeout })},
 	{"query.lookback-delta", "How far back PromQL looks for the latest sample of a series at an evaluation time.", "5m", dur(func(c *Config) *model.Duration { return &c.Query.LookbackDelta })},
 	{"query.max-concurrency", "PromQL queries of the query API evaluated at once; more wait for a slot.", "20", integer(func(c *Config) *int { return &c.Query.MaxConcurrency })},
+	{"query.max-length", "Longest PromQL expression the query API accepts, in bytes (400 bad_data beyond).", "131072", integer(func(c *Config) *int { return &c.Query.MaxLength })},
+	{"query.max-depth", "Deepest a PromQL expression may nest: brackets, and operators and function calls in its syntax tree (400 bad_data beyond).", "200", integer(func(c *Config) *int { return &c.Query.MaxDepth })},
+	{"query.max-subquery-steps", "Most steps the subqueries of one PromQL query may evaluate together (400 bad_data beyond): the engine allocates per step, whatever the data.", "1000000", integer(func(c *Config) *int { return &c.Query.MaxSubquerySteps })},
 	{"log.level", "Only log messages at this level or above: debug, info, warn, error.", "info", str(func(c *Config) *string { return &c.Log.Level })},
 	{"log.format", "Log format: logfmt or json.", "logfmt", str(func(c *Config) *string { return &c.Log.Format })},
 }

@@ -21,7 +21,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -66,16 +65,23 @@ type Options struct {
 	// EvaluationInterval is the step of a subquery that gives none, as
 	// Prometheus's global evaluation_interval; default 1m.
 	EvaluationInterval time.Duration
+	// Limits bound the expressions themselves; zero fields take the
+	// defaults.
+	Limits Limits
 }
 
 // API serves the query endpoints.
 type API struct {
-	store      Store
-	maxSamples int
-	engine     *promql.Engine
-	parser     parser.Parser
-	logger     *slog.Logger
-	now        func() time.Time
+	store        Store
+	maxSamples   int
+	limits       Limits
+	timeout      time.Duration
+	evalInterval int64 // ms
+	gate         gate
+	engine       *promql.Engine
+	parser       parser.Parser
+	logger       *slog.Logger
+	now          func() time.Time
 }
 
 // maxPoints is the most points a range query may return per series, as in
@@ -100,12 +106,13 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	}
 	p := parser.NewParser(parser.Options{})
 	interval := opts.EvaluationInterval.Milliseconds()
+	g := newGate(opts.MaxConcurrency)
 	eng := promql.NewEngine(promql.EngineOpts{
 		Logger:                   logger,
 		Reg:                      reg,
 		MaxSamples:               opts.MaxSamples,
 		Timeout:                  opts.Timeout,
-		ActiveQueryTracker:       newGate(opts.MaxConcurrency),
+		ActiveQueryTracker:       g,
 		LookbackDelta:            opts.LookbackDelta,
 		NoStepSubqueryIntervalFn: func(int64) int64 { return interval },
 		// Both are always on in Prometheus 3.
@@ -113,7 +120,10 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		EnableNegativeOffset: true,
 		Parser:               p,
 	})
-	return &API{store: store, maxSamples: maxSamples, engine: eng, parser: p, logger: logger, now: time.Now}
+	return &API{
+		store: store, maxSamples: maxSamples, limits: opts.Limits.withDefaults(), timeout: opts.Timeout,
+		evalInterval: interval, gate: g, engine: eng, parser: p, logger: logger, now: time.Now,
+	}
 }
 
 func cmpOr(d, def time.Duration) time.Duration {
@@ -139,12 +149,12 @@ func (a *API) Register(handle func(pattern, name string, h http.Handler)) {
 		{"/api/v1/format_query", "format_query", a.formatQuery},
 		{"/api/v1/parse_query", "parse_query", a.parseQuery},
 	} {
-		h := a.handler(r.f)
+		h := a.handler(r.f, r.name)
 		handle("GET "+r.path, r.name, h)
 		handle("POST "+r.path, r.name, h)
 	}
-	handle("GET /api/v1/label/{name}/values", "label_values", a.handler(a.labelValues))
-	handle("GET /api/v1/status/buildinfo", "buildinfo", a.handler(a.buildInfo))
+	handle("GET /api/v1/label/{name}/values", "label_values", a.handler(a.labelValues, "label_values"))
+	handle("GET /api/v1/status/buildinfo", "buildinfo", a.handler(a.buildInfo, "buildinfo"))
 }
 
 // Mount returns a handler that serves the query API and passes every other
@@ -156,9 +166,20 @@ func (a *API) Mount(next http.Handler) http.Handler {
 	return mux
 }
 
-// handler parses the form (query string and, for POST, a form-encoded
-// body) and writes the envelope.
-func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiError)) http.Handler {
+// maxFormBytes bounds a request body of the query API. Go's form parser
+// stops at 10 MB of url-encoded body already; the bound also keeps the parts
+// of a multipart body in memory, never in temporary files.
+const maxFormBytes = 10 << 20
+
+// handler parses the form and writes the envelope. The form is read as
+// Prometheus reads it: query string, url-encoded or multipart body, and
+// malformed parts ignored, except where Prometheus refuses them (strict:
+// /series). The request's context ends at its deadline: --query.timeout, or
+// the timeout parameter of a query if shorter, counted from the request's
+// arrival so that it covers parsing as well as evaluation.
+func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiError), name string) http.Handler {
+	strict := name == "series"
+	timeoutParam := name == "query" || name == "query_range"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if acceptsGzip(r) {
 			// Range queries over many series answer megabytes of
@@ -169,11 +190,31 @@ func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiE
 			defer gz.Close()
 			w = gzipWriter{ResponseWriter: w, w: gz}
 		}
-		if err := r.ParseForm(); err != nil {
-			respondError(w, a.logger, badData(fmt.Errorf("error parsing form values: %w", err)), nil, "")
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		formErr := r.ParseForm()
+		if err := r.ParseMultipartForm(maxFormBytes); formErr == nil && !errors.Is(err, http.ErrNotMultipart) {
+			formErr = err
+		}
+		if _, ok := errors.AsType[*http.MaxBytesError](formErr); ok {
+			respondError(w, a.logger, badData(fmt.Errorf("the request body is larger than %d bytes", maxFormBytes)), nil, "")
 			return
 		}
-		data, ann, apiErr := f(r)
+		if strict && formErr != nil {
+			respondError(w, a.logger, badData(fmt.Errorf("error parsing form values: %w", formErr)), nil, "")
+			return
+		}
+		timeout := a.timeout
+		if s := r.FormValue("timeout"); s != "" && timeoutParam {
+			d, err := parseDuration(s)
+			if err != nil {
+				respondError(w, a.logger, badParam(err, "timeout"), nil, "")
+				return
+			}
+			timeout = min(timeout, d)
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		data, ann, apiErr := f(r.WithContext(ctx))
 		q := r.FormValue("query")
 		if apiErr != nil {
 			respondError(w, a.logger, apiErr, ann, q)
@@ -199,13 +240,6 @@ type gzipWriter struct {
 
 func (g gzipWriter) Write(b []byte) (int, error) { return g.w.Write(b) }
 
-// queryData is the data of a query answer. Matrix, Vector, Scalar and
-// String marshal themselves in the API's shape.
-type queryData struct {
-	ResultType parser.ValueType `json:"resultType"`
-	Result     parser.Value     `json:"result"`
-}
-
 func (a *API) query(r *http.Request) (any, annotations.Annotations, *apiError) {
 	limit, err := parseLimit(r.FormValue("limit"))
 	if err != nil {
@@ -215,18 +249,17 @@ func (a *API) query(r *http.Request) (any, annotations.Annotations, *apiError) {
 	if err != nil {
 		return nil, nil, badParam(err, "time")
 	}
-	ctx, cancel, apiErr := a.timeoutContext(r)
-	if apiErr != nil {
-		return nil, nil, apiErr
-	}
-	defer cancel()
 	opts, apiErr := queryOpts(r)
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
+	if apiErr := a.check(r.FormValue("query"), ts, ts, 0); apiErr != nil {
+		return nil, nil, apiErr
+	}
+	ctx := a.sampleBudget(r.Context())
 	qry, err := a.engine.NewInstantQuery(ctx, a.queryable(), opts, r.FormValue("query"), ts)
 	if err != nil {
-		return nil, nil, badParam(err, "query")
+		return nil, nil, newQueryError(ctx, err)
 	}
 	return a.exec(ctx, qry, limit)
 }
@@ -257,18 +290,17 @@ func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiErr
 	if end.Sub(start)/step > maxPoints {
 		return nil, nil, badData(errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))
 	}
-	ctx, cancel, apiErr := a.timeoutContext(r)
-	if apiErr != nil {
-		return nil, nil, apiErr
-	}
-	defer cancel()
 	opts, apiErr := queryOpts(r)
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
+	if apiErr := a.check(r.FormValue("query"), start, end, step); apiErr != nil {
+		return nil, nil, apiErr
+	}
+	ctx := a.sampleBudget(r.Context())
 	qry, err := a.engine.NewRangeQuery(ctx, a.queryable(), opts, r.FormValue("query"), start, end, step)
 	if err != nil {
-		return nil, nil, badParam(err, "query")
+		return nil, nil, newQueryError(ctx, err)
 	}
 	return a.exec(ctx, qry, limit)
 }
@@ -317,11 +349,88 @@ func (q *narrowing) Select(ctx context.Context, sortSeries bool, hints *storage.
 	return sub.Select(ctx, sortSeries, hints, ms...)
 }
 
+// check parses a query's expression within the limits, and counts the steps
+// of its subqueries, before the engine sees it.
+func (a *API) check(q string, start, end time.Time, step time.Duration) *apiError {
+	expr, err := a.parse(q)
+	if err != nil {
+		return badParam(err, "query")
+	}
+	return a.checkSteps(expr, start, end, step)
+}
+
+// sampleBudget gives a PromQL query a budget of --query.max-samples samples
+// for what its selectors load. The engine counts only the samples it keeps,
+// after its selectors have read every series they select, so without the
+// budget a query's memory would follow the data it covers, not the limit.
+func (a *API) sampleBudget(ctx context.Context) context.Context {
+	return kairosstore.WithSampleLimit(ctx, a.maxSamples)
+}
+
+// newQueryError is the answer to an engine that would not start a query:
+// a query that waited for a slot until its deadline timed out; anything
+// else is the expression's fault.
+func newQueryError(ctx context.Context, err error) *apiError {
+	if ctx.Err() != nil {
+		return deadlineError(ctx)
+	}
+	return badParam(err, "query")
+}
+
+// execGrace is how long an answer may wait past the deadline for the
+// engine's own: it notices its deadline between steps and series, and its
+// answer then says where it stopped.
+const execGrace = 100 * time.Millisecond
+
+type execResult struct {
+	data json.RawMessage
+	ann  annotations.Annotations
+	err  *apiError
+}
+
+// exec evaluates a query and answers at its deadline at the latest: the
+// engine goes on until its next check of the context, which the limits keep
+// short, and then closes the query and frees its slot.
 func (a *API) exec(ctx context.Context, qry promql.Query, limit int) (any, annotations.Annotations, *apiError) {
+	done := make(chan execResult, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- execResult{err: &apiError{errInternal, fmt.Errorf("query panicked: %v", p)}}
+			}
+		}()
+		done <- run(ctx, qry, limit)
+	}()
+	var res execResult
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		select {
+		case res = <-done:
+		case <-time.After(execGrace):
+			return nil, nil, deadlineError(ctx)
+		}
+	}
+	if res.err != nil {
+		return nil, res.ann, res.err
+	}
+	return res.data, res.ann, nil
+}
+
+// deadlineError is the answer to a query whose context ended, in the
+// engine's words.
+func deadlineError(ctx context.Context) *apiError {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return classify(promql.ErrQueryTimeout("expression evaluation"))
+	}
+	return classify(promql.ErrQueryCanceled("expression evaluation"))
+}
+
+func run(ctx context.Context, qry promql.Query, limit int) execResult {
 	defer qry.Close()
 	res := qry.Exec(ctx)
 	if res.Err != nil {
-		return nil, res.Warnings, classify(res.Err)
+		return execResult{ann: res.Warnings, err: classify(res.Err)}
 	}
 	ann := res.Warnings
 	if limit > 0 && truncate(res, limit) {
@@ -329,11 +438,11 @@ func (a *API) exec(ctx context.Context, qry promql.Query, limit int) (any, annot
 	}
 	// The result refers to the engine's pooled slices, reused after
 	// Close: encode it now.
-	b, err := json.Marshal(queryData{ResultType: res.Value.Type(), Result: res.Value})
+	b, err := encodeResult(res.Value)
 	if err != nil {
-		return nil, ann, &apiError{errInternal, err}
+		return execResult{ann: ann, err: &apiError{errInternal, err}}
 	}
-	return json.RawMessage(b), ann, nil
+	return execResult{data: b, ann: ann}
 }
 
 // truncate keeps the first limit series of a vector or matrix.
@@ -351,25 +460,6 @@ func truncate(res *promql.Result, limit int) bool {
 		}
 	}
 	return false
-}
-
-// timeoutContext is the context of one PromQL query: the timeout
-// parameter applied, and a budget of --query.max-samples samples for what
-// its selectors load. The engine counts only the samples it keeps, after
-// its selectors have read every series they select, so without the budget
-// a query's memory would follow the data it covers, not the limit.
-func (a *API) timeoutContext(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
-	ctx := kairosstore.WithSampleLimit(r.Context(), a.maxSamples)
-	s := r.FormValue("timeout")
-	if s == "" {
-		return ctx, func() {}, nil
-	}
-	d, err := parseDuration(s)
-	if err != nil {
-		return nil, nil, badParam(err, "timeout")
-	}
-	ctx, cancel := context.WithTimeout(ctx, d)
-	return ctx, cancel, nil
 }
 
 func queryOpts(r *http.Request) (promql.QueryOpts, *apiError) {
@@ -525,20 +615,11 @@ func (a *API) series(r *http.Request) (any, annotations.Annotations, *apiError) 
 	if err := set.Err(); err != nil {
 		return nil, ann, classify(err)
 	}
-	return out, ann, nil
-}
-
-// exemplarJSON is one exemplar in the API's shape: value as a string and
-// the timestamp in seconds, like sample values.
-type exemplarJSON struct {
-	Labels    labels.Labels `json:"labels"`
-	Value     string        `json:"value"`
-	Timestamp float64       `json:"timestamp"`
-}
-
-type exemplarSeriesJSON struct {
-	SeriesLabels labels.Labels  `json:"seriesLabels"`
-	Exemplars    []exemplarJSON `json:"exemplars"`
+	b, err := encodeSeries(out)
+	if err != nil {
+		return nil, ann, &apiError{errInternal, err}
+	}
+	return b, ann, nil
 }
 
 func (a *API) queryExemplars(r *http.Request) (any, annotations.Annotations, *apiError) {
@@ -553,14 +634,14 @@ func (a *API) queryExemplars(r *http.Request) (any, annotations.Annotations, *ap
 	if end.Before(start) {
 		return nil, nil, badData(errors.New("end timestamp must not be before start timestamp"))
 	}
-	expr, err := a.parser.ParseExpr(r.FormValue("query"))
+	expr, err := a.parse(r.FormValue("query"))
 	if err != nil {
 		return nil, nil, badData(err)
 	}
-	out := []exemplarSeriesJSON{}
+	var out []exemplar.QueryResult
 	es, ok := a.store.(ExemplarStore)
 	if !ok {
-		return out, nil, nil
+		return json.RawMessage("[]"), nil, nil
 	}
 	seen := map[uint64]bool{}
 	for _, ms := range parser.ExtractSelectors(expr) {
@@ -574,23 +655,38 @@ func (a *API) queryExemplars(r *http.Request) (any, annotations.Annotations, *ap
 			} else {
 				seen[h] = true
 			}
-			s := exemplarSeriesJSON{SeriesLabels: qr.SeriesLabels, Exemplars: make([]exemplarJSON, 0, len(qr.Exemplars))}
-			for _, e := range qr.Exemplars {
-				s.Exemplars = append(s.Exemplars, exemplarJSON{Labels: e.Labels, Value: strconv.FormatFloat(e.Value, 'f', -1, 64), Timestamp: float64(e.Ts) / 1000})
-			}
-			out = append(out, s)
+			out = append(out, qr)
 		}
 	}
-	slices.SortFunc(out, func(x, y exemplarSeriesJSON) int { return labels.Compare(x.SeriesLabels, y.SeriesLabels) })
-	return out, nil, nil
+	slices.SortFunc(out, func(x, y exemplar.QueryResult) int { return labels.Compare(x.SeriesLabels, y.SeriesLabels) })
+	b, err := encodeExemplars(out)
+	if err != nil {
+		return nil, nil, &apiError{errInternal, err}
+	}
+	return b, nil, nil
 }
 
 func (a *API) formatQuery(r *http.Request) (any, annotations.Annotations, *apiError) {
-	expr, err := a.parser.ParseExpr(r.FormValue("query"))
-	if err != nil {
-		return nil, nil, badParam(err, "query")
+	expr, apiErr := a.parseInGate(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
 	}
 	return expr.Pretty(0), nil, nil
+}
+
+// parseInGate parses the query of /format_query and /parse_query as a
+// query's: within the limits, which also bound the time Pretty takes, and
+// in one of the --query.max-concurrency slots.
+func (a *API) parseInGate(r *http.Request) (parser.Expr, *apiError) {
+	if _, err := a.gate.Insert(r.Context(), ""); err != nil {
+		return nil, deadlineError(r.Context())
+	}
+	defer a.gate.Delete(0)
+	expr, err := a.parse(r.FormValue("query"))
+	if err != nil {
+		return nil, badParam(err, "query")
+	}
+	return expr, nil
 }
 
 // buildInfo answers as Prometheus's /api/v1/status/buildinfo. Version is

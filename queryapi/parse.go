@@ -14,9 +14,9 @@ import (
 // node is an object with a "type" and the fields of that type; durations
 // are in milliseconds, numbers are strings.
 func (a *API) parseQuery(r *http.Request) (any, annotations.Annotations, *apiError) {
-	expr, err := a.parser.ParseExpr(r.FormValue("query"))
-	if err != nil {
-		return nil, nil, badParam(err, "query")
+	expr, apiErr := a.parseInGate(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
 	}
 	tree, err := astJSON(expr)
 	if err != nil {

@@ -2,7 +2,6 @@ package queryapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -116,7 +115,7 @@ type response struct {
 const maxAnnotations = 10
 
 func write(w http.ResponseWriter, logger *slog.Logger, code int, resp *response) {
-	b, err := json.Marshal(resp)
+	b, err := jsonAPI.Marshal(resp)
 	if err != nil {
 		logger.Error("Cannot encode query API answer", "err", err)
 		http.Error(w, err.Error(), http.StatusInternalServerError)
