@@ -333,6 +333,8 @@ func compareQueryAPI(t *testing.T, prom, adapterURL string, t0 time.Time) {
 	}
 	require.LessOrEqual(t, empty, len(exprs)/10, "too many expressions answer nothing")
 
+	compareBytes(t, prom, adapterURL, t0)
+
 	// A shorter lookback, as a request parameter: a series is gone sooner
 	// after its last sample.
 	for _, expr := range []string{`flaky_gauge`, `temperature`, `count(http_requests_total)`} {

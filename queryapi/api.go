@@ -192,8 +192,12 @@ func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiE
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 		formErr := r.ParseForm()
-		if err := r.ParseMultipartForm(maxFormBytes); formErr == nil && !errors.Is(err, http.ErrNotMultipart) {
-			formErr = err
+		// /series reads match[] before anything parses a multipart
+		// body in Prometheus, so a multipart /series has no match[].
+		if !strict {
+			if err := r.ParseMultipartForm(maxFormBytes); formErr == nil && !errors.Is(err, http.ErrNotMultipart) {
+				formErr = err
+			}
 		}
 		if _, ok := errors.AsType[*http.MaxBytesError](formErr); ok {
 			respondError(w, a.logger, badData(fmt.Errorf("the request body is larger than %d bytes", maxFormBytes)), nil, "")

@@ -88,7 +88,7 @@ func newTestAPI(t *testing.T, opts Options) http.Handler {
 	return New(newTestStore(t), opts, nil, prometheus.NewRegistry()).Mount(http.NotFoundHandler())
 }
 
-func newTestStore(t *testing.T) *kairosstore.Store {
+func newTestStore(t testing.TB) *kairosstore.Store {
 	t.Helper()
 	ctx := context.Background()
 	eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)

@@ -3,6 +3,7 @@ package queryapi
 import (
 	"cmp"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prometheus/prometheus/promql"
@@ -122,12 +123,59 @@ func (a *API) checkSteps(expr parser.Expr, start, end time.Time, step time.Durat
 	if interval == 0 {
 		interval = 1 // how the engine evaluates an instant query
 	}
+	if n := labelCopies(expr); n > maxLabelCopies {
+		return badData(fmt.Errorf("label_replace and label_join would repeat a label value %d times in one label, more than the %d this adapter allows", n, maxLabelCopies))
+	}
 	limit := int64(a.limits.MaxSubquerySteps)
 	total := subquerySteps(expr, start.UnixMilli(), end.UnixMilli(), interval, a.evalInterval, limit)
 	if total > limit {
 		return badData(fmt.Errorf("the subqueries of this query would evaluate more than %d steps (--query.max-subquery-steps). Try a larger subquery step or a shorter range", limit))
 	}
 	return nil
+}
+
+// maxLabelCopies bounds how many times label_replace and label_join may
+// copy a label value into one label, nested calls multiplied: the engine
+// builds the new value whole for every series, so `$1` written 20,000 times
+// over a 64 KB value would need 1.3 GB for one label. No query we know of
+// needs more than a handful of copies.
+const maxLabelCopies = 64
+
+// labelCopies is the most copies of one label value that the label_replace
+// and label_join calls under n can put into one label: each `$` of a
+// replacement and each source label of a join is a copy.
+func labelCopies(n parser.Node) int {
+	copies := 1
+	if call, ok := n.(*parser.Call); ok && len(call.Args) > 0 {
+		switch call.Func.Name {
+		case "label_replace":
+			if len(call.Args) > 2 {
+				if s, ok := unparen(call.Args[2]).(*parser.StringLiteral); ok {
+					copies = max(1, strings.Count(s.Val, "$"))
+				}
+			}
+		case "label_join":
+			copies = max(1, len(call.Args)-3)
+		}
+	}
+	deepest := 1
+	for _, c := range parser.Children(n) {
+		deepest = max(deepest, labelCopies(c))
+		if deepest > maxLabelCopies {
+			break
+		}
+	}
+	return min(copies*deepest, maxLabelCopies*maxLabelCopies)
+}
+
+func unparen(e parser.Expr) parser.Expr {
+	for {
+		p, ok := e.(*parser.ParenExpr)
+		if !ok {
+			return e
+		}
+		e = p.Expr
+	}
 }
 
 // subquerySteps adds up the steps of the subqueries under n evaluated over

@@ -116,6 +116,9 @@ func TestExpressionLimits(t *testing.T) {
 		{"/api/v1/format_query", url.Values{"query": {strings.Repeat("x+", 2400) + "x"}}, "--query.max-depth"},
 		{"/api/v1/parse_query", url.Values{"query": {strings.Repeat("(", 300) + "x" + strings.Repeat(")", 300)}}, "--query.max-depth"},
 		{"/api/v1/format_query", url.Values{"query": {strings.Repeat("x+", 150) + "x"}}, ""},
+		{"/api/v1/query", url.Values{"query": {`label_replace(label_replace(vector(1), "a", "` + strings.Repeat("x", 60_000) + `", "", ""), "b", "` + strings.Repeat("$1", 20_000) + `", "a", "(.*)")`}}, "label_replace"},
+		{"/api/v1/query", url.Values{"query": {`label_join(label_join(vector(1), "a", "", "b", "b", "b", "b", "b", "b", "b", "b", "b"), "c", "", "a", "a", "a", "a", "a", "a", "a", "a")`}}, "label_join"},
+		{"/api/v1/query", url.Values{"query": {`label_join(label_replace(vector(1), "a", "$1-$1", "", ""), "c", "", "a", "a", "a", "a")`}}, ""},
 		{"/api/v1/query_exemplars", url.Values{"query": {strings.Repeat("(", 300) + "x" + strings.Repeat(")", 300)}}, "--query.max-depth"},
 	} {
 		got := get(t, h, http.MethodPost, c.path, c.form)
