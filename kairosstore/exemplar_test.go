@@ -13,7 +13,6 @@ import (
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 func exemplarAt(ts int64, pairs ...string) exemplar.Exemplar {
@@ -90,7 +89,7 @@ func TestExemplarsWriteQuery(t *testing.T) {
 		require.NoError(t, eng.MetricNames(ctx, func(n string) error { stored = append(stored, n); return nil }))
 		require.Equal(t, []string{"http_requests_total", "http_requests_total#exemplars", "latency", "latency#exemplars", "no_exemplars"}, stored)
 		require.NoError(t, eng.RowTimes(ctx, "http_requests_total", math.MinInt64, math.MaxInt64, func(rt int64) error {
-			return eng.RowKeys(ctx, "http_requests_total", rt, func(dataType string, _ []translate.Tag) error {
+			return eng.RowKeys(ctx, "http_requests_total", rt, func(dataType string, _ []codec.Tag) error {
 				require.Equal(t, codec.TypeDouble, dataType)
 				return nil
 			})

@@ -18,7 +18,6 @@ import (
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // testHistograms are valid integer histograms covering every field: both
@@ -619,11 +618,11 @@ func TestHistogramsInvisibleToFloatMetrics(t *testing.T) {
 		require.Equal(t, []int64{3 * hour}, rowTimesOf("up"+ks.NonFiniteSuffix))
 		types := map[string]bool{}
 		for _, rt := range rowTimes {
-			require.NoError(t, eng.RowKeys(ctx, "up", rt, func(dataType string, _ []translate.Tag) error {
+			require.NoError(t, eng.RowKeys(ctx, "up", rt, func(dataType string, _ []codec.Tag) error {
 				types[dataType] = true
 				return nil
 			}))
-			require.NoError(t, eng.TagIndexedRowKeys(ctx, "up", rt, "job=api", func(dataType string, _ []translate.Tag) error {
+			require.NoError(t, eng.TagIndexedRowKeys(ctx, "up", rt, "job=api", func(dataType string, _ []codec.Tag) error {
 				types[dataType] = true
 				return nil
 			}))

@@ -21,7 +21,6 @@ import (
 	"github.com/kairos-remote/kairos-adapter/internal/lru"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // Metadata lives in service_index (§9.2) under this service and service key,
@@ -66,7 +65,7 @@ type pendingRow struct {
 	indexMetric string // of its index rows: metric, or a side metric KairosDB never reads
 	rowTime     int64
 	dataType    string
-	tags        []translate.Tag
+	tags        []codec.Tag
 	shared      *seriesRow // the cached row to mark indexed, if any
 }
 

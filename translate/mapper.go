@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 )
@@ -61,7 +62,7 @@ type Mapper struct {
 // but unsorted input is accepted because order carries no meaning; the
 // returned tags are always sorted by name (byte order). Duplicate names are
 // rejected, as Prometheus itself does.
-func (m Mapper) Split(ls labels.Labels, dst []Tag) (metric string, tags []Tag, err error) {
+func (m Mapper) Split(ls labels.Labels, dst []codec.Tag) (metric string, tags []codec.Tag, err error) {
 	tags = dst[:0]
 	var name, prev string
 	haveName, sorted := false, true
@@ -83,7 +84,7 @@ func (m Mapper) Split(ls labels.Labels, dst []Tag) (metric string, tags []Tag, e
 			name, haveName = l.Value, true
 			return nil
 		}
-		tags = append(tags, Tag{Name: l.Name, Value: l.Value})
+		tags = append(tags, codec.Tag{Name: l.Name, Value: l.Value})
 		return nil
 	})
 	if err == nil && !haveName {
@@ -92,7 +93,7 @@ func (m Mapper) Split(ls labels.Labels, dst []Tag) (metric string, tags []Tag, e
 	if err == nil && !sorted {
 		// Adjacent-only duplicate detection above misses non-adjacent
 		// repeats in unsorted input; sorting brings them together.
-		slices.SortFunc(tags, func(a, b Tag) int { return strings.Compare(a.Name, b.Name) })
+		slices.SortFunc(tags, func(a, b codec.Tag) int { return strings.Compare(a.Name, b.Name) })
 		for i := 1; i < len(tags); i++ {
 			if tags[i].Name == tags[i-1].Name {
 				err = fmt.Errorf("%w %q", ErrDuplicateLabel, tags[i].Name)
@@ -138,7 +139,7 @@ func checkLabel(l labels.Label) error {
 //
 // Every other key KairosDB writes (row_keys and tag_indexed_row_keys
 // partitions, string_index) is shorter than data_points.key.
-func storedLen(metric string, tags []Tag) int {
+func storedLen(metric string, tags []codec.Tag) int {
 	key := len(metric) + 1 + 8 + 2 + maxTypeNameBytes
 	clustering := maxTypeNameBytes + 4
 	for _, t := range tags {
@@ -180,7 +181,7 @@ func describe(ls labels.Labels) string {
 // Split could have produced: the metric lacks Prefix or is only Prefix, or
 // a tag has an empty name or value, is named __name__, or repeats a name.
 // Tags may come in any order.
-func (m Mapper) Join(metric string, tags []Tag, b *labels.ScratchBuilder) (labels.Labels, bool) {
+func (m Mapper) Join(metric string, tags []codec.Tag, b *labels.ScratchBuilder) (labels.Labels, bool) {
 	name, ok := strings.CutPrefix(metric, m.Prefix)
 	if !ok || name == "" {
 		return labels.EmptyLabels(), false
@@ -200,7 +201,7 @@ func (m Mapper) Join(metric string, tags []Tag, b *labels.ScratchBuilder) (label
 // Readable reports whether tags make a Prometheus series with Join: no empty
 // name or value, no tag named __name__, no name twice. Rows whose tags are
 // not readable are never returned.
-func Readable(tags []Tag) bool {
+func Readable(tags []codec.Tag) bool {
 	for i, t := range tags {
 		if t.Name == "" || t.Value == "" || t.Name == model.MetricNameLabel {
 			return false

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // Data type names as stored in the row key type block and in
@@ -33,7 +31,7 @@ type RowKey struct {
 	// Tags are in Java order of name (§2.2) with unique names.
 	// AppendRowKey expects them sorted (see SortTags); ParseRowKey returns
 	// them sorted.
-	Tags []translate.Tag
+	Tags []Tag
 }
 
 // javaLess reports whether a sorts before b in Java's String.compareTo order,
@@ -101,8 +99,8 @@ func utf16Key(s string) (key uint32, size int) {
 }
 
 // SortTags sorts tags by name in Java order (§2.2). Names must be unique.
-func SortTags(tags []translate.Tag) {
-	slices.SortFunc(tags, func(a, b translate.Tag) int { return javaCompare(a.Name, b.Name) })
+func SortTags(tags []Tag) {
+	slices.SortFunc(tags, func(a, b Tag) int { return javaCompare(a.Name, b.Name) })
 }
 
 // Validate reports whether k can be written by AppendRowKey and read back by
@@ -244,12 +242,12 @@ func ParseRowKey(b []byte) (RowKey, error) {
 }
 
 // parseTags decodes a tag string with the two-state machine of §2.3.
-func parseTags(s string) []translate.Tag {
+func parseTags(s string) []Tag {
 	if s == "" {
 		return nil
 	}
 	// Every pair ends with ':', so the ':' count bounds the number of pairs.
-	tags := make([]translate.Tag, 0, strings.Count(s, ":"))
+	tags := make([]Tag, 0, strings.Count(s, ":"))
 	inName := true
 	var name string
 	start, escaped := 0, false
@@ -271,7 +269,7 @@ func parseTags(s string) []translate.Tag {
 		}
 		switch c {
 		case ':':
-			tags = append(tags, translate.Tag{Name: name, Value: unescape(s[start:i], '=', escaped)})
+			tags = append(tags, Tag{Name: name, Value: unescape(s[start:i], '=', escaped)})
 			inName, start, escaped = true, i+1, false
 		case '=':
 			i++
@@ -304,7 +302,7 @@ func unescape(seg string, esc byte, escaped bool) string {
 // javaTagMap returns tags the way KairosDB's TreeMap holds them: sorted in
 // Java order, a repeated name keeping its last value. Keys KairosDB wrote are
 // already like that, so this only copies for malformed keys.
-func javaTagMap(tags []translate.Tag) []translate.Tag {
+func javaTagMap(tags []Tag) []Tag {
 	sorted := true
 	for i := 1; i < len(tags); i++ {
 		if javaCompare(tags[i-1].Name, tags[i].Name) >= 0 {
@@ -315,7 +313,7 @@ func javaTagMap(tags []translate.Tag) []translate.Tag {
 	if sorted {
 		return tags
 	}
-	slices.SortStableFunc(tags, func(a, b translate.Tag) int { return javaCompare(a.Name, b.Name) })
+	slices.SortStableFunc(tags, func(a, b Tag) int { return javaCompare(a.Name, b.Name) })
 	out := tags[:0]
 	for i, t := range tags {
 		if i+1 < len(tags) && tags[i+1].Name == t.Name {

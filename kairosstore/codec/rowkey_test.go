@@ -8,8 +8,6 @@ import (
 	"unicode/utf16"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 const testW = defaultRowWidth
@@ -21,10 +19,10 @@ func unhex(t testing.TB, s string) []byte {
 	return b
 }
 
-func tags(kv ...string) []translate.Tag {
-	var out []translate.Tag
+func tags(kv ...string) []Tag {
+	var out []Tag
 	for i := 0; i+1 < len(kv); i += 2 {
-		out = append(out, translate.Tag{Name: kv[i], Value: kv[i+1]})
+		out = append(out, Tag{Name: kv[i], Value: kv[i+1]})
 	}
 	return out
 }
@@ -111,7 +109,7 @@ func TestParseRowKey(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		hex  string
-		tags []translate.Tag
+		tags []Tag
 	}{
 		{"no tags", head, nil},
 		{"final pair without ':' dropped", head + hex.EncodeToString([]byte("a=b:c=d")), tags("a", "b")},
