@@ -26,22 +26,13 @@ var (
 	ErrEmptyLabelValue = errors.New("empty label value")
 	ErrInvalidUTF8     = errors.New("label name or value is not valid UTF-8")
 	ErrDuplicateLabel  = errors.New("duplicate label name")
-	// ErrNULInMetric: the metric name ends at the first 0x00 of the row key
-	// and is not escaped (docs/kairosdb-layout.md §2.1), so a NUL in it makes a key that
-	// cannot be parsed back. Tags are safe: the tag string runs to the end of
-	// the key and NUL is not special there (docs/kairosdb-layout.md §2.2).
-	ErrNULInMetric   = errors.New("metric name contains U+0000")
+	// ErrNULInMetric is codec's: the row key rule (docs/kairosdb-layout.md §2.1).
+	ErrNULInMetric   = codec.ErrNULInMetric
 	ErrSeriesTooLong = errors.New("series too long for a Cassandra key")
 )
 
-// MaxKeyBytes is Cassandra's limit on a partition key (data_points.key) and
-// on the sum of a row's clustering values (row_keys: data_type + tags).
-const MaxKeyBytes = 65535
-
-// maxTypeNameBytes is the longest data type name a row key can hold (its
-// length byte is read back as signed, docs/kairosdb-layout.md §2.1). Split does not know the
-// type, so it reserves room for the longest.
-const maxTypeNameBytes = 127
+// MaxKeyBytes is codec.MaxKeyBytes, Cassandra's limit on a key.
+const MaxKeyBytes = codec.MaxKeyBytes
 
 // Mapper maps Prometheus label sets to KairosDB metric names and tags and
 // back. The zero value maps names unchanged.
@@ -103,9 +94,8 @@ func (m Mapper) Split(ls labels.Labels, dst []codec.Tag) (metric string, tags []
 	}
 	if err == nil {
 		metric = m.Prefix + name
-		if strings.IndexByte(metric, 0) >= 0 {
-			err = ErrNULInMetric
-		} else if n := storedLen(metric, tags); n > MaxKeyBytes {
+		err = codec.CheckMetric(metric)
+		if n := storedLen(metric, tags); err == nil && n > MaxKeyBytes {
 			err = fmt.Errorf("%w: %d bytes, limit %d", ErrSeriesTooLong, n, MaxKeyBytes)
 		}
 	}
@@ -138,26 +128,16 @@ func checkLabel(l labels.Label) error {
 //     a 4-byte count and 4-byte lengths before each name and value.
 //
 // Every other key KairosDB writes (row_keys and tag_indexed_row_keys
-// partitions, string_index) is shorter than data_points.key.
+// partitions, string_index) is shorter than data_points.key. Split does not
+// know the data type, so it reserves room for the longest.
 func storedLen(metric string, tags []codec.Tag) int {
-	key := len(metric) + 1 + 8 + 2 + maxTypeNameBytes
-	clustering := maxTypeNameBytes + 4
+	key := len(metric) + 1 + 8 + 2 + codec.MaxTypeLen
+	clustering := codec.MaxTypeLen + 4
 	for _, t := range tags {
-		key += escapedLen(t.Name) + 1 + escapedLen(t.Value) + 1
+		key += codec.EscapedLen(t.Name) + 1 + codec.EscapedLen(t.Value) + 1
 		clustering += 4 + len(t.Name) + 4 + len(t.Value)
 	}
 	return max(key, clustering)
-}
-
-// escapedLen is len(s) plus one escape byte per ':' and '=' (docs/kairosdb-layout.md §2.2).
-func escapedLen(s string) int {
-	n := len(s)
-	for i := 0; i < len(s); i++ {
-		if s[i] == ':' || s[i] == '=' {
-			n++
-		}
-	}
-	return n
 }
 
 // describe renders ls for an error message, cut short so that a huge

@@ -19,9 +19,28 @@ const (
 	TypeNull   = "null"
 )
 
-// maxTypeLen is the longest type name a row key can carry: Java reads the
+// MaxTypeLen is the longest type name a row key can carry: Java reads the
 // length byte back as a signed byte (§2.1).
-const maxTypeLen = 127
+const MaxTypeLen = 127
+
+// MaxKeyBytes is Cassandra's limit on a partition key (data_points.key) and
+// on the sum of a row's clustering values (row_keys: data_type + tags).
+const MaxKeyBytes = 65535
+
+// ErrNULInMetric: the metric name ends at the first 0x00 of the row key and
+// is not escaped (§2.1), so a NUL in it makes a key that cannot be parsed
+// back. Tags are safe: the tag string runs to the end of the key and NUL is
+// not special there (§2.2).
+var ErrNULInMetric = errors.New("metric name contains U+0000")
+
+// CheckMetric returns ErrNULInMetric if metric cannot end a row key's name
+// field (§2.1).
+func CheckMetric(metric string) error {
+	if strings.IndexByte(metric, 0) >= 0 {
+		return ErrNULInMetric
+	}
+	return nil
+}
 
 // RowKey is the decoded form of a data_points.key (§2).
 type RowKey struct {
@@ -108,12 +127,12 @@ func SortTags(tags []Tag) {
 // fails here is one KairosDB would store but could not read back.
 func (k RowKey) Validate() error {
 	switch {
-	case strings.IndexByte(k.Metric, 0) >= 0:
-		return errors.New("kairosstore: metric name contains NUL") // §2.1: the name ends at the first 0x00
+	case CheckMetric(k.Metric) != nil:
+		return errors.New("kairosstore: metric name contains NUL")
 	case !utf8.ValidString(k.Metric):
 		return errors.New("kairosstore: metric name is not valid UTF-8")
-	case len(k.DataType) > maxTypeLen:
-		return fmt.Errorf("kairosstore: data type name is %d bytes, more than %d", len(k.DataType), maxTypeLen)
+	case len(k.DataType) > MaxTypeLen:
+		return fmt.Errorf("kairosstore: data type name is %d bytes, more than %d", len(k.DataType), MaxTypeLen)
 	case !utf8.ValidString(k.DataType):
 		return errors.New("kairosstore: data type name is not valid UTF-8")
 	}
@@ -156,6 +175,18 @@ func AppendRowKey(dst []byte, k RowKey) []byte {
 		dst = append(dst, ':')
 	}
 	return dst
+}
+
+// EscapedLen is the length of s in a row key's tag string: one escape byte
+// more per ':' and '=' (§2.2), as appendEscaped writes it.
+func EscapedLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		if s[i] == ':' || s[i] == '=' {
+			n++
+		}
+	}
+	return n
 }
 
 // appendEscaped appends s with esc put in front of every ':' and '=' (§2.2).

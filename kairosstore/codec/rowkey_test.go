@@ -270,3 +270,11 @@ func TestSortTags(t *testing.T) {
 	SortTags(got)
 	require.Equal(t, tags("B", "3", "a", "4", "data_center", "DC1", "host", "server1", "😀", "2", "\uFFFF", "1"), got)
 }
+
+// TestEscapedLen holds EscapedLen, which translate uses to bound key sizes,
+// to what AppendRowKey writes.
+func TestEscapedLen(t *testing.T) {
+	for _, s := range []string{"", "a", ":", "=", "a:b=c", "::==", "😀:"} {
+		require.Equal(t, len(appendEscaped(nil, s, ':')), EscapedLen(s), "%q", s)
+	}
+}
