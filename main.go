@@ -33,6 +33,7 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/adapter"
 	"github.com/kairos-remote/kairos-adapter/config"
+	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
@@ -317,12 +318,8 @@ type lazyStore struct {
 func (l *lazyStore) set(s *kairosstore.Store) { l.p.Store(s) }
 func (l *lazyStore) get() *kairosstore.Store  { return l.p.Load() }
 
-var errStarting = &startingError{}
-
-type startingError struct{}
-
-func (*startingError) Error() string   { return "the store is still starting (connecting to Cassandra)" }
-func (*startingError) HTTPStatus() int { return http.StatusServiceUnavailable }
+// errStarting is unavailable: the edges answer it so that the sender retries.
+var errStarting = storeerr.Unavailable(errors.New("the store is still starting (connecting to Cassandra)"))
 
 func (l *lazyStore) NewAppender() adapter.Appender {
 	if s := l.get(); s != nil {

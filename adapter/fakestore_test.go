@@ -56,15 +56,6 @@ type fakeSeries struct {
 // __name__, as the real store does.
 var errInvalidSeries = errors.New("missing metric name")
 
-// statusErr is an error carrying an HTTP status.
-type statusErr struct {
-	status int
-	msg    string
-}
-
-func (e statusErr) Error() string   { return e.msg }
-func (e statusErr) HTTPStatus() int { return e.status }
-
 // fakeStore is an in-memory Store that records what was committed.
 type fakeStore struct {
 	mu       sync.Mutex
@@ -232,9 +223,9 @@ func (a *fakeAppender) check(ls labels.Labels) error {
 // fakeTimeError is the fake's ItemError.
 type fakeTimeError struct{ t int64 }
 
-func (e fakeTimeError) Error() string  { return fmt.Sprintf("timestamp %d is out of range", e.t) }
-func (fakeTimeError) HTTPStatus() int  { return 400 }
-func (fakeTimeError) RefusesItemOnly() {}
+func (e fakeTimeError) Error() string      { return fmt.Sprintf("timestamp %d is out of range", e.t) }
+func (fakeTimeError) Is(target error) bool { return target == storage.ErrOutOfBounds }
+func (fakeTimeError) RefusesItemOnly()     {}
 
 func (a *fakeAppender) checkTime(t int64) error {
 	if a.s.minTime != nil && t < *a.s.minTime {

@@ -23,6 +23,8 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 )
 
 var (
@@ -513,7 +515,7 @@ func TestReadStoreErrors(t *testing.T) {
 		{name: "querier error", setup: func(s *fakeStore) { s.querierErr = errors.New("no hosts") }, wantCode: http.StatusInternalServerError, wantMsg: "query 0: no hosts"},
 		{name: "select error", setup: func(s *fakeStore) { s.selectErr = errors.New("read timeout on row_keys") }, wantCode: http.StatusInternalServerError, wantMsg: "read timeout on row_keys"},
 		{name: "select error with status", setup: func(s *fakeStore) {
-			s.selectErr = fmt.Errorf("plan: %w", statusErr{status: http.StatusBadRequest, msg: "query touches more than 100 metrics"})
+			s.selectErr = fmt.Errorf("plan: %w", storeerr.Invalid(errors.New("query touches more than 100 metrics")))
 		}, wantCode: http.StatusBadRequest, wantMsg: "query touches more than 100 metrics"},
 		{name: "select deadline", setup: func(s *fakeStore) { s.selectErr = context.DeadlineExceeded }, wantCode: http.StatusServiceUnavailable},
 		{name: "read timeout option", opts: Options{ReadTimeout: 1}, wantCode: http.StatusServiceUnavailable, wantMsg: "deadline exceeded"},

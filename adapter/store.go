@@ -77,23 +77,12 @@ type Appender interface {
 	Commit(ctx context.Context) error
 }
 
-// HTTPStatusError is an error that knows the HTTP status it should be
-// answered with. The handlers look for it with errors.As anywhere in the
-// chain of any error a Store, Appender, Querier or SeriesSet returns, so the
-// store can say "400: query touches too many metrics" or "503: timed out"
-// without importing this package. Statuses outside 400..599 are ignored.
-type HTTPStatusError interface {
-	error
-	HTTPStatus() int
-}
-
 // ItemError is an error with which an Appender refuses one sample,
 // histogram or exemplar but not its series, such as a timestamp the store
 // cannot hold. The handler looks for it with errors.As, answers 400 naming
 // the series and the item, and stores the rest: remote write allows a
-// partial write, and the 2.0 headers count only what was stored. Like
-// HTTPStatusError it is declared here, so the store need not import this
-// package.
+// partial write, and the 2.0 headers count only what was stored. It is
+// declared here, so the store need not import this package.
 type ItemError interface {
 	error
 	// RefusesItemOnly is a marker: errors that have it refuse one item.

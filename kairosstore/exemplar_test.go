@@ -3,7 +3,6 @@ package kairosstore_test
 import (
 	"context"
 	"math"
-	"net/http"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/exemplar"
@@ -142,11 +141,11 @@ func TestExemplarInvalid(t *testing.T) {
 		"invalid UTF-8": build("a", "\xff"),
 	} {
 		app := s.NewAppender()
-		requireStatus(t, http.StatusBadRequest, errOf(app.AppendExemplar(0, ls, exemplar.Exemplar{Labels: el, Ts: 1})), name)
+		requireInvalid(t, errOf(app.AppendExemplar(0, ls, exemplar.Exemplar{Labels: el, Ts: 1})), name)
 		require.NoError(t, app.Commit(ctx))
 	}
 	app := s.NewAppender()
-	requireStatus(t, http.StatusBadRequest, errOf(app.AppendExemplar(0, labels.FromStrings("job", "no name"), exemplarAt(1))), "series without a name")
+	requireInvalid(t, errOf(app.AppendExemplar(0, labels.FromStrings("job", "no name"), exemplarAt(1))), "series without a name")
 	require.NoError(t, app.Commit(ctx))
 	got, err := s.Exemplars(ctx, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".*"))
 	require.NoError(t, err)

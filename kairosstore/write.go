@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -148,14 +147,13 @@ func (a *Appender) ref() storage.SeriesRef { return storage.SeriesRef(a.cur.ref.
 
 // unknownRefError is a ref the store no longer knows, given without labels
 // (the adapter's UnknownRefError): the caller appends again with them. A
-// caller that does not is a bug, answered 500 so the sender retries rather
-// than loses the series.
+// caller that does not is a bug, which the adapter answers 500 so that the
+// sender retries rather than loses the series.
 type unknownRefError struct{ ref storage.SeriesRef }
 
 func (e *unknownRefError) Error() string {
 	return fmt.Sprintf("series ref %d is no longer known and no labels came with it", e.ref)
 }
-func (*unknownRefError) HTTPStatus() int   { return http.StatusInternalServerError }
 func (*unknownRefError) UnknownSeriesRef() {}
 
 func (a *Appender) appendFloat(t int64, v float64) error {
@@ -277,15 +275,16 @@ func (s *Store) checkTime(t int64) error {
 	return nil
 }
 
-// timeRangeError is a timestamp before the layout's first one: 400, and
-// only the item that has it is refused.
+// timeRangeError is a timestamp before the layout's first one: out of
+// bounds, as Prometheus's storage says, and only the item that has it is
+// refused.
 type timeRangeError struct{ t, min int64 }
 
 func (e *timeRangeError) Error() string {
 	return fmt.Sprintf("timestamp %d is out of range: the KairosDB layout holds timestamps from %d on", e.t, e.min)
 }
-func (e *timeRangeError) HTTPStatus() int  { return http.StatusBadRequest }
-func (e *timeRangeError) RefusesItemOnly() {}
+func (e *timeRangeError) Is(target error) bool { return target == storage.ErrOutOfBounds }
+func (e *timeRangeError) RefusesItemOnly()     {}
 
 // addCell adds the cell at time t of the current series' row of metric and
 // dataType, indexed under indexMetric; its value is a.values[off:].
