@@ -293,6 +293,10 @@ func (a *fakeAppender) AppendHistogram(ref SeriesRef, ls labels.Labels, t int64,
 	if (h == nil) == (fh == nil) {
 		return 0, errors.New("exactly one of h, fh must be set")
 	}
+	// The real store validates histograms, before anything else.
+	if err := validHistogram(h, fh); err != nil {
+		return ref, fmt.Errorf("invalid native histogram at %d: %w", t, err)
+	}
 	ls, ref, err := a.series(ref, ls)
 	if err != nil {
 		return 0, err
@@ -465,4 +469,11 @@ func floatBits(fs []float64) []uint64 {
 		out[i] = math.Float64bits(f)
 	}
 	return out
+}
+
+func validHistogram(h *histogram.Histogram, fh *histogram.FloatHistogram) error {
+	if h != nil {
+		return h.Validate()
+	}
+	return fh.Validate()
 }

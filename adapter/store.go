@@ -62,7 +62,7 @@ type Appender interface {
 	// non-nil error means the series itself is invalid (bad labels):
 	// answer 400 naming it; nothing of that series is stored.
 	Append(ref SeriesRef, ls labels.Labels, t int64, v float64) (SeriesRef, error)
-	// AppendHistogram adds one native histogram sample (exactly one of h, fh is non-nil). Same error meaning.
+	// AppendHistogram adds one native histogram sample (exactly one of h, fh is non-nil). Same error meaning; a histogram that fails Validate is an invalid series.
 	AppendHistogram(ref SeriesRef, ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (SeriesRef, error)
 	// AppendExemplar adds one exemplar of the series. Same error meaning.
 	AppendExemplar(ref SeriesRef, ls labels.Labels, e exemplar.Exemplar) (SeriesRef, error)

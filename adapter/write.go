@@ -421,15 +421,15 @@ type exemplarsRejected struct{ err error }
 func (e *exemplarsRejected) Error() string { return "exemplars not stored: " + e.err.Error() }
 func (e *exemplarsRejected) Unwrap() error { return e.err }
 
-// appendHistogram validates a native histogram the way Prometheus's receiver
-// and TSDB do before storing it: schemas 9..52 are reduced to 8, the
-// exponential maximum; a histogram whose spans, buckets and counts disagree
-// is a bad series (400), not something to store and fail on at read time.
+// appendHistogram appends a native histogram the way Prometheus's receiver
+// does: schemas 9..52 are reduced to 8, the exponential maximum. The store
+// validates it (Appender.AppendHistogram): a histogram whose spans, buckets
+// and counts disagree is a bad series (400), not something to store and
+// fail on at read time.
 func (c *seriesCursor) appendHistogram(b *batch, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error {
 	var (
 		checked interface {
 			ReduceResolution(targetSchema int32) error
-			Validate() error
 		}
 		schema int32
 	)
@@ -442,9 +442,6 @@ func (c *seriesCursor) appendHistogram(b *batch, t int64, h *histogram.Histogram
 		if err := checked.ReduceResolution(histogram.ExponentialSchemaMax); err != nil {
 			return fmt.Errorf("invalid native histogram at %d: %w", t, err)
 		}
-	}
-	if err := checked.Validate(); err != nil {
-		return fmt.Errorf("invalid native histogram at %d: %w", t, err)
 	}
 	ref, err := b.app.AppendHistogram(c.ref, c.ls, t, h, fh)
 	if err != nil {

@@ -201,14 +201,12 @@ func (a *Appender) appendFloat(t int64, v float64) error {
 // one of h (integer counts) and fh (float counts) is set. It goes to the
 // series' row of type prom_histogram or prom_float_histogram (histogram.go).
 // A histogram that fails histogram.Validate is refused, as Prometheus's TSDB
-// refuses it, so that nothing is stored that readers would have to skip;
-// callers reduce schemas 9..52 to 8 first (docs/remote-protocols.md
-// §2.7). A histogram stale marker (Sum = StaleNaN) is valid and kept bit for
-// bit.
+// refuses it, so that nothing is stored that readers would have to skip:
+// this is the one place histograms are validated, before anything else of
+// the sample; callers reduce schemas 9..52 to 8 first
+// (docs/remote-protocols.md §2.7). A histogram stale marker (Sum = StaleNaN)
+// is valid and kept bit for bit.
 func (a *Appender) AppendHistogram(ref storage.SeriesRef, ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (storage.SeriesRef, error) {
-	if err := a.s.checkTime(t); err != nil {
-		return ref, err
-	}
 	var err error
 	switch {
 	case (h == nil) == (fh == nil):
@@ -220,6 +218,9 @@ func (a *Appender) AppendHistogram(ref storage.SeriesRef, ls labels.Labels, t in
 	}
 	if err != nil {
 		return ref, badRequest("invalid native histogram at %d: %w", t, err)
+	}
+	if err := a.s.checkTime(t); err != nil {
+		return ref, err
 	}
 	if err := a.use(ref, ls); err != nil {
 		return 0, err
