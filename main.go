@@ -122,7 +122,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		MaxWriteBytesInFlight: cfg.Web.MaxWriteBytesInFlight,
 		MaxConcurrentReads:    cfg.Web.MaxConcurrentReads,
 		MaxSamplesPerQuery:    cfg.Query.MaxSamples,
-		MaxSeriesPerQuery:     cfg.Query.MaxSeries,
 		Gatherer:              reg,
 		EnableAdminAPI:        cfg.Web.EnableAdminAPI,
 		SeriesCacheSize:       cfg.KairosDB.IndexCacheSize,

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 )
 
 // fakeSample is one stored float or histogram sample.
@@ -83,6 +85,7 @@ type fakeStore struct {
 	readyErr    error
 	querierErr  error
 	selectErr   error
+	maxSeries   int // like the real store's --query.max-series
 	metadataErr error
 	// commitGate, when set, blocks Commit until it is closed.
 	commitGate chan struct{}
@@ -420,6 +423,9 @@ func (q *fakeQuerier) Select(ctx context.Context, sortSeries bool, _ *storage.Se
 			continue
 		}
 		out = append(out, storage.NewListSeries(fs.ls, samples))
+	}
+	if q.s.maxSeries > 0 && len(out) > q.s.maxSeries {
+		return storage.ErrSeriesSet(storeerr.Invalid(fmt.Errorf("the query selects %d series, more than the limit of %d (--query.max-series)", len(out), q.s.maxSeries)))
 	}
 	if sortSeries {
 		slices.SortFunc(out, func(a, b storage.Series) int { return labels.Compare(a.Labels(), b.Labels()) })

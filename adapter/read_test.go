@@ -454,15 +454,18 @@ func TestReadLimits(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		opts      Options
+		maxSeries int // the store's
 		wantMsg   string
 		wantAbort bool // streamed only: the limit hits after the first frame
 	}{
 		{name: "sample limit in first series", opts: Options{MaxSamplesPerQuery: 200}, wantMsg: "exceeded sample limit (200)"},
 		{name: "sample limit later", opts: Options{MaxSamplesPerQuery: 310}, wantMsg: "exceeded sample limit (310)", wantAbort: true},
-		{name: "series limit", opts: Options{MaxSeriesPerQuery: 1}, wantMsg: "exceeded series limit (1)", wantAbort: true},
+		// The store refuses the query before it returns a series.
+		{name: "series limit", maxSeries: 1, wantMsg: "the query selects 6 series, more than the limit of 1 (--query.max-series)"},
 	} {
 		t.Run(tc.name+" samples", func(t *testing.T) {
 			s := newFakeStore()
+			s.maxSeries = tc.maxSeries
 			readFixture(s)
 			h, _ := newTestHandler(t, s, tc.opts)
 			rec := readRequest(h, samplesOnly, allQuery())
@@ -471,6 +474,7 @@ func TestReadLimits(t *testing.T) {
 		})
 		t.Run(tc.name+" streamed", func(t *testing.T) {
 			s := newFakeStore()
+			s.maxSeries = tc.maxSeries
 			readFixture(s)
 			h, reg := newTestHandler(t, s, tc.opts)
 			if !tc.wantAbort {
