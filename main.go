@@ -86,7 +86,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	switch cfg.Storage.Type {
 	case "embedded":
 		// A local store either opens now or never: fail fast.
-		e, err := pebblekv.Open(cfg.Storage.Path, pebblekv.Options{Sync: true, CacheSize: cfg.Storage.EmbeddedCacheBytes}, logger)
+		opts := pebblekv.DefaultOptions()
+		opts.CacheSize = cfg.Storage.EmbeddedCacheBytes
+		e, err := pebblekv.Open(cfg.Storage.Path, opts, logger)
 		if err == nil {
 			eng = e // not before: a nil *pebblekv.Engine is a non-nil Engine
 			err = openStore(ctx, cfg, e, store, logger, reg)
