@@ -510,8 +510,7 @@ func TestReadsKairosDBRows(t *testing.T) {
 		tags := []codec.Tag{{Name: "host", Value: "server1"}}
 		long := codec.AppendRowKey(nil, codec.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeLong, Tags: tags})
 		str := codec.AppendRowKey(nil, codec.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeString, Tags: []codec.Tag{{Name: "host", Value: "server2"}}})
-		sv, err := codec.AppendString(nil, "text")
-		require.NoError(t, err)
+		sv := []byte("\x00\x04text") // Java's writeUTF (§4.3)
 		require.NoError(t, eng.Write(ctx, &engine.Batch{
 			WriteTime: 1,
 			Cells: []engine.Cell{
