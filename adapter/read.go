@@ -337,10 +337,11 @@ func (h *readHandler) querySamples(ctx context.Context, st *readState, q query, 
 
 // streamed answers with STREAMED_XOR_CHUNKS frames: exactly one series per
 // frame (the Prometheus client reads only chunked_series[0]), series sorted
-// by labels, XOR chunks of at most 120 samples from
-// storage.NewSeriesSetToChunkSet. Once the first frame is out the status is
-// 200 for good, so a later error aborts the connection: the client then sees
-// a truncated stream instead of a silently partial result.
+// by labels, with the chunks the store's ChunkQuerier returns, sent as they
+// are (the store encodes them: Store.ChunkQuerier). Once the first frame is
+// out the status is 200 for good, so a later error aborts the connection:
+// the client then sees a truncated stream instead of a silently partial
+// result.
 func (h *readHandler) streamed(ctx context.Context, w http.ResponseWriter, st *readState, qs []query, typeLabel string) string {
 	f, ok := w.(http.Flusher)
 	if !ok {
