@@ -118,8 +118,8 @@ func unmarshalV2Window(req *rw2Request, b []byte, a *v2Arena, limit int) (rest [
 }
 
 // unmarshalV2Metadata decodes an io.prometheus.write.v2.Metadata: three
-// varints, which the generated decoder spent a tenth of a 2.0 series'
-// decoding time on.
+// varints, on which the generated decoder spent a good part of a 2.0
+// series' decoding time (BENCHMARKS.md, BenchmarkPipeline).
 func unmarshalV2Metadata(m *seriesMeta, b []byte) error {
 	for len(b) > 0 {
 		if len(b) >= 2 && b[1] < 0x80 { // a one-byte varint, as Prometheus's usually are
@@ -162,7 +162,8 @@ func unmarshalV2Metadata(m *seriesMeta, b []byte) error {
 // v2Arena holds the label refs of all series of a 2.0 window, one series
 // after the other, and each series slices its own out of it. Written one
 // after the other, they stay in cache; into a slice per series, scattered
-// over the heap, writing them was a tenth of BenchmarkPipeline's 2.0 time.
+// over the heap, writing them was a good part of the 2.0 decoding time
+// (BENCHMARKS.md, BenchmarkPipeline).
 type v2Arena struct {
 	refs []uint32
 }

@@ -20,8 +20,8 @@ import (
 // decoded body instead of one allocation each. That is safe because nothing
 // keeps them past the request: labels are copied into the ScratchBuilder's
 // buffer, and the adapter's Appender contract says it copies what it keeps. The
-// generated decoder cost 10 of the 11 allocations per sample of a typical
-// 1.0 request (BenchmarkPipeline).
+// generated decoder cost most of the allocations per sample of a typical 1.0
+// request (BENCHMARKS.md, BenchmarkPipeline).
 //
 // Samples, histograms and exemplars are checked but stay encoded until
 // they are appended (encodedFields), so that however many tiny ones a body

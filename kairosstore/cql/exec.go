@@ -51,12 +51,12 @@ type job struct {
 
 // pool is the engine's fixed set of workers, one per request the process may
 // have in flight (Config.MaxInFlight), shared by every Write and Delete: the
-// limit holds for the process, not per remote-write request (with one pool
-// per Write, 32 concurrent writes x 64 had 2,048 requests in flight). Fixed
+// limit holds for the process, not per remote-write request (with one pool per
+// Write, 32 concurrent writes x 64 had 2,048 requests in flight). Fixed
 // workers, not a goroutine per request: the driver's snappy compression needs
 // a 32 KiB stack table, so every fresh goroutine grew its stack once per
-// statement (18-25 % of the adapter's CPU, BENCHMARKS.md); a worker grows
-// its stack, and its bind buffers, once for its life.
+// statement (BENCHMARKS.md, "Load tool figures"); a worker grows its stack,
+// and its bind buffers, once for its life.
 type pool struct {
 	work    chan job
 	stop    chan struct{}
@@ -157,8 +157,8 @@ func unsent(reqs []request) int {
 
 // binder holds a worker's bind values of data_points inserts, reused from
 // request to request: the column names (§3.2) and TTLs in wire form, bound by
-// pointer (boundBlob), so that binding a cell allocates nothing (it cost
-// eight allocations per sample, BenchmarkWriteSteady).
+// pointer (boundBlob), so that binding a cell allocates nothing
+// (BENCHMARKS.md, BenchmarkWriteSteady).
 type binder struct {
 	wire    []byte // 4-byte column name, then 4-byte TTL, per cell
 	blobs   []boundBlob

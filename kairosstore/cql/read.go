@@ -62,9 +62,9 @@ func (e *Engine) scanRowKeys(ctx context.Context, table string, fn func(string, 
 // parseTagMap appends to dst the entries of a serialized map<text, text>
 // (CQL native protocol v4+: a 4-byte count, then each key and value as a
 // 4-byte length and its bytes). The strings alias src. Letting the driver
-// build a Go map instead cost two string allocations and a map per entry,
-// most of the adapter's CPU when it lists a partition of a million
-// row_keys entries to find one series.
+// build a Go map instead cost allocations per entry, most of the adapter's
+// CPU when it lists a partition of a million row_keys entries to find one
+// series (BENCHMARKS.md, "Load tool figures").
 func parseTagMap(dst []codec.Tag, src []byte) ([]codec.Tag, error) {
 	if src == nil {
 		return dst, nil // Cassandra returns an empty map as null: no tags
@@ -141,9 +141,8 @@ func (e *Engine) Cells(ctx context.Context, rowKey []byte, lo, hi uint32, fn fun
 	// The cells are scanned without a copy or an allocation: col and value
 	// alias the driver's frame buffer until the next row, which the Engine
 	// contract allows (callbacks copy what they keep). Scanning into
-	// fresh []byte instead cost five allocations per cell (BenchmarkCells:
-	// 28.9 M per 5.76 M cells, now 0.09 M) and about half of the adapter's
-	// CPU in a remote read.
+	// fresh []byte instead cost allocations per cell and about half of the
+	// adapter's CPU in a remote read (BENCHMARKS.md, BenchmarkCells).
 	var col, value rawBytes
 	dest := []any{&col, &value}
 	return e.scan(ctx, "data_points", func(sc gocql.Scanner) error {

@@ -11,10 +11,10 @@ import (
 )
 
 // routeCache remembers the replica host of data_points partition keys for
-// groupReplicas. Asking the driver's token-aware policy costs about six
-// allocations and a microsecond per key, once per sample in Prometheus's
-// shape (BenchmarkWriteSteady), and a series keeps its partition for a whole
-// row window.
+// groupReplicas. Asking the driver's token-aware policy costs allocations and
+// time per key, once per sample in Prometheus's shape (BENCHMARKS.md,
+// BenchmarkWriteSteady), and a series keeps its partition for a whole row
+// window.
 //
 // Keys are 64-bit hashes of the partition key. A collision or a stale entry
 // (the ring changed) only sends a batch to a coordinator that is not the
@@ -68,11 +68,9 @@ const (
 	groupReplicas
 )
 
-// defaultGrouping is the fastest strategy in BenchmarkWrite (one local
-// C* 5.0.8 node on 2 shared, busy cores, BENCHMARKS.md): on Prometheus's shape,
-// 2,000 series × 1 sample per Write, replica batches wrote 1.7–2.4x the
-// samples/s of partition batches and 2.9–3.5x singles; on 1,000 series × 10
-// samples, 1.25–1.6x partition batches.
+// defaultGrouping is the fastest strategy in BenchmarkWrite, on Prometheus's
+// shape (one sample per series per Write) and on ten samples per series
+// (BENCHMARKS.md, BenchmarkWrite).
 const defaultGrouping = groupReplicas
 
 // maxBatch caps the statements of one batch (about KairosDB's
@@ -82,8 +80,9 @@ const maxBatch = 100
 
 // maxReplicaBatch and maxReplicaBytes cap a groupReplicas batch: Cassandra
 // logs a warning for every batch over batch_size_warn_threshold (5 KiB), and
-// the load tool measured 50 data_points statements at about 4 KiB, and 50
-// per batch as the fastest direct-driver strategy (BENCHMARKS.md).
+// the load tool measured 50 data_points statements at about 4 KiB, and 50 per
+// batch as the fastest direct-driver strategy (BENCHMARKS.md, "Direct-driver
+// strategies (choosing the baseline)").
 const (
 	maxReplicaBatch = 50
 	maxReplicaBytes = 4096
@@ -97,8 +96,8 @@ const (
 func (e *Engine) replicaFunc(s *gocql.Session) func(key []byte) string {
 	if len(s.GetHosts()) == 1 {
 		// One node is the replica of every key: no lookup at all. The
-		// route cache's map lookups, ~250 ns each on a 100k-series load,
-		// were a tenth of the adapter's CPU on one node.
+		// route cache's map lookups were a noticeable part of the
+		// adapter's CPU on one node (BENCHMARKS.md, "Load tool figures").
 		return func([]byte) string { return "" }
 	}
 	policy, ks := e.router(), e.set.keyspace

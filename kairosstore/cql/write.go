@@ -12,7 +12,7 @@ import (
 // Data point inserts are not stmts: a request names them by their index in
 // the batch's cells, and the worker that sends it binds them (binder), so a
 // Write holds 4 bytes per cell instead of a statement, five bind values and
-// a copy in its request (~280 bytes per sample, BENCHMARKS.md).
+// a copy in its request (BENCHMARKS.md, BenchmarkWriteSteady).
 type stmt struct {
 	cql  string
 	args []any
