@@ -65,12 +65,11 @@ type Options struct {
 	// is answered 503 at once, unless nothing else is in flight. 0 means
 	// unlimited.
 	MaxWriteBytesInFlight int64
-	// MaxSamplesPerQuery and MaxSeriesPerQuery bound one remote-read query.
-	// Over the limit the answer is 400 "exceeded sample limit (N)" when no
-	// byte was sent yet; a stream already started is aborted. 0 means
-	// unlimited.
+	// MaxSamplesPerQuery bounds one remote-read query. Over the limit the
+	// answer is 400 "exceeded sample limit (N)" when no byte was sent yet;
+	// a stream already started is aborted. 0 means unlimited. (The store
+	// bounds the series of a query, --query.max-series, for every reader.)
 	MaxSamplesPerQuery int
-	MaxSeriesPerQuery  int
 	// MaxBytesInFrame is the target size of a streamed-read frame; a frame
 	// overshoots it by at most one chunk. Default 1 MiB.
 	MaxBytesInFrame int
@@ -141,7 +140,6 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		maxBytes:   opts.MaxRequestBytes,
 		limit:      newLimiter(opts.MaxConcurrentReads),
 		maxSamples: opts.MaxSamplesPerQuery,
-		maxSeries:  opts.MaxSeriesPerQuery,
 		maxFrame:   opts.MaxBytesInFrame,
 		timeout:    opts.ReadTimeout,
 	}

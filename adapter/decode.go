@@ -9,11 +9,10 @@ import (
 	"net/http"
 	"strings"
 
-	// golang/snappy rather than klauspost/compress/snappy: on a 1.3 MB
-	// remote-write payload (BenchmarkSnappy, rounds interleaved) it decodes
-	// as fast or ~7% faster and encodes 1.8x faster (klauspost's
-	// snappy.Encode is s2's "better" mode; even s2's fast mode is ~10%
-	// slower). It is also what Prometheus's own sender and reader use.
+	// golang/snappy rather than klauspost/compress/snappy: it decodes as fast
+	// and encodes faster (klauspost's snappy.Encode is s2's "better" mode;
+	// BENCHMARKS.md, BenchmarkSnappy). It is also what Prometheus's own sender
+	// and reader use.
 	"github.com/golang/snappy"
 
 	"github.com/kairos-remote/kairos-adapter/remotewrite"

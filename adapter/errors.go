@@ -4,20 +4,32 @@ import (
 	"context"
 	"errors"
 	"net/http"
+
+	"github.com/prometheus/prometheus/storage"
+
+	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 )
 
-// statusOf maps an error from the store to the HTTP status of the answer.
-// Classification happens here only, at the edge, so every handler maps an error alike: an error that
-// carries its own status wins; a deadline is a transient overload, so 503
-// makes Prometheus retry; everything else gets the caller's fallback
-// (400 for a rejected series, 500 for a failed commit or query).
+// statusOf maps an error to the HTTP status of the answer, for every
+// handler of this package alike: this is the one place where the store's
+// errors (package storeerr) become statuses. The handler's own errors carry
+// theirs; a request the store refuses is 400; a store that cannot answer
+// now, or a deadline, is a transient overload, so 503 makes Prometheus
+// retry; a ref the store forgot, given again without labels, is a bug here,
+// so 500 makes the sender retry rather than lose the series; everything
+// else gets the caller's fallback (400 for a rejected series, 500 for a
+// failed commit or query).
 func statusOf(err error, fallback int) int {
-	if hs, ok := errors.AsType[HTTPStatusError](err); ok {
-		if s := hs.HTTPStatus(); s >= 400 && s <= 599 {
-			return s
-		}
+	if re, ok := errors.AsType[*requestError](err); ok {
+		return re.status
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	if _, ok := errors.AsType[UnknownRefError](err); ok {
+		return http.StatusInternalServerError
+	}
+	switch {
+	case errors.Is(err, storeerr.ErrInvalid), errors.Is(err, storage.ErrOutOfBounds):
+		return http.StatusBadRequest
+	case errors.Is(err, storeerr.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable
 	}
 	return fallback
@@ -31,9 +43,6 @@ type requestError struct {
 }
 
 func (e *requestError) Error() string { return e.msg }
-
-// HTTPStatus implements HTTPStatusError.
-func (e *requestError) HTTPStatus() int { return e.status }
 
 func newRequestError(status int, msg string) *requestError {
 	return &requestError{status: status, msg: msg}

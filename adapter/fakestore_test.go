@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 )
 
 // fakeSample is one stored float or histogram sample.
@@ -56,15 +58,6 @@ type fakeSeries struct {
 // __name__, as the real store does.
 var errInvalidSeries = errors.New("missing metric name")
 
-// statusErr is an error carrying an HTTP status.
-type statusErr struct {
-	status int
-	msg    string
-}
-
-func (e statusErr) Error() string   { return e.msg }
-func (e statusErr) HTTPStatus() int { return e.status }
-
 // fakeStore is an in-memory Store that records what was committed.
 type fakeStore struct {
 	mu       sync.Mutex
@@ -92,6 +85,7 @@ type fakeStore struct {
 	readyErr    error
 	querierErr  error
 	selectErr   error
+	maxSeries   int // like the real store's --query.max-series
 	metadataErr error
 	// commitGate, when set, blocks Commit until it is closed.
 	commitGate chan struct{}
@@ -232,9 +226,9 @@ func (a *fakeAppender) check(ls labels.Labels) error {
 // fakeTimeError is the fake's ItemError.
 type fakeTimeError struct{ t int64 }
 
-func (e fakeTimeError) Error() string  { return fmt.Sprintf("timestamp %d is out of range", e.t) }
-func (fakeTimeError) HTTPStatus() int  { return 400 }
-func (fakeTimeError) RefusesItemOnly() {}
+func (e fakeTimeError) Error() string      { return fmt.Sprintf("timestamp %d is out of range", e.t) }
+func (fakeTimeError) Is(target error) bool { return target == storage.ErrOutOfBounds }
+func (fakeTimeError) RefusesItemOnly()     {}
 
 func (a *fakeAppender) checkTime(t int64) error {
 	if a.s.minTime != nil && t < *a.s.minTime {
@@ -301,6 +295,10 @@ func (a *fakeAppender) Append(ref SeriesRef, ls labels.Labels, t int64, v float6
 func (a *fakeAppender) AppendHistogram(ref SeriesRef, ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (SeriesRef, error) {
 	if (h == nil) == (fh == nil) {
 		return 0, errors.New("exactly one of h, fh must be set")
+	}
+	// The real store validates histograms, before anything else.
+	if err := validHistogram(h, fh); err != nil {
+		return ref, fmt.Errorf("invalid native histogram at %d: %w", t, err)
 	}
 	ls, ref, err := a.series(ref, ls)
 	if err != nil {
@@ -426,6 +424,9 @@ func (q *fakeQuerier) Select(ctx context.Context, sortSeries bool, _ *storage.Se
 		}
 		out = append(out, storage.NewListSeries(fs.ls, samples))
 	}
+	if q.s.maxSeries > 0 && len(out) > q.s.maxSeries {
+		return storage.ErrSeriesSet(storeerr.Invalid(fmt.Errorf("the query selects %d series, more than the limit of %d (--query.max-series)", len(out), q.s.maxSeries)))
+	}
 	if sortSeries {
 		slices.SortFunc(out, func(a, b storage.Series) int { return labels.Compare(a.Labels(), b.Labels()) })
 	}
@@ -474,4 +475,11 @@ func floatBits(fs []float64) []uint64 {
 		out[i] = math.Float64bits(f)
 	}
 	return out
+}
+
+func validHistogram(h *histogram.Histogram, fh *histogram.FloatHistogram) error {
+	if h != nil {
+		return h.Validate()
+	}
+	return fh.Validate()
 }

@@ -37,7 +37,6 @@ type readHandler struct {
 	maxBytes   int64
 	limit      limiter
 	maxSamples int // per query, 0 = unlimited
-	maxSeries  int // per query, 0 = unlimited
 	maxFrame   int
 	timeout    time.Duration
 	states     sync.Pool // *readState
@@ -292,9 +291,7 @@ func (h *readHandler) querySamples(ctx context.Context, st *readState, q query, 
 	defer func() { st.samples, st.histograms = floats[:0], histograms[:0] }()
 	for ss.Next() {
 		series := ss.At()
-		if nSeries++; h.maxSeries > 0 && nSeries > h.maxSeries {
-			return nil, limitError("series", h.maxSeries)
-		}
+		nSeries++
 		floats, histograms = floats[:0], histograms[:0]
 		it = series.Iterator(it)
 		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
@@ -340,10 +337,11 @@ func (h *readHandler) querySamples(ctx context.Context, st *readState, q query, 
 
 // streamed answers with STREAMED_XOR_CHUNKS frames: exactly one series per
 // frame (the Prometheus client reads only chunked_series[0]), series sorted
-// by labels, XOR chunks of at most 120 samples from
-// storage.NewSeriesSetToChunkSet. Once the first frame is out the status is
-// 200 for good, so a later error aborts the connection: the client then sees
-// a truncated stream instead of a silently partial result.
+// by labels, with the chunks the store's ChunkQuerier returns, sent as they
+// are (the store encodes them: Store.ChunkQuerier). Once the first frame is
+// out the status is 200 for good, so a later error aborts the connection:
+// the client then sees a truncated stream instead of a silently partial
+// result.
 func (h *readHandler) streamed(ctx context.Context, w http.ResponseWriter, st *readState, qs []query, typeLabel string) string {
 	f, ok := w.(http.Flusher)
 	if !ok {
@@ -401,9 +399,7 @@ func (h *readHandler) streamQuery(ctx context.Context, cw *chunkedWriter, index 
 			return fmt.Errorf("store returned series out of order: %s after %s", ls, prev)
 		}
 		prev = ls
-		if nSeries++; h.maxSeries > 0 && nSeries > h.maxSeries {
-			return limitError("series", h.maxSeries)
-		}
+		nSeries++
 		lbls = prompb.FromLabels(ls, lbls[:0])
 		frameBudget := h.maxFrame
 		for i := range lbls {

@@ -23,6 +23,8 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 )
 
 var (
@@ -452,15 +454,18 @@ func TestReadLimits(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		opts      Options
+		maxSeries int // the store's
 		wantMsg   string
 		wantAbort bool // streamed only: the limit hits after the first frame
 	}{
 		{name: "sample limit in first series", opts: Options{MaxSamplesPerQuery: 200}, wantMsg: "exceeded sample limit (200)"},
 		{name: "sample limit later", opts: Options{MaxSamplesPerQuery: 310}, wantMsg: "exceeded sample limit (310)", wantAbort: true},
-		{name: "series limit", opts: Options{MaxSeriesPerQuery: 1}, wantMsg: "exceeded series limit (1)", wantAbort: true},
+		// The store refuses the query before it returns a series.
+		{name: "series limit", maxSeries: 1, wantMsg: "the query selects 6 series, more than the limit of 1 (--query.max-series)"},
 	} {
 		t.Run(tc.name+" samples", func(t *testing.T) {
 			s := newFakeStore()
+			s.maxSeries = tc.maxSeries
 			readFixture(s)
 			h, _ := newTestHandler(t, s, tc.opts)
 			rec := readRequest(h, samplesOnly, allQuery())
@@ -469,6 +474,7 @@ func TestReadLimits(t *testing.T) {
 		})
 		t.Run(tc.name+" streamed", func(t *testing.T) {
 			s := newFakeStore()
+			s.maxSeries = tc.maxSeries
 			readFixture(s)
 			h, reg := newTestHandler(t, s, tc.opts)
 			if !tc.wantAbort {
@@ -513,7 +519,7 @@ func TestReadStoreErrors(t *testing.T) {
 		{name: "querier error", setup: func(s *fakeStore) { s.querierErr = errors.New("no hosts") }, wantCode: http.StatusInternalServerError, wantMsg: "query 0: no hosts"},
 		{name: "select error", setup: func(s *fakeStore) { s.selectErr = errors.New("read timeout on row_keys") }, wantCode: http.StatusInternalServerError, wantMsg: "read timeout on row_keys"},
 		{name: "select error with status", setup: func(s *fakeStore) {
-			s.selectErr = fmt.Errorf("plan: %w", statusErr{status: http.StatusBadRequest, msg: "query touches more than 100 metrics"})
+			s.selectErr = fmt.Errorf("plan: %w", storeerr.Invalid(errors.New("query touches more than 100 metrics")))
 		}, wantCode: http.StatusBadRequest, wantMsg: "query touches more than 100 metrics"},
 		{name: "select deadline", setup: func(s *fakeStore) { s.selectErr = context.DeadlineExceeded }, wantCode: http.StatusServiceUnavailable},
 		{name: "read timeout option", opts: Options{ReadTimeout: 1}, wantCode: http.StatusServiceUnavailable, wantMsg: "deadline exceeded"},

@@ -62,7 +62,7 @@ type Appender interface {
 	// non-nil error means the series itself is invalid (bad labels):
 	// answer 400 naming it; nothing of that series is stored.
 	Append(ref SeriesRef, ls labels.Labels, t int64, v float64) (SeriesRef, error)
-	// AppendHistogram adds one native histogram sample (exactly one of h, fh is non-nil). Same error meaning.
+	// AppendHistogram adds one native histogram sample (exactly one of h, fh is non-nil). Same error meaning; a histogram that fails Validate is an invalid series.
 	AppendHistogram(ref SeriesRef, ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (SeriesRef, error)
 	// AppendExemplar adds one exemplar of the series. Same error meaning.
 	AppendExemplar(ref SeriesRef, ls labels.Labels, e exemplar.Exemplar) (SeriesRef, error)
@@ -77,23 +77,12 @@ type Appender interface {
 	Commit(ctx context.Context) error
 }
 
-// HTTPStatusError is an error that knows the HTTP status it should be
-// answered with. The handlers look for it with errors.As anywhere in the
-// chain of any error a Store, Appender, Querier or SeriesSet returns, so the
-// store can say "400: query touches too many metrics" or "503: timed out"
-// without importing this package. Statuses outside 400..599 are ignored.
-type HTTPStatusError interface {
-	error
-	HTTPStatus() int
-}
-
 // ItemError is an error with which an Appender refuses one sample,
 // histogram or exemplar but not its series, such as a timestamp the store
 // cannot hold. The handler looks for it with errors.As, answers 400 naming
 // the series and the item, and stores the rest: remote write allows a
-// partial write, and the 2.0 headers count only what was stored. Like
-// HTTPStatusError it is declared here, so the store need not import this
-// package.
+// partial write, and the 2.0 headers count only what was stored. It is
+// declared here, so the store need not import this package.
 type ItemError interface {
 	error
 	// RefusesItemOnly is a marker: errors that have it refuse one item.

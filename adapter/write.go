@@ -208,7 +208,7 @@ func (h *writeHandler) write(ctx context.Context, st *writeState, body []byte, p
 	if err := d.Reset(body, proto == writeV2); err != nil {
 		return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(proto, body, err.Error())}
 	}
-	b := newBatch(h.store.NewAppender(), st)
+	o := newOutcome(h.store.NewAppender(), st)
 	var gen uint32
 	if proto == writeV2 {
 		// 2.0 series are cached under their label refs renumbered
@@ -216,7 +216,7 @@ func (h *writeHandler) write(ctx context.Context, st *writeState, body []byte, p
 		st.ids = slices.Grow(st.ids[:0], len(d.Symbols()))
 		st.ids, gen = h.symbols.resolve(st.ids, d.Symbols())
 	}
-	for b.fatal == nil {
+	for o.fatal == nil {
 		more, err := d.Next(writeWindow)
 		if err != nil {
 			return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(proto, body, err.Error())}
@@ -226,34 +226,34 @@ func (h *writeHandler) write(ctx context.Context, st *writeState, body []byte, p
 		}
 		var c counts
 		c.samples, c.histograms, c.exemplars = d.Received()
-		b.received.add(c)
+		o.received.add(c)
 		if err := d.CheckSymbols(); err != nil {
-			h.m.countFailed(proto, reasonInvalid, b.received)
-			h.m.countReceived(proto, b.received)
+			h.m.countFailed(proto, reasonInvalid, o.received)
+			h.m.countReceived(proto, o.received)
 			return writeResult{status: http.StatusBadRequest, msg: "invalid symbol table, nothing stored: " + err.Error()}
 		}
-		b.app.Grow(min(c.samples+c.histograms+c.exemplars, max(d.WindowBytes()/minGrowItemBytes, 1024)))
+		o.app.Grow(min(c.samples+c.histograms+c.exemplars, max(d.WindowBytes()/minGrowItemBytes, 1024)))
 		series := d.Series()
 		h.lookupRefs(st, series, proto, gen)
 		for i := range series {
-			if res, ok := h.appendSeries(b, d, &series[i], st.refs[i], st.keys[i], body, proto); !ok {
+			if res, ok := h.appendSeries(o, d, &series[i], st.refs[i], st.keys[i], body, proto); !ok {
 				return res
 			}
-			if b.fatal != nil {
+			if o.fatal != nil {
 				break
 			}
 		}
 		for i := range d.Families() {
-			if b.fatal != nil {
+			if o.fatal != nil {
 				break
 			}
-			b.setMetadata(d.Family(i))
+			o.setMetadata(d.Family(i))
 		}
 	}
 	if d.OnlyUnknown() {
 		return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(proto, body, "it holds only unknown fields")}
 	}
-	return h.finish(ctx, b, proto)
+	return h.finish(ctx, o, proto)
 }
 
 // lookupRefs sets st.keys and st.refs to the cache key and the store's ref
@@ -291,7 +291,7 @@ func (h *writeHandler) lookupRefs(st *writeState, series []remotewrite.Series, p
 // ref of it from the cache, and otherwise (ref 0) through its labels, which
 // are then built once, and the store's ref remembered under key. ok is
 // false when the request is refused as a whole, with res.
-func (h *writeHandler) appendSeries(b *batch, d *remotewrite.Decoder, s *remotewrite.Series, ref SeriesRef, key, body []byte, proto writeProto) (res writeResult, ok bool) {
+func (h *writeHandler) appendSeries(o *outcome, d *remotewrite.Decoder, s *remotewrite.Series, ref SeriesRef, key, body []byte, proto writeProto) (res writeResult, ok bool) {
 	var c counts
 	c.samples, c.histograms, c.exemplars = s.Counts()
 	cur := seriesCursor{d: d, s: s, ref: ref}
@@ -303,24 +303,24 @@ func (h *writeHandler) appendSeries(b *batch, d *remotewrite.Decoder, s *remotew
 		err = d.Check(s)
 	}
 	if err == nil {
-		err = cur.appendItems(b)
+		err = cur.appendItems(o)
 	}
 	if _, bad := errors.AsType[*remotewrite.MalformedError](err); bad {
 		// Nothing is committed: the request is refused as a whole.
 		return writeResult{status: http.StatusBadRequest, msg: decodeFailureMessage(proto, body, err.Error())}, false
 	}
-	if (err != nil || b.pending()) && !cur.built && b.listing() {
+	if (err != nil || o.pending()) && !cur.built && o.listing() {
 		_ = cur.build() // to name the series
 	}
 	if cur.ref != 0 && cur.ref != ref && key != nil {
 		h.series.put(key, cur.ref)
 	}
-	if !b.done(cur.ls, c, err) {
+	if !o.done(cur.ls, c, err) {
 		return writeResult{}, true
 	}
 	if err == nil {
 		if family, md, ok := d.SeriesMetadata(s); ok {
-			b.setMetadata(family, md)
+			o.setMetadata(family, md)
 		}
 	}
 	return writeResult{}, true
@@ -361,13 +361,13 @@ func (c *seriesCursor) stale(err error) (again bool, _ error) {
 // that order: an appender cannot take back what it was given, so
 // everything that can reject the series comes first (a 2.0 series has
 // samples or histograms, not both).
-func (c *seriesCursor) appendItems(b *batch) error {
+func (c *seriesCursor) appendItems(o *outcome) error {
 	for f := c.s.Histograms(); ; {
 		t, h, fh, ok := c.d.NextHistogram(&f)
 		if !ok {
 			break
 		}
-		if err := c.appendHistogram(b, t, h, fh); err != nil {
+		if err := c.appendHistogram(o, t, h, fh); err != nil {
 			return err
 		}
 	}
@@ -378,16 +378,16 @@ func (c *seriesCursor) appendItems(b *batch) error {
 		if !ok {
 			break
 		}
-		ref, err := b.app.Append(c.ref, c.ls, t, v)
+		ref, err := o.app.Append(c.ref, c.ls, t, v)
 		if err != nil {
 			var again bool
 			if again, err = c.stale(err); again {
-				ref, err = b.app.Append(0, c.ls, t, v)
+				ref, err = o.app.Append(0, c.ls, t, v)
 			}
 		}
 		c.ref = cmp.Or(ref, c.ref)
 		if err != nil {
-			if err = b.refuse(counts{samples: 1}, err); err != nil {
+			if err = o.refuse(counts{samples: 1}, err); err != nil {
 				return err
 			}
 		}
@@ -397,16 +397,16 @@ func (c *seriesCursor) appendItems(b *batch) error {
 		if !ok {
 			return nil
 		}
-		ref, err := b.app.AppendExemplar(c.ref, c.ls, e)
+		ref, err := o.app.AppendExemplar(c.ref, c.ls, e)
 		if err != nil {
 			var again bool
 			if again, err = c.stale(err); again {
-				ref, err = b.app.AppendExemplar(0, c.ls, e)
+				ref, err = o.app.AppendExemplar(0, c.ls, e)
 			}
 		}
 		c.ref = cmp.Or(ref, c.ref)
 		if err != nil {
-			if err = b.refuse(counts{exemplars: 1}, err); err != nil {
+			if err = o.refuse(counts{exemplars: 1}, err); err != nil {
 				return &exemplarsRejected{err}
 			}
 		}
@@ -421,15 +421,15 @@ type exemplarsRejected struct{ err error }
 func (e *exemplarsRejected) Error() string { return "exemplars not stored: " + e.err.Error() }
 func (e *exemplarsRejected) Unwrap() error { return e.err }
 
-// appendHistogram validates a native histogram the way Prometheus's receiver
-// and TSDB do before storing it: schemas 9..52 are reduced to 8, the
-// exponential maximum; a histogram whose spans, buckets and counts disagree
-// is a bad series (400), not something to store and fail on at read time.
-func (c *seriesCursor) appendHistogram(b *batch, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error {
+// appendHistogram appends a native histogram the way Prometheus's receiver
+// does: schemas 9..52 are reduced to 8, the exponential maximum. The store
+// validates it (Appender.AppendHistogram): a histogram whose spans, buckets
+// and counts disagree is a bad series (400), not something to store and
+// fail on at read time.
+func (c *seriesCursor) appendHistogram(o *outcome, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) error {
 	var (
 		checked interface {
 			ReduceResolution(targetSchema int32) error
-			Validate() error
 		}
 		schema int32
 	)
@@ -443,25 +443,23 @@ func (c *seriesCursor) appendHistogram(b *batch, t int64, h *histogram.Histogram
 			return fmt.Errorf("invalid native histogram at %d: %w", t, err)
 		}
 	}
-	if err := checked.Validate(); err != nil {
-		return fmt.Errorf("invalid native histogram at %d: %w", t, err)
-	}
-	ref, err := b.app.AppendHistogram(c.ref, c.ls, t, h, fh)
+	ref, err := o.app.AppendHistogram(c.ref, c.ls, t, h, fh)
 	if err != nil {
 		var again bool
 		if again, err = c.stale(err); again {
-			ref, err = b.app.AppendHistogram(0, c.ls, t, h, fh)
+			ref, err = o.app.AppendHistogram(0, c.ls, t, h, fh)
 		}
 	}
 	c.ref = cmp.Or(ref, c.ref)
 	if err != nil {
-		return b.refuse(counts{histograms: 1}, err)
+		return o.refuse(counts{histograms: 1}, err)
 	}
 	return nil
 }
 
-// batch collects the outcome of one request's series.
-type batch struct {
+// outcome tallies what became of one request's series: accepted and rejected
+// items, the rejections listed in the answer, and a fatal backend error.
+type outcome struct {
 	app                Appender
 	metaSet            map[string]metadata.Metadata
 	received, accepted counts
@@ -484,42 +482,42 @@ type batch struct {
 // appends them, which costs only what is really stored.
 const minGrowItemBytes = 16
 
-func newBatch(app Appender, st *writeState) *batch {
-	return &batch{app: app, metaSet: st.metaSet}
+func newOutcome(app Appender, st *writeState) *outcome {
+	return &outcome{app: app, metaSet: st.metaSet}
 }
 
 // refuse takes an error of appending one item of kind c to the current
 // series: nil when the appender refused that item alone (an ItemError),
 // which is then reported; otherwise err, which refuses the series.
-func (b *batch) refuse(c counts, err error) error {
+func (o *outcome) refuse(c counts, err error) error {
 	if _, ok := errors.AsType[ItemError](err); !ok {
 		return err
 	}
-	b.refused.add(c)
-	if len(b.rejections)+len(b.refusedErrs) < maxListedRejections {
+	o.refused.add(c)
+	if len(o.rejections)+len(o.refusedErrs) < maxListedRejections {
 		if c.exemplars > 0 {
 			err = fmt.Errorf("exemplar: %w", err)
 		}
-		b.refusedErrs = append(b.refusedErrs, err)
+		o.refusedErrs = append(o.refusedErrs, err)
 	}
 	return nil
 }
 
 // pending reports whether the current series has refused items to report.
-func (b *batch) pending() bool { return b.refused != counts{} }
+func (o *outcome) pending() bool { return o.refused != counts{} }
 
 // listing reports whether a rejection is still listed in the error body,
 // so that its text is worth building.
-func (b *batch) listing() bool { return len(b.rejections) < maxListedRejections }
+func (o *outcome) listing() bool { return len(o.rejections) < maxListedRejections }
 
 // done records the outcome of one series, c being its items, and reports
 // whether to go on.
-func (b *batch) done(ls labels.Labels, c counts, err error) bool {
-	refused, errs := b.refused, b.refusedErrs
-	b.refused, b.refusedErrs = counts{}, b.refusedErrs[:0]
+func (o *outcome) done(ls labels.Labels, c counts, err error) bool {
+	refused, errs := o.refused, o.refusedErrs
+	o.refused, o.refusedErrs = counts{}, o.refusedErrs[:0]
 	if err != nil {
 		if status := statusOf(err, http.StatusBadRequest); status >= 500 {
-			b.fatal = err
+			o.fatal = err
 			return false
 		}
 	}
@@ -532,92 +530,92 @@ func (b *batch) done(ls labels.Labels, c counts, err error) bool {
 		rejected = c
 		errs = nil // the series' own error says it all
 	}
-	b.accepted.add(c.minus(rejected))
-	b.rejected.add(rejected)
+	o.accepted.add(c.minus(rejected))
+	o.rejected.add(rejected)
 	for _, e := range errs {
-		b.rejectItem(ls, e)
+		o.rejectItem(ls, e)
 	}
 	if err != nil {
-		b.rejectItem(ls, err)
+		o.rejectItem(ls, err)
 	}
 	return true
 }
 
 // rejectItem records the rejection of the series ls, or of an item of it.
-func (b *batch) rejectItem(ls labels.Labels, err error) {
+func (o *outcome) rejectItem(ls labels.Labels, err error) {
 	msg := ""
-	if b.listing() {
+	if o.listing() {
 		msg = fmt.Sprintf("%s: %v", truncate(ls.String()), err)
 	}
-	b.reject(statusOf(err, http.StatusBadRequest), msg)
+	o.reject(statusOf(err, http.StatusBadRequest), msg)
 }
 
-func (b *batch) setMetadata(family string, md metadata.Metadata) {
-	if prev, ok := b.metaSet[family]; ok && prev == md {
+func (o *outcome) setMetadata(family string, md metadata.Metadata) {
+	if prev, ok := o.metaSet[family]; ok && prev == md {
 		return
 	}
-	if err := b.app.SetMetadata(family, md); err != nil {
+	if err := o.app.SetMetadata(family, md); err != nil {
 		status := statusOf(err, http.StatusBadRequest)
 		if status >= 500 {
-			b.fatal = err
+			o.fatal = err
 			return
 		}
 		msg := ""
-		if b.listing() {
+		if o.listing() {
 			msg = fmt.Sprintf("metadata of %s: %v", truncate(family), err)
 		}
-		b.reject(status, msg)
+		o.reject(status, msg)
 		return
 	}
 	// family may point into the series' label set, which is rebuilt for
 	// the next series, while metaSet keeps it for the whole request.
-	b.metaSet[strings.Clone(family)] = md
+	o.metaSet[strings.Clone(family)] = md
 }
 
 // reject counts one rejection, and lists msg while there is room.
-func (b *batch) reject(status int, msg string) {
-	if b.nRejected == 0 {
-		b.status = status
+func (o *outcome) reject(status int, msg string) {
+	if o.nRejected == 0 {
+		o.status = status
 	}
-	b.nRejected++
-	if b.listing() {
-		b.rejections = append(b.rejections, msg)
+	o.nRejected++
+	if o.listing() {
+		o.rejections = append(o.rejections, msg)
 	}
 }
 
 // finish commits the valid part and builds the answer. A failed commit
 // confirms nothing, so the 2.0 headers then say 0 and the sender retries
 // everything (our writes are idempotent).
-func (h *writeHandler) finish(ctx context.Context, b *batch, proto writeProto) writeResult {
-	h.m.countReceived(proto, b.received)
-	h.m.countFailed(proto, reasonInvalid, b.rejected)
+func (h *writeHandler) finish(ctx context.Context, o *outcome, proto writeProto) writeResult {
+	h.m.countReceived(proto, o.received)
+	h.m.countFailed(proto, reasonInvalid, o.rejected)
 	// On a backend failure nothing is stored, not even the series not
 	// processed yet.
-	if b.fatal != nil {
+	if o.fatal != nil {
 		// Dropping the appender without Commit discards it.
-		h.m.countFailed(proto, reasonBackend, b.received.minus(b.rejected))
-		return writeResult{status: statusOf(b.fatal, http.StatusInternalServerError), msg: "cannot store the request, retry it: " + b.fatal.Error()}
+		h.m.countFailed(proto, reasonBackend, o.received.minus(o.rejected))
+		return writeResult{status: statusOf(o.fatal, http.StatusInternalServerError), msg: "cannot store the request, retry it: " + o.fatal.Error()}
 	}
-	if err := b.app.Commit(ctx); err != nil {
-		h.m.countFailed(proto, reasonBackend, b.received.minus(b.rejected))
+	if err := o.app.Commit(ctx); err != nil {
+		h.m.countFailed(proto, reasonBackend, o.received.minus(o.rejected))
 		return writeResult{status: statusOf(err, http.StatusInternalServerError), msg: "cannot store the request, retry it: " + err.Error()}
 	}
-	h.m.countWritten(proto, b.accepted)
-	if b.nRejected == 0 {
-		return writeResult{status: http.StatusNoContent, written: b.accepted}
+	h.m.countWritten(proto, o.accepted)
+	if o.nRejected == 0 {
+		return writeResult{status: http.StatusNoContent, written: o.accepted}
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%d invalid series, metadata entries or items rejected (%d samples, %d histograms, %d exemplars not stored); the rest (%d samples, %d histograms, %d exemplars) was stored:\n",
-		b.nRejected, b.rejected.samples, b.rejected.histograms, b.rejected.exemplars,
-		b.accepted.samples, b.accepted.histograms, b.accepted.exemplars)
-	for _, r := range b.rejections {
+		o.nRejected, o.rejected.samples, o.rejected.histograms, o.rejected.exemplars,
+		o.accepted.samples, o.accepted.histograms, o.accepted.exemplars)
+	for _, r := range o.rejections {
 		sb.WriteString(r)
 		sb.WriteByte('\n')
 	}
-	if more := b.nRejected - len(b.rejections); more > 0 {
+	if more := o.nRejected - len(o.rejections); more > 0 {
 		fmt.Fprintf(&sb, "and %d more\n", more)
 	}
-	return writeResult{status: b.status, msg: sb.String(), written: b.accepted}
+	return writeResult{status: o.status, msg: sb.String(), written: o.accepted}
 }
 
 func (m *metrics) countReceived(p writeProto, c counts) {

@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/internal/rwtest"
+	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 )
 
 // testHistogram, v1Request and v2Request are the requests remotewrite's
@@ -704,10 +705,9 @@ func TestWriteBackendErrors(t *testing.T) {
 	}{
 		{name: "commit error", commitErr: errors.New("cassandra: no hosts available"), wantCode: http.StatusInternalServerError},
 		{name: "commit deadline", commitErr: fmt.Errorf("write batch: %w", context.DeadlineExceeded), wantCode: http.StatusServiceUnavailable},
-		{name: "commit with status", commitErr: fmt.Errorf("wrapped: %w", statusErr{status: http.StatusServiceUnavailable, msg: "overloaded"}), wantCode: http.StatusServiceUnavailable},
-		{name: "commit with out-of-range status", commitErr: statusErr{status: 200, msg: "weird"}, wantCode: http.StatusInternalServerError},
-		{name: "append with 5xx status", appendErr: statusErr{status: http.StatusServiceUnavailable, msg: "cache lookup timed out"}, wantCode: http.StatusServiceUnavailable},
-		{name: "append with 4xx status", appendErr: statusErr{status: http.StatusTooManyRequests, msg: "series limit"}, wantCode: http.StatusTooManyRequests},
+		{name: "commit unavailable", commitErr: fmt.Errorf("wrapped: %w", storeerr.Unavailable(errors.New("overloaded"))), wantCode: http.StatusServiceUnavailable},
+		{name: "append unavailable", appendErr: storeerr.Unavailable(errors.New("cache lookup timed out")), wantCode: http.StatusServiceUnavailable},
+		{name: "append invalid", appendErr: storeerr.Invalid(errors.New("series limit")), wantCode: http.StatusBadRequest},
 	} {
 		for _, proto := range []string{"v1", "v2"} {
 			t.Run(tc.name+" "+proto, func(t *testing.T) {
@@ -846,7 +846,7 @@ func TestWriteExemplarRejectedKeepsSamples(t *testing.T) {
 	for _, proto := range []string{"1.0", "2.0"} {
 		t.Run(proto, func(t *testing.T) {
 			s := newFakeStore()
-			s.exemplarErr = statusErr{status: http.StatusBadRequest, msg: "exemplars are not supported"}
+			s.exemplarErr = storeerr.Invalid(errors.New("exemplars are not supported"))
 			h, _ := newTestHandler(t, s, Options{})
 			var rec *httptest.ResponseRecorder
 			if proto == "1.0" {

@@ -3,7 +3,6 @@ package kairosstore_test
 import (
 	"context"
 	"math"
-	"net/http"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/exemplar"
@@ -13,7 +12,6 @@ import (
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 func exemplarAt(ts int64, pairs ...string) exemplar.Exemplar {
@@ -90,7 +88,7 @@ func TestExemplarsWriteQuery(t *testing.T) {
 		require.NoError(t, eng.MetricNames(ctx, func(n string) error { stored = append(stored, n); return nil }))
 		require.Equal(t, []string{"http_requests_total", "http_requests_total#exemplars", "latency", "latency#exemplars", "no_exemplars"}, stored)
 		require.NoError(t, eng.RowTimes(ctx, "http_requests_total", math.MinInt64, math.MaxInt64, func(rt int64) error {
-			return eng.RowKeys(ctx, "http_requests_total", rt, func(dataType string, _ []translate.Tag) error {
+			return eng.RowKeys(ctx, "http_requests_total", rt, func(dataType string, _ []codec.Tag) error {
 				require.Equal(t, codec.TypeDouble, dataType)
 				return nil
 			})
@@ -143,11 +141,11 @@ func TestExemplarInvalid(t *testing.T) {
 		"invalid UTF-8": build("a", "\xff"),
 	} {
 		app := s.NewAppender()
-		requireStatus(t, http.StatusBadRequest, errOf(app.AppendExemplar(0, ls, exemplar.Exemplar{Labels: el, Ts: 1})), name)
+		requireInvalid(t, errOf(app.AppendExemplar(0, ls, exemplar.Exemplar{Labels: el, Ts: 1})), name)
 		require.NoError(t, app.Commit(ctx))
 	}
 	app := s.NewAppender()
-	requireStatus(t, http.StatusBadRequest, errOf(app.AppendExemplar(0, labels.FromStrings("job", "no name"), exemplarAt(1))), "series without a name")
+	requireInvalid(t, errOf(app.AppendExemplar(0, labels.FromStrings("job", "no name"), exemplarAt(1))), "series without a name")
 	require.NoError(t, app.Commit(ctx))
 	got, err := s.Exemplars(ctx, math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".*"))
 	require.NoError(t, err)

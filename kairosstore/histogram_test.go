@@ -3,9 +3,7 @@ package kairosstore_test
 import (
 	"context"
 	"encoding/hex"
-	"errors"
 	"math"
-	"net/http"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -15,10 +13,10 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // testHistograms are valid integer histograms covering every field: both
@@ -560,21 +558,20 @@ func TestHistogramInvalid(t *testing.T) {
 	} {
 		app := s.NewAppender()
 		err := errOf(app.AppendHistogram(0, ls, 1, tc.h, tc.fh))
-		requireStatus(t, http.StatusBadRequest, err, tc.name)
+		requireInvalid(t, err, tc.name)
 		require.NoError(t, app.Commit(context.Background()))
 	}
 	app := s.NewAppender()
-	requireStatus(t, http.StatusBadRequest, errOf(app.AppendHistogram(0, labels.FromStrings("job", "no name"), 1, good, nil)), "series without a name")
+	requireInvalid(t, errOf(app.AppendHistogram(0, labels.FromStrings("job", "no name"), 1, good, nil)), "series without a name")
 	require.NoError(t, app.Commit(context.Background()))
 	require.Empty(t, readPoints(t, s, 0, 10, labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".*")))
 }
 
-func requireStatus(t *testing.T, code int, err error, msg string) {
+// requireInvalid checks err is one the edges answer 400 (adapter's statusOf).
+func requireInvalid(t *testing.T, err error, msg string) {
 	t.Helper()
 	require.Error(t, err, msg)
-	var se interface{ HTTPStatus() int }
-	require.True(t, errors.As(err, &se), "%s: %v has no HTTP status", msg, err)
-	require.Equal(t, code, se.HTTPStatus(), msg)
+	require.ErrorIs(t, err, storeerr.ErrInvalid, msg)
 }
 
 // TestHistogramsInvisibleToFloatMetrics: everything KairosDB reads to query
@@ -619,11 +616,11 @@ func TestHistogramsInvisibleToFloatMetrics(t *testing.T) {
 		require.Equal(t, []int64{3 * hour}, rowTimesOf("up"+ks.NonFiniteSuffix))
 		types := map[string]bool{}
 		for _, rt := range rowTimes {
-			require.NoError(t, eng.RowKeys(ctx, "up", rt, func(dataType string, _ []translate.Tag) error {
+			require.NoError(t, eng.RowKeys(ctx, "up", rt, func(dataType string, _ []codec.Tag) error {
 				types[dataType] = true
 				return nil
 			}))
-			require.NoError(t, eng.TagIndexedRowKeys(ctx, "up", rt, "job=api", func(dataType string, _ []translate.Tag) error {
+			require.NoError(t, eng.TagIndexedRowKeys(ctx, "up", rt, "job=api", func(dataType string, _ []codec.Tag) error {
 				types[dataType] = true
 				return nil
 			}))

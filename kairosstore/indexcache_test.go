@@ -18,14 +18,13 @@ import (
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // foreignDelete removes everything of one series' row window, and the
 // metric's name, the way another writer sharing the keyspace does: KairosDB
 // deleting a metric, a second adapter, or an operator with cqlsh. writeTime
 // is the deletes' timestamp in ms (§5.4).
-type foreignDelete func(t *testing.T, rowKey []byte, metric string, rowTime int64, tags []translate.Tag, writeTime int64)
+type foreignDelete func(t *testing.T, rowKey []byte, metric string, rowTime int64, tags []codec.Tag, writeTime int64)
 
 // TestIndexWrittenAgainAfterForeignDelete: after another writer deleted a
 // series' row window with its index rows, samples the store writes reach
@@ -41,7 +40,7 @@ func TestIndexWrittenAgainAfterForeignDelete(t *testing.T) {
 			eng := openPebble(t)
 			// The embedded store has no second writer: the engine's
 			// own delete, bypassing the Store, stands in for one.
-			return eng, func(t *testing.T, key []byte, metric string, rowTime int64, tags []translate.Tag, writeTime int64) {
+			return eng, func(t *testing.T, key []byte, metric string, rowTime int64, tags []codec.Tag, writeTime int64) {
 				irk := engine.IndexedRowKey{Metric: metric, RowTime: rowTime, DataType: codec.TypeDouble, Tags: tags}
 				var tagged []engine.TagIndexedRowKey
 				for _, tg := range tags {
@@ -56,7 +55,7 @@ func TestIndexWrittenAgainAfterForeignDelete(t *testing.T) {
 		{"cassandra", func(t *testing.T) (engine.Engine, foreignDelete) {
 			eng, keyspace := openCassandraKeyspace(t)
 			sess := cassandratest.Session(t, keyspace)
-			return eng, func(t *testing.T, key []byte, metric string, rowTime int64, tags []translate.Tag, writeTime int64) {
+			return eng, func(t *testing.T, key []byte, metric string, rowTime int64, tags []codec.Tag, writeTime int64) {
 				// Whole partitions, as an operator deletes them; with
 				// millisecond timestamps, as everything in a KairosDB
 				// keyspace is written.
@@ -101,7 +100,7 @@ func testForeignDelete(t *testing.T, open func(t *testing.T) (engine.Engine, for
 	clk := testclock.New(time.Now().Truncate(time.Millisecond))
 	s := openStore(t, eng, ks.Options{IndexCacheTTL: ttl, Now: clk.Now, TagIndexed: map[string][]string{"foreign": nil}})
 	ls := lbl("__name__", "foreign", "k", "a")
-	tags := []translate.Tag{{Name: "k", Value: "a"}}
+	tags := []codec.Tag{{Name: "k", Value: "a"}}
 	key := codec.AppendRowKey(nil, codec.RowKey{Metric: "foreign", RowTime: 0, DataType: codec.TypeDouble, Tags: tags})
 	readAll := func() []series { return read(t, s, 0, hour-1, eq("__name__", "foreign"), eq("k", "a")) }
 
@@ -161,28 +160,28 @@ func TestWriteAfterDeleteSameMillisecond(t *testing.T) {
 		require.Empty(t, read(t, s, 0, hour-1, eq("__name__", "tie")))
 		write(t, s, map[string][]sample{ls: {{20, bits(2)}}})
 		require.Equal(t, []series{{ls, []sample{{20, bits(2)}}}}, read(t, s, 0, hour-1, eq("__name__", "tie")))
-		requireIndexed(t, eng, "tie", 0, []translate.Tag{{Name: "k", Value: "a"}})
+		requireIndexed(t, eng, "tie", 0, []codec.Tag{{Name: "k", Value: "a"}})
 	})
 }
 
 // requireIndexed checks that every index row of the series (metric, tags)
 // in the row window rowTime exists.
-func requireIndexed(t *testing.T, eng engine.Engine, metric string, rowTime int64, tags []translate.Tag) {
+func requireIndexed(t *testing.T, eng engine.Engine, metric string, rowTime int64, tags []codec.Tag) {
 	t.Helper()
 	ctx := context.Background()
-	var rowKeys [][]translate.Tag
-	require.NoError(t, eng.RowKeys(ctx, metric, rowTime, func(dataType string, tg []translate.Tag) error {
+	var rowKeys [][]codec.Tag
+	require.NoError(t, eng.RowKeys(ctx, metric, rowTime, func(dataType string, tg []codec.Tag) error {
 		rowKeys = append(rowKeys, cloneTags(tg)) // valid only during the callback
 		return nil
 	}))
-	require.Equal(t, [][]translate.Tag{tags}, rowKeys, "row_keys")
+	require.Equal(t, [][]codec.Tag{tags}, rowKeys, "row_keys")
 	for _, tg := range tags {
-		var tagged [][]translate.Tag
-		require.NoError(t, eng.TagIndexedRowKeys(ctx, metric, rowTime, codec.SingleTagPair(tg), func(dataType string, tg []translate.Tag) error {
+		var tagged [][]codec.Tag
+		require.NoError(t, eng.TagIndexedRowKeys(ctx, metric, rowTime, codec.SingleTagPair(tg), func(dataType string, tg []codec.Tag) error {
 			tagged = append(tagged, cloneTags(tg))
 			return nil
 		}))
-		require.Equal(t, [][]translate.Tag{tags}, tagged, "tag_indexed_row_keys")
+		require.Equal(t, [][]codec.Tag{tags}, tagged, "tag_indexed_row_keys")
 	}
 	var rowTimes []int64
 	require.NoError(t, eng.RowTimes(ctx, metric, math.MinInt64, math.MaxInt64, func(rt int64) error {
@@ -195,10 +194,10 @@ func requireIndexed(t *testing.T, eng engine.Engine, metric string, rowTime int6
 	require.Contains(t, names, metric, "string_index")
 }
 
-func cloneTags(tags []translate.Tag) []translate.Tag {
-	out := make([]translate.Tag, len(tags))
+func cloneTags(tags []codec.Tag) []codec.Tag {
+	out := make([]codec.Tag, len(tags))
 	for i, t := range tags {
-		out[i] = translate.Tag{Name: strings.Clone(t.Name), Value: strings.Clone(t.Value)}
+		out[i] = codec.Tag{Name: strings.Clone(t.Name), Value: strings.Clone(t.Value)}
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
 
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
@@ -34,7 +35,7 @@ func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms 
 		if x.tagNames(plan, func(n string) { addString(set, n) }) {
 			set[model.MetricNameLabel] = struct{}{}
 		}
-	}, func(metric string, tags []translate.Tag) {
+	}, func(metric string, tags []codec.Tag) {
 		set[model.MetricNameLabel] = struct{}{}
 		for _, t := range tags {
 			addString(set, t.Name)
@@ -69,7 +70,7 @@ func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.L
 			if x.tagNames(plan, func(string) {}) {
 				set[strings.TrimPrefix(metric, q.s.mapper.Prefix)] = struct{}{}
 			}
-		}, func(metric string, _ []translate.Tag) {
+		}, func(metric string, _ []codec.Tag) {
 			set[strings.TrimPrefix(metric, q.s.mapper.Prefix)] = struct{}{}
 		})
 		if err != nil {
@@ -79,7 +80,7 @@ func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.L
 	}
 	err := q.eachIndex(ctx, ms, func(_ string, x *rowIndex, plan translate.Plan) {
 		x.values(name, plan, func(v string) { addString(set, v) })
-	}, func(_ string, tags []translate.Tag) {
+	}, func(_ string, tags []codec.Tag) {
 		for _, t := range tags {
 			if t.Name == name {
 				addString(set, t.Value)
@@ -109,7 +110,7 @@ func addString(set map[string]struct{}, s string) {
 // listing expires (--kairosdb.index-cache-ttl). Rows indexed only under
 // the non-finite side metric are left out, as reads leave them out
 // (withoutOrphans).
-func (q *querier) eachIndex(ctx context.Context, ms []*labels.Matcher, cached func(metric string, x *rowIndex, plan translate.Plan), entry func(metric string, tags []translate.Tag)) error {
+func (q *querier) eachIndex(ctx context.Context, ms []*labels.Matcher, cached func(metric string, x *rowIndex, plan translate.Plan), entry func(metric string, tags []codec.Tag)) error {
 	s := q.s
 	if len(ms) == 0 {
 		ms = everything
@@ -127,7 +128,7 @@ func (q *querier) eachIndex(ctx context.Context, ms []*labels.Matcher, cached fu
 	}
 	start := max(q.mint, s.minTime())
 	for _, metric := range metrics {
-		err := s.legacyRowKeys(ctx, metric, plan, start, q.maxt, func(metric string, tags []translate.Tag, _ rowRef) {
+		err := s.legacyRowKeys(ctx, metric, plan, start, q.maxt, func(metric string, tags []codec.Tag, _ rowRef) {
 			if translate.Readable(tags) {
 				entry(metric, tags)
 			}
@@ -147,7 +148,7 @@ func (q *querier) eachIndex(ctx context.Context, ms []*labels.Matcher, cached fu
 				continue
 			}
 			scanned := 0
-			err := s.listRowKeys(ctx, metric, rt, s.startFill(metric, rt), func(_ string, tags []translate.Tag) {
+			err := s.listRowKeys(ctx, metric, rt, s.startFill(metric, rt), func(_ string, tags []codec.Tag) {
 				scanned++
 				if translate.Readable(tags) && plan.MatchTags(tags) {
 					entry(metric, tags)

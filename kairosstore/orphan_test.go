@@ -13,7 +13,6 @@ import (
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // kairosDelete is KairosDB's delete-by-query of one whole row window of
@@ -24,7 +23,7 @@ import (
 // row_key_time_index. With indexOnly it removes just the row_keys entries and
 // leaves the cells, as an operator cleaning the index might.
 type kairosDelete struct {
-	tag       *translate.Tag
+	tag       *codec.Tag
 	indexOnly bool
 }
 
@@ -42,8 +41,8 @@ func forEachEngineWithDelete(t *testing.T, fn func(t *testing.T, eng engine.Engi
 			t.Helper()
 			ctx := context.Background()
 			dels := &engine.Deletes{WriteTime: time.Now().UnixMilli()}
-			require.NoError(t, eng.RowKeys(ctx, metric, rt, func(dataType string, tags []translate.Tag) error {
-				tags = append([]translate.Tag(nil), tags...)
+			require.NoError(t, eng.RowKeys(ctx, metric, rt, func(dataType string, tags []codec.Tag) error {
+				tags = append([]codec.Tag(nil), tags...)
 				if !d.matches(tags) {
 					return nil
 				}
@@ -83,9 +82,9 @@ func forEachEngineWithDelete(t *testing.T, fn func(t *testing.T, eng engine.Engi
 				n        int
 			)
 			for iter.Scan(&dataType, &tagMap) {
-				var tags []translate.Tag
+				var tags []codec.Tag
 				for k, v := range tagMap {
-					tags = append(tags, translate.Tag{Name: k, Value: v})
+					tags = append(tags, codec.Tag{Name: k, Value: v})
 				}
 				tagMap = nil
 				if !d.matches(tags) {
@@ -110,7 +109,7 @@ func forEachEngineWithDelete(t *testing.T, fn func(t *testing.T, eng engine.Engi
 	})
 }
 
-func (d kairosDelete) matches(tags []translate.Tag) bool {
+func (d kairosDelete) matches(tags []codec.Tag) bool {
 	if d.tag == nil {
 		return true
 	}
@@ -122,7 +121,7 @@ func (d kairosDelete) matches(tags []translate.Tag) bool {
 	return false
 }
 
-func tagsMap(tags []translate.Tag) map[string]string {
+func tagsMap(tags []codec.Tag) map[string]string {
 	m := make(map[string]string, len(tags))
 	for _, tg := range tags {
 		m[tg.Name] = tg.Value
@@ -145,7 +144,7 @@ func TestKairosDBDeleteHidesNonFinite(t *testing.T) {
 			bGone bool
 		}{
 			{name: "metric", del: kairosDelete{}, bGone: true},
-			{name: "series by tag", del: kairosDelete{tag: &translate.Tag{Name: "k", Value: "a"}}},
+			{name: "series by tag", del: kairosDelete{tag: &codec.Tag{Name: "k", Value: "a"}}},
 			{name: "index entries only", del: kairosDelete{indexOnly: true}, bGone: true},
 		} {
 			t.Run(tc.name, func(t *testing.T) {

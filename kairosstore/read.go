@@ -123,7 +123,7 @@ type finder struct {
 	scanned atomic.Int64
 }
 
-func (f *finder) add(metric string, tags []translate.Tag, r rowRef) {
+func (f *finder) add(metric string, tags []codec.Tag, r rowRef) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.seen[string(r.key)] {
@@ -257,7 +257,7 @@ func (s *Store) rowKeysOf(ctx context.Context, f *finder, metric, indexMetric st
 	}()
 	// add takes an entry that passed the matchers; its strings may alias
 	// the engine's buffers.
-	add := func(dataType string, tags []translate.Tag) {
+	add := func(dataType string, tags []codec.Tag) {
 		// A side index holds only null rows; anything else in that
 		// partition belongs to a real metric of that name.
 		if side && dataType != codec.TypeNull {
@@ -273,7 +273,7 @@ func (s *Store) rowKeysOf(ctx context.Context, f *finder, metric, indexMetric st
 		}
 		f.add(metric, tags, r)
 	}
-	list := func(dataType string, tags []translate.Tag) {
+	list := func(dataType string, tags []codec.Tag) {
 		scanned++
 		// Matching before copying anything: most entries of a large
 		// partition are not wanted.
@@ -287,7 +287,7 @@ func (s *Store) rowKeysOf(ctx context.Context, f *finder, metric, indexMetric st
 			// its rows are a subset of row_keys, one query per value of
 			// the chosen tag (§6.3).
 			for _, v := range values {
-				if err := s.eng.TagIndexedRowKeys(ctx, metric, rt, codec.SingleTagPair(translate.Tag{Name: name, Value: v}), func(dataType string, tags []translate.Tag) error {
+				if err := s.eng.TagIndexedRowKeys(ctx, metric, rt, codec.SingleTagPair(codec.Tag{Name: name, Value: v}), func(dataType string, tags []codec.Tag) error {
 					list(dataType, tags)
 					return nil
 				}); err != nil {
@@ -334,8 +334,8 @@ func (s *Store) rowTimes(ctx context.Context, metric string, start, end int64) (
 // listRowKeys lists the row_keys partition (metric, rt) into fn, handing
 // every entry to b as well when the listing is to be kept (b from
 // startFill; nil keeps nothing).
-func (s *Store) listRowKeys(ctx context.Context, metric string, rt int64, b *rowIndexBuilder, fn func(dataType string, tags []translate.Tag)) error {
-	err := s.eng.RowKeys(ctx, metric, rt, func(dataType string, tags []translate.Tag) error {
+func (s *Store) listRowKeys(ctx context.Context, metric string, rt int64, b *rowIndexBuilder, fn func(dataType string, tags []codec.Tag)) error {
+	err := s.eng.RowKeys(ctx, metric, rt, func(dataType string, tags []codec.Tag) error {
 		if b != nil {
 			b.add(dataType, tags)
 		}
@@ -349,10 +349,10 @@ func (s *Store) listRowKeys(ctx context.Context, metric string, rt int64, b *row
 	return nil
 }
 
-func cloneTags(tags []translate.Tag) []translate.Tag {
-	out := make([]translate.Tag, len(tags))
+func cloneTags(tags []codec.Tag) []codec.Tag {
+	out := make([]codec.Tag, len(tags))
 	for i, t := range tags {
-		out[i] = translate.Tag{Name: strings.Clone(t.Name), Value: strings.Clone(t.Value)}
+		out[i] = codec.Tag{Name: strings.Clone(t.Name), Value: strings.Clone(t.Value)}
 	}
 	return out
 }
@@ -382,7 +382,7 @@ func (s *Store) indexedLookup(metric string, plan translate.Plan) (string, []str
 
 // legacyRowKeys runs phase 0 (§7.2): KairosDB still consults the legacy
 // row_key_index, whose cells are whole row keys.
-func (s *Store) legacyRowKeys(ctx context.Context, metric string, plan translate.Plan, start, end int64, add func(metric string, tags []translate.Tag, r rowRef)) error {
+func (s *Store) legacyRowKeys(ctx context.Context, metric string, plan translate.Plan, start, end int64, add func(metric string, tags []codec.Tag, r rowRef)) error {
 	ranges := [][2]int64{{start, end}}
 	if start < 0 && end >= 0 {
 		// Negative row times sort after positive ones as unsigned bytes.

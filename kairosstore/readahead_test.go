@@ -15,8 +15,8 @@ import (
 
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // inFlightEngine records how many data_points slices are read at once.
@@ -212,7 +212,7 @@ func (e *indexEngine) RowTimes(ctx context.Context, metric string, lo, hi int64,
 	return e.Engine.RowTimes(ctx, metric, lo, hi, fn)
 }
 
-func (e *indexEngine) RowKeys(ctx context.Context, metric string, rt int64, fn func(string, []translate.Tag) error) error {
+func (e *indexEngine) RowKeys(ctx context.Context, metric string, rt int64, fn func(string, []codec.Tag) error) error {
 	e.mu.Lock()
 	failing := e.failing
 	e.mu.Unlock()

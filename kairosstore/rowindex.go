@@ -61,7 +61,7 @@ type rowIndex struct {
 // rowEntry is one row_keys entry whose strings the holder owns.
 type rowEntry struct {
 	dataType string
-	tags     []translate.Tag
+	tags     []codec.Tag
 }
 
 // maxExtra is how many entries written after the listing a rowIndex takes
@@ -70,7 +70,7 @@ const maxExtra = 4096
 
 // entryHash identifies a row_keys entry whatever the order of its tags: the
 // sum of its pairs' hashes and its type's.
-func entryHash(seed maphash.Seed, dataType string, tags []translate.Tag) uint64 {
+func entryHash(seed maphash.Seed, dataType string, tags []codec.Tag) uint64 {
 	h := maphash.String(seed, dataType)
 	for _, t := range tags {
 		h += pairHash(seed, t.Name, t.Value)
@@ -107,7 +107,7 @@ type rowIndexBuilder struct {
 	hashes    []uint64
 	pairH     []uint64
 	prevNames []uint32 // the previous entry's name ids: entries mostly share names, in the same order
-	tags      []translate.Tag
+	tags      []codec.Tag
 	tooMany   bool  // too large to keep: the rest is skipped
 	maxBytes  int64 // the most a kept listing may weigh
 	// pending are entries written while the listing ran (Store.noteWritten),
@@ -136,7 +136,7 @@ func newRowIndexBuilder(seed maphash.Seed, now time.Time) *rowIndexBuilder {
 
 // add copies one listed entry for the builder. Its strings may alias the
 // engine's buffers.
-func (b *rowIndexBuilder) add(dataType string, tags []translate.Tag) {
+func (b *rowIndexBuilder) add(dataType string, tags []codec.Tag) {
 	c := b.chunk
 	c = binary.AppendUvarint(c, uint64(len(dataType)))
 	c = append(c, dataType...)
@@ -180,7 +180,7 @@ func (b *rowIndexBuilder) consume(c []byte) {
 		b.tags = b.tags[:0]
 		for range n {
 			name := str()
-			b.tags = append(b.tags, translate.Tag{Name: name, Value: str()})
+			b.tags = append(b.tags, codec.Tag{Name: name, Value: str()})
 		}
 		b.addEntry(dataType, b.tags)
 	}
@@ -189,7 +189,7 @@ func (b *rowIndexBuilder) consume(c []byte) {
 // aliasString is b as a string without a copy; valid while b is.
 func aliasString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-func (b *rowIndexBuilder) addEntry(dataType string, tags []translate.Tag) {
+func (b *rowIndexBuilder) addEntry(dataType string, tags []codec.Tag) {
 	x := b.x
 	if b.tooMany {
 		return
@@ -314,7 +314,7 @@ func (x *rowIndex) has(h uint64) bool {
 
 // addExtra adds an entry this process wrote, unless the index has it.
 // Its strings may alias the caller's buffers.
-func (x *rowIndex) addExtra(seed maphash.Seed, dataType string, tags []translate.Tag) {
+func (x *rowIndex) addExtra(seed maphash.Seed, dataType string, tags []codec.Tag) {
 	h := entryHash(seed, dataType, tags)
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -348,7 +348,7 @@ func (x *rowIndex) extras() []rowEntry {
 // returns how many entries it looked at. Strings passed to fn belong to the
 // index and stay valid. It narrows by the one tag name whose matching pairs
 // hold the fewest entries; with no such name it looks at every entry.
-func (x *rowIndex) match(plan translate.Plan, fn func(dataType string, tags []translate.Tag)) int {
+func (x *rowIndex) match(plan translate.Plan, fn func(dataType string, tags []codec.Tag)) int {
 	var (
 		best     [][]uint32 // posting lists of the narrowest name
 		bestSize = -1
@@ -393,11 +393,11 @@ func (x *rowIndex) match(plan translate.Plan, fn func(dataType string, tags []tr
 			consider(pairs)
 		}
 	}
-	var tags []translate.Tag
+	var tags []codec.Tag
 	try := func(e uint32) {
 		tags = tags[:0]
 		for _, p := range x.entPairs[x.entOff[e]:x.entOff[e+1]] {
-			tags = append(tags, translate.Tag{Name: x.names[x.pairName[p]], Value: x.pairValue[p]})
+			tags = append(tags, codec.Tag{Name: x.names[x.pairName[p]], Value: x.pairValue[p]})
 		}
 		if plan.MatchTags(tags) {
 			codec.SortTags(tags)
@@ -449,13 +449,13 @@ const (
 // an entry deleted by another writer since the listing is not used. Unless
 // it returns cacheHit the caller lists the partition; n is how many cached
 // entries were looked at.
-func (s *Store) cachedRowKeys(ctx context.Context, metric string, rowTime int64, plan translate.Plan, add func(string, []translate.Tag)) (n int, res cacheResult, err error) {
+func (s *Store) cachedRowKeys(ctx context.Context, metric string, rowTime int64, plan translate.Plan, add func(string, []codec.Tag)) (n int, res cacheResult, err error) {
 	x := s.keptListing(metric, rowTime)
 	if x == nil {
 		return 0, cacheMiss, nil
 	}
 	var cands []rowEntry
-	n = x.match(plan, func(dataType string, tags []translate.Tag) {
+	n = x.match(plan, func(dataType string, tags []codec.Tag) {
 		if len(cands) <= maxVerify {
 			cands = append(cands, rowEntry{dataType, slices.Clone(tags)})
 		}
@@ -572,7 +572,7 @@ func (s *Store) refreshLater(metric string, rowTime int64, x *rowIndex) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.IndexCacheTTL/2)
 		defer cancel()
-		_ = s.listRowKeys(ctx, metric, rowTime, b, func(string, []translate.Tag) {}) // a failed listing is not kept
+		_ = s.listRowKeys(ctx, metric, rowTime, b, func(string, []codec.Tag) {}) // a failed listing is not kept
 	}()
 }
 
@@ -616,7 +616,7 @@ func (s *Store) noteWritten(rows []engine.IndexedRowKey) {
 // reads them off the pair index instead of the entries.
 func (x *rowIndex) values(name string, plan translate.Plan, fn func(value string)) {
 	if len(plan.TagMatchers()) > 0 {
-		x.match(plan, func(_ string, tags []translate.Tag) {
+		x.match(plan, func(_ string, tags []codec.Tag) {
 			for _, t := range tags {
 				if t.Name == name {
 					fn(t.Value)
@@ -643,7 +643,7 @@ func (x *rowIndex) values(name string, plan translate.Plan, fn func(value string
 func (x *rowIndex) tagNames(plan translate.Plan, fn func(name string)) bool {
 	any := false
 	if len(plan.TagMatchers()) > 0 {
-		x.match(plan, func(_ string, tags []translate.Tag) {
+		x.match(plan, func(_ string, tags []codec.Tag) {
 			any = true
 			for _, t := range tags {
 				fn(t.Name)

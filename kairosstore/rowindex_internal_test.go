@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kairos-remote/kairos-adapter/translate"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 )
 
 // TestRowIndexBytes: the weight a kept row_keys listing is charged in the
@@ -18,9 +18,9 @@ import (
 // unique per series), so the flag bounds what it says.
 func TestRowIndexBytes(t *testing.T) {
 	const n = 200_000
-	entries := make([][]translate.Tag, n)
+	entries := make([][]codec.Tag, n)
 	for i := range entries {
-		entries[i] = []translate.Tag{
+		entries[i] = []codec.Tag{
 			{Name: "cpu", Value: fmt.Sprint(i % 64)},
 			{Name: "datacenter", Value: fmt.Sprintf("dc%d", i%4)},
 			{Name: "env", Value: []string{"prod", "staging"}[i%2]},
@@ -58,7 +58,7 @@ func TestRowIndexBuilderGivesUpPastItsBudget(t *testing.T) {
 	b := newRowIndexBuilder(maphash.MakeSeed(), time.Now())
 	b.maxBytes = 64 << 10
 	for i := range 20_000 {
-		b.addEntry("kairos_double", []translate.Tag{{Name: "instance", Value: fmt.Sprint(i)}, {Name: "job", Value: "node"}})
+		b.addEntry("kairos_double", []codec.Tag{{Name: "instance", Value: fmt.Sprint(i)}, {Name: "job", Value: "node"}})
 	}
 	require.True(t, b.tooMany)
 	require.Less(t, len(b.x.entType)+len(b.x.pairValue), 1, "nothing kept")

@@ -13,8 +13,8 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/internal/testclock"
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // TestRowKeysCacheAgreesWithListing reads the same series through a store
@@ -106,8 +106,8 @@ func TestRowKeysCacheAgreesWithListing(t *testing.T) {
 		require.Positive(t, cacheHits(t, reg), "the cached store answered from its listings")
 
 		// KairosDB deletes h7 whole, an operator only h8's row_keys entry.
-		del(t, "m", 0, kairosDelete{tag: &translate.Tag{Name: "host", Value: "h7"}})
-		del(t, "m", 0, kairosDelete{tag: &translate.Tag{Name: "host", Value: "h8"}, indexOnly: true})
+		del(t, "m", 0, kairosDelete{tag: &codec.Tag{Name: "host", Value: "h7"}})
+		del(t, "m", 0, kairosDelete{tag: &codec.Tag{Name: "host", Value: "h8"}, indexOnly: true})
 		indexOnlyDeleted = true
 		require.Empty(t, read(t, listing, 0, 2*hour, name, eq("host", "h7")))
 		compare("after deletes behind the cache's back")

@@ -7,7 +7,6 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // series is what the write path derives from one label set. Prometheus
@@ -18,7 +17,7 @@ type series struct {
 	ref    atomic.Uint64 // its storage.SeriesRef in the store's refTable
 	ls     labels.Labels // the appender's own copy
 	metric string
-	tags   []translate.Tag // sorted by name; the strings alias ls
+	tags   []codec.Tag // sorted by name; the strings alias ls
 	double atomic.Pointer[seriesRow]
 }
 

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 	"github.com/prometheus/prometheus/model/metadata"
 
 	"github.com/kairos-remote/kairos-adapter/internal/lru"
+	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/translate"
@@ -295,18 +295,9 @@ func unitFlag(u codec.TimeUnit) string {
 
 var errStop = errors.New("stop")
 
-// statusError is an error that tells the HTTP layer which status to answer.
-type statusError struct {
-	code int
-	err  error
-}
-
-func (e *statusError) Error() string   { return e.err.Error() }
-func (e *statusError) Unwrap() error   { return e.err }
-func (e *statusError) HTTPStatus() int { return e.code }
-
+// badRequest is a storeerr.ErrInvalid error: one the caller must not retry.
 func badRequest(format string, args ...any) error {
-	return &statusError{code: http.StatusBadRequest, err: fmt.Errorf(format, args...)}
+	return storeerr.Invalid(fmt.Errorf(format, args...))
 }
 
 // observe records how long an engine operation took.

@@ -25,7 +25,6 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // hour is the row width of most tests: small, so a few hours of samples span
@@ -508,11 +507,10 @@ func TestReadsKairosDBRows(t *testing.T) {
 		const ts = int64(1359788400000)
 		spec := codec.DefaultRowSpec()
 		rt := spec.RowTime(ts)
-		tags := []translate.Tag{{Name: "host", Value: "server1"}}
+		tags := []codec.Tag{{Name: "host", Value: "server1"}}
 		long := codec.AppendRowKey(nil, codec.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeLong, Tags: tags})
-		str := codec.AppendRowKey(nil, codec.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeString, Tags: []translate.Tag{{Name: "host", Value: "server2"}}})
-		sv, err := codec.AppendString(nil, "text")
-		require.NoError(t, err)
+		str := codec.AppendRowKey(nil, codec.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeString, Tags: []codec.Tag{{Name: "host", Value: "server2"}}})
+		sv := []byte("\x00\x04text") // Java's writeUTF (§4.3)
 		require.NoError(t, eng.Write(ctx, &engine.Batch{
 			WriteTime: 1,
 			Cells: []engine.Cell{
@@ -522,7 +520,7 @@ func TestReadsKairosDBRows(t *testing.T) {
 			},
 			RowKeys: []engine.IndexedRowKey{
 				{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeLong, Tags: tags},
-				{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeString, Tags: []translate.Tag{{Name: "host", Value: "server2"}}},
+				{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeString, Tags: []codec.Tag{{Name: "host", Value: "server2"}}},
 			},
 			RowTimes:    []engine.RowTimeIndex{{Metric: "sys.cpu", RowTime: rt}},
 			MetricNames: []string{"sys.cpu"},
@@ -612,12 +610,12 @@ func TestReadsLegacyLayouts(t *testing.T) {
 
 		const ts = int64(1359788400000) // EX1
 		rt := spec.RowTime(ts)
-		typeless := codec.AppendRowKey(nil, codec.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeLegacy, Tags: []translate.Tag{{Name: "host", Value: "server1"}}})
+		typeless := codec.AppendRowKey(nil, codec.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeLegacy, Tags: []codec.Tag{{Name: "host", Value: "server1"}}})
 		require.Equal(t, "7379732e637075000000013c69da9c00686f73743d736572766572313a", hexOf(typeless), "the spec's legacy key vector")
 		col := spec.Column(rt, ts)
 		require.Equal(t, uint32(0x5fb38300), col, "the spec's LEGACY-mode column of EX1")
 
-		saved := codec.AppendRowKey(nil, codec.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeLegacy, Tags: []translate.Tag{{Name: "host", Value: "server2"}}})
+		saved := codec.AppendRowKey(nil, codec.RowKey{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeLegacy, Tags: []codec.Tag{{Name: "host", Value: "server2"}}})
 		require.NoError(t, eng.Write(ctx, &engine.Batch{
 			WriteTime: 1,
 			Cells: []engine.Cell{
@@ -626,7 +624,7 @@ func TestReadsLegacyLayouts(t *testing.T) {
 				{Key: saved, Column: col, Value: []byte{0x01, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0}},                 // kairos_legacy double 1.5
 				{Key: saved, Column: spec.Column(rt, ts+1000), Value: append([]byte{0x00}, codec.AppendLong(nil, -7)...)},
 			},
-			RowKeys:       []engine.IndexedRowKey{{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeLegacy, Tags: []translate.Tag{{Name: "host", Value: "server2"}}}},
+			RowKeys:       []engine.IndexedRowKey{{Metric: "sys.cpu", RowTime: rt, DataType: codec.TypeLegacy, Tags: []codec.Tag{{Name: "host", Value: "server2"}}}},
 			RowTimes:      []engine.RowTimeIndex{{Metric: "sys.cpu", RowTime: rt}},
 			LegacyRowKeys: []engine.LegacyRowKey{{Metric: "sys.cpu", RowKey: typeless}},
 			MetricNames:   []string{"sys.cpu"},

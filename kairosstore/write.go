@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -21,7 +20,6 @@ import (
 	"github.com/kairos-remote/kairos-adapter/internal/lru"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // Metadata lives in service_index (§9.2) under this service and service key,
@@ -66,7 +64,7 @@ type pendingRow struct {
 	indexMetric string // of its index rows: metric, or a side metric KairosDB never reads
 	rowTime     int64
 	dataType    string
-	tags        []translate.Tag
+	tags        []codec.Tag
 	shared      *seriesRow // the cached row to mark indexed, if any
 }
 
@@ -149,14 +147,13 @@ func (a *Appender) ref() storage.SeriesRef { return storage.SeriesRef(a.cur.ref.
 
 // unknownRefError is a ref the store no longer knows, given without labels
 // (the adapter's UnknownRefError): the caller appends again with them. A
-// caller that does not is a bug, answered 500 so the sender retries rather
-// than loses the series.
+// caller that does not is a bug, which the adapter answers 500 so that the
+// sender retries rather than loses the series.
 type unknownRefError struct{ ref storage.SeriesRef }
 
 func (e *unknownRefError) Error() string {
 	return fmt.Sprintf("series ref %d is no longer known and no labels came with it", e.ref)
 }
-func (*unknownRefError) HTTPStatus() int   { return http.StatusInternalServerError }
 func (*unknownRefError) UnknownSeriesRef() {}
 
 func (a *Appender) appendFloat(t int64, v float64) error {
@@ -204,14 +201,12 @@ func (a *Appender) appendFloat(t int64, v float64) error {
 // one of h (integer counts) and fh (float counts) is set. It goes to the
 // series' row of type prom_histogram or prom_float_histogram (histogram.go).
 // A histogram that fails histogram.Validate is refused, as Prometheus's TSDB
-// refuses it, so that nothing is stored that readers would have to skip;
-// callers reduce schemas 9..52 to 8 first (docs/remote-protocols.md
-// §2.7). A histogram stale marker (Sum = StaleNaN) is valid and kept bit for
-// bit.
+// refuses it, so that nothing is stored that readers would have to skip:
+// this is the one place histograms are validated, before anything else of
+// the sample; callers reduce schemas 9..52 to 8 first
+// (docs/remote-protocols.md §2.7). A histogram stale marker (Sum = StaleNaN)
+// is valid and kept bit for bit.
 func (a *Appender) AppendHistogram(ref storage.SeriesRef, ls labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (storage.SeriesRef, error) {
-	if err := a.s.checkTime(t); err != nil {
-		return ref, err
-	}
 	var err error
 	switch {
 	case (h == nil) == (fh == nil):
@@ -223,6 +218,9 @@ func (a *Appender) AppendHistogram(ref storage.SeriesRef, ls labels.Labels, t in
 	}
 	if err != nil {
 		return ref, badRequest("invalid native histogram at %d: %w", t, err)
+	}
+	if err := a.s.checkTime(t); err != nil {
+		return ref, err
 	}
 	if err := a.use(ref, ls); err != nil {
 		return 0, err
@@ -278,15 +276,16 @@ func (s *Store) checkTime(t int64) error {
 	return nil
 }
 
-// timeRangeError is a timestamp before the layout's first one: 400, and
-// only the item that has it is refused.
+// timeRangeError is a timestamp before the layout's first one: out of
+// bounds, as Prometheus's storage says, and only the item that has it is
+// refused.
 type timeRangeError struct{ t, min int64 }
 
 func (e *timeRangeError) Error() string {
 	return fmt.Sprintf("timestamp %d is out of range: the KairosDB layout holds timestamps from %d on", e.t, e.min)
 }
-func (e *timeRangeError) HTTPStatus() int  { return http.StatusBadRequest }
-func (e *timeRangeError) RefusesItemOnly() {}
+func (e *timeRangeError) Is(target error) bool { return target == storage.ErrOutOfBounds }
+func (e *timeRangeError) RefusesItemOnly()     {}
 
 // addCell adds the cell at time t of the current series' row of metric and
 // dataType, indexed under indexMetric; its value is a.values[off:].

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
@@ -310,8 +311,8 @@ type startingStore struct{}
 
 type unavailableError struct{}
 
-func (unavailableError) Error() string   { return "the store is still starting" }
-func (unavailableError) HTTPStatus() int { return http.StatusServiceUnavailable }
+func (unavailableError) Error() string        { return "the store is still starting" }
+func (unavailableError) Is(target error) bool { return target == storeerr.ErrUnavailable }
 
 func (startingStore) Querier(int64, int64) (storage.Querier, error) { return nil, unavailableError{} }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/util/annotations"
 
+	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 )
 
@@ -55,14 +56,6 @@ func badParam(err error, name string) *apiError {
 	return badData(fmt.Errorf("invalid parameter %q: %w", name, err))
 }
 
-// httpStatusError is what the store's errors offer to say how they should
-// be answered (adapter.HTTPStatusError); declared again here so this package
-// does not depend on the adapter package.
-type httpStatusError interface {
-	error
-	HTTPStatus() int
-}
-
 // classify maps an error from the engine or the store to an error type:
 // the engine's own error types first, then what the store says of itself
 // (a query over --query.max-metrics is the caller's fault, a store still
@@ -71,7 +64,6 @@ func classify(err error) *apiError {
 	var (
 		canceled promql.ErrQueryCanceled
 		timeout  promql.ErrQueryTimeout
-		st       httpStatusError
 	)
 	switch {
 	case errors.Is(err, kairosstore.ErrTooManySamples):
@@ -84,14 +76,10 @@ func classify(err error) *apiError {
 		return &apiError{errTimeout, err}
 	case errors.Is(err, context.Canceled):
 		return &apiError{errCanceled, err}
-	case errors.As(err, &st):
-		switch code := st.HTTPStatus(); {
-		case code >= 400 && code < 500:
-			return &apiError{errBadData, err}
-		case code == http.StatusServiceUnavailable:
-			return &apiError{errUnavailable, err}
-		}
-		return &apiError{errInternal, err}
+	case errors.Is(err, storeerr.ErrInvalid):
+		return &apiError{errBadData, err}
+	case errors.Is(err, storeerr.ErrUnavailable):
+		return &apiError{errUnavailable, err}
 	}
 	var storageErr promql.ErrStorage
 	if errors.As(err, &storageErr) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 )
@@ -25,22 +26,13 @@ var (
 	ErrEmptyLabelValue = errors.New("empty label value")
 	ErrInvalidUTF8     = errors.New("label name or value is not valid UTF-8")
 	ErrDuplicateLabel  = errors.New("duplicate label name")
-	// ErrNULInMetric: the metric name ends at the first 0x00 of the row key
-	// and is not escaped (docs/kairosdb-layout.md §2.1), so a NUL in it makes a key that
-	// cannot be parsed back. Tags are safe: the tag string runs to the end of
-	// the key and NUL is not special there (docs/kairosdb-layout.md §2.2).
-	ErrNULInMetric   = errors.New("metric name contains U+0000")
+	// ErrNULInMetric is codec's: the row key rule (docs/kairosdb-layout.md §2.1).
+	ErrNULInMetric   = codec.ErrNULInMetric
 	ErrSeriesTooLong = errors.New("series too long for a Cassandra key")
 )
 
-// MaxKeyBytes is Cassandra's limit on a partition key (data_points.key) and
-// on the sum of a row's clustering values (row_keys: data_type + tags).
-const MaxKeyBytes = 65535
-
-// maxTypeNameBytes is the longest data type name a row key can hold (its
-// length byte is read back as signed, docs/kairosdb-layout.md §2.1). Split does not know the
-// type, so it reserves room for the longest.
-const maxTypeNameBytes = 127
+// MaxKeyBytes is codec.MaxKeyBytes, Cassandra's limit on a key.
+const MaxKeyBytes = codec.MaxKeyBytes
 
 // Mapper maps Prometheus label sets to KairosDB metric names and tags and
 // back. The zero value maps names unchanged.
@@ -61,7 +53,7 @@ type Mapper struct {
 // but unsorted input is accepted because order carries no meaning; the
 // returned tags are always sorted by name (byte order). Duplicate names are
 // rejected, as Prometheus itself does.
-func (m Mapper) Split(ls labels.Labels, dst []Tag) (metric string, tags []Tag, err error) {
+func (m Mapper) Split(ls labels.Labels, dst []codec.Tag) (metric string, tags []codec.Tag, err error) {
 	tags = dst[:0]
 	var name, prev string
 	haveName, sorted := false, true
@@ -83,7 +75,7 @@ func (m Mapper) Split(ls labels.Labels, dst []Tag) (metric string, tags []Tag, e
 			name, haveName = l.Value, true
 			return nil
 		}
-		tags = append(tags, Tag{Name: l.Name, Value: l.Value})
+		tags = append(tags, codec.Tag{Name: l.Name, Value: l.Value})
 		return nil
 	})
 	if err == nil && !haveName {
@@ -92,7 +84,7 @@ func (m Mapper) Split(ls labels.Labels, dst []Tag) (metric string, tags []Tag, e
 	if err == nil && !sorted {
 		// Adjacent-only duplicate detection above misses non-adjacent
 		// repeats in unsorted input; sorting brings them together.
-		slices.SortFunc(tags, func(a, b Tag) int { return strings.Compare(a.Name, b.Name) })
+		slices.SortFunc(tags, func(a, b codec.Tag) int { return strings.Compare(a.Name, b.Name) })
 		for i := 1; i < len(tags); i++ {
 			if tags[i].Name == tags[i-1].Name {
 				err = fmt.Errorf("%w %q", ErrDuplicateLabel, tags[i].Name)
@@ -102,9 +94,8 @@ func (m Mapper) Split(ls labels.Labels, dst []Tag) (metric string, tags []Tag, e
 	}
 	if err == nil {
 		metric = m.Prefix + name
-		if strings.IndexByte(metric, 0) >= 0 {
-			err = ErrNULInMetric
-		} else if n := storedLen(metric, tags); n > MaxKeyBytes {
+		err = codec.CheckMetric(metric)
+		if n := storedLen(metric, tags); err == nil && n > MaxKeyBytes {
 			err = fmt.Errorf("%w: %d bytes, limit %d", ErrSeriesTooLong, n, MaxKeyBytes)
 		}
 	}
@@ -137,26 +128,16 @@ func checkLabel(l labels.Label) error {
 //     a 4-byte count and 4-byte lengths before each name and value.
 //
 // Every other key KairosDB writes (row_keys and tag_indexed_row_keys
-// partitions, string_index) is shorter than data_points.key.
-func storedLen(metric string, tags []Tag) int {
-	key := len(metric) + 1 + 8 + 2 + maxTypeNameBytes
-	clustering := maxTypeNameBytes + 4
+// partitions, string_index) is shorter than data_points.key. Split does not
+// know the data type, so it reserves room for the longest.
+func storedLen(metric string, tags []codec.Tag) int {
+	key := len(metric) + 1 + 8 + 2 + codec.MaxTypeLen
+	clustering := codec.MaxTypeLen + 4
 	for _, t := range tags {
-		key += escapedLen(t.Name) + 1 + escapedLen(t.Value) + 1
+		key += codec.EscapedLen(t.Name) + 1 + codec.EscapedLen(t.Value) + 1
 		clustering += 4 + len(t.Name) + 4 + len(t.Value)
 	}
 	return max(key, clustering)
-}
-
-// escapedLen is len(s) plus one escape byte per ':' and '=' (docs/kairosdb-layout.md §2.2).
-func escapedLen(s string) int {
-	n := len(s)
-	for i := 0; i < len(s); i++ {
-		if s[i] == ':' || s[i] == '=' {
-			n++
-		}
-	}
-	return n
 }
 
 // describe renders ls for an error message, cut short so that a huge
@@ -180,7 +161,7 @@ func describe(ls labels.Labels) string {
 // Split could have produced: the metric lacks Prefix or is only Prefix, or
 // a tag has an empty name or value, is named __name__, or repeats a name.
 // Tags may come in any order.
-func (m Mapper) Join(metric string, tags []Tag, b *labels.ScratchBuilder) (labels.Labels, bool) {
+func (m Mapper) Join(metric string, tags []codec.Tag, b *labels.ScratchBuilder) (labels.Labels, bool) {
 	name, ok := strings.CutPrefix(metric, m.Prefix)
 	if !ok || name == "" {
 		return labels.EmptyLabels(), false
@@ -200,7 +181,7 @@ func (m Mapper) Join(metric string, tags []Tag, b *labels.ScratchBuilder) (label
 // Readable reports whether tags make a Prometheus series with Join: no empty
 // name or value, no tag named __name__, no name twice. Rows whose tags are
 // not readable are never returned.
-func Readable(tags []Tag) bool {
+func Readable(tags []codec.Tag) bool {
 	for i, t := range tags {
 		if t.Name == "" || t.Value == "" || t.Name == model.MetricNameLabel {
 			return false

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
 )
@@ -26,20 +27,20 @@ func TestSplit(t *testing.T) {
 		prefix     string
 		in         labels.Labels
 		wantMetric string
-		wantTags   []Tag
+		wantTags   []codec.Tag
 	}{
 		{
 			name:       "plain",
 			in:         labels.FromStrings("__name__", "up", "job", "api", "instance", "a:9090"),
 			wantMetric: "up",
-			wantTags:   []Tag{{"instance", "a:9090"}, {"job", "api"}},
+			wantTags:   []codec.Tag{{Name: "instance", Value: "a:9090"}, {Name: "job", Value: "api"}},
 		},
 		{
 			name:       "prefix",
 			prefix:     "prom.",
 			in:         labels.FromStrings("__name__", "up", "job", "api"),
 			wantMetric: "prom.up",
-			wantTags:   []Tag{{"job", "api"}},
+			wantTags:   []codec.Tag{{Name: "job", Value: "api"}},
 		},
 		{
 			name:       "tagless",
@@ -50,25 +51,25 @@ func TestSplit(t *testing.T) {
 			name:       "unusual characters are not escaped here",
 			in:         labels.FromStrings("__name__", "a b:c=d\né", "k:=", "v=:\n\t 😀", "\uffff", "\U0001F600"),
 			wantMetric: "a b:c=d\né",
-			wantTags:   []Tag{{"k:=", "v=:\n\t 😀"}, {"\uffff", "\U0001F600"}},
+			wantTags:   []codec.Tag{{Name: "k:=", Value: "v=:\n\t 😀"}, {Name: "\uffff", Value: "\U0001F600"}},
 		},
 		{
 			name:       "NUL in a tag is harmless",
 			in:         labels.FromStrings("__name__", "up", "a\x00", "b\x00c"),
 			wantMetric: "up",
-			wantTags:   []Tag{{"a\x00", "b\x00c"}},
+			wantTags:   []codec.Tag{{Name: "a\x00", Value: "b\x00c"}},
 		},
 		{
 			name:       "unsorted input gives sorted tags",
 			in:         inOrder("job", "api", "__name__", "up", "a", "1"),
 			wantMetric: "up",
-			wantTags:   []Tag{{"a", "1"}, {"job", "api"}},
+			wantTags:   []codec.Tag{{Name: "a", Value: "1"}, {Name: "job", Value: "api"}},
 		},
 		{
 			name:       "longest value that fits",
 			in:         labels.FromStrings("__name__", "m", "n", strings.Repeat("x", MaxKeyBytes-142)),
 			wantMetric: "m",
-			wantTags:   []Tag{{"n", strings.Repeat("x", MaxKeyBytes-142)}},
+			wantTags:   []codec.Tag{{Name: "n", Value: strings.Repeat("x", MaxKeyBytes-142)}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,10 +85,10 @@ func TestSplit(t *testing.T) {
 }
 
 func TestSplitReusesDst(t *testing.T) {
-	dst := make([]Tag, 3, 8)
+	dst := make([]codec.Tag, 3, 8)
 	_, tags, err := Mapper{}.Split(labels.FromStrings("__name__", "up", "a", "1"), dst)
 	require.NoError(t, err)
-	require.Equal(t, []Tag{{"a", "1"}}, tags)
+	require.Equal(t, []codec.Tag{{Name: "a", Value: "1"}}, tags)
 	require.Same(t, &dst[0], &tags[0])
 }
 
@@ -117,7 +118,7 @@ func TestSplitErrors(t *testing.T) {
 		{"prefix counts", "p", labels.FromStrings("__name__", "m", "n", strings.Repeat("x", MaxKeyBytes-142)), ErrSeriesTooLong, "bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dst := make([]Tag, 0, 4)
+			dst := make([]codec.Tag, 0, 4)
 			metric, tags, err := Mapper{Prefix: tc.prefix}.Split(tc.in, dst)
 			require.ErrorIs(t, err, tc.want)
 			require.ErrorContains(t, err, tc.mention)
@@ -130,22 +131,22 @@ func TestSplitErrors(t *testing.T) {
 }
 
 func TestStoredLen(t *testing.T) {
-	manyTags := func(n int) []Tag {
-		tags := make([]Tag, n)
+	manyTags := func(n int) []codec.Tag {
+		tags := make([]codec.Tag, n)
 		for i := range tags {
-			tags[i] = Tag{"n", "v"}
+			tags[i] = codec.Tag{Name: "n", Value: "v"}
 		}
 		return tags
 	}
 	for _, tc := range []struct {
 		name   string
 		metric string
-		tags   []Tag
+		tags   []codec.Tag
 		want   int
 	}{
 		// key: metric + NUL + 8 + marker + length + 127-byte type name.
 		{"no tags", "m", nil, 1 + 1 + 8 + 2 + 127},
-		{"escapes", "m", []Tag{{"a:b", "c=d"}}, 139 + len("a::b=c==d:")},
+		{"escapes", "m", []codec.Tag{{Name: "a:b", Value: "c=d"}}, 139 + len("a::b=c==d:")},
 		// Many short tags: the frozen map's 4-byte lengths dominate.
 		{"clustering dominates", "m", manyTags(100), 127 + 4 + 100*(4+1+4+1)},
 	} {
@@ -160,20 +161,20 @@ func TestJoin(t *testing.T) {
 		name   string
 		prefix string
 		metric string
-		tags   []Tag
+		tags   []codec.Tag
 		want   labels.Labels
 		ok     bool
 	}{
-		{"plain", "", "up", []Tag{{"job", "api"}}, labels.FromStrings("__name__", "up", "job", "api"), true},
+		{"plain", "", "up", []codec.Tag{{Name: "job", Value: "api"}}, labels.FromStrings("__name__", "up", "job", "api"), true},
 		{"prefix stripped", "prom.", "prom.up", nil, labels.FromStrings("__name__", "up"), true},
-		{"tags sorted", "", "up", []Tag{{"z", "1"}, {"a", "2"}, {"m", "3"}}, labels.FromStrings("__name__", "up", "a", "2", "m", "3", "z", "1"), true},
+		{"tags sorted", "", "up", []codec.Tag{{Name: "z", Value: "1"}, {Name: "a", Value: "2"}, {Name: "m", Value: "3"}}, labels.FromStrings("__name__", "up", "a", "2", "m", "3", "z", "1"), true},
 		{"not our prefix", "prom.", "other.up", nil, labels.EmptyLabels(), false},
 		{"only the prefix", "prom.", "prom.", nil, labels.EmptyLabels(), false},
 		{"empty metric", "", "", nil, labels.EmptyLabels(), false},
-		{"empty tag name", "", "up", []Tag{{"", "x"}}, labels.EmptyLabels(), false},
-		{"empty tag value", "", "up", []Tag{{"a", ""}}, labels.EmptyLabels(), false},
-		{"tag named __name__", "", "up", []Tag{{"__name__", "x"}}, labels.EmptyLabels(), false},
-		{"duplicate tag", "", "up", []Tag{{"a", "1"}, {"b", "2"}, {"a", "3"}}, labels.EmptyLabels(), false},
+		{"empty tag name", "", "up", []codec.Tag{{Name: "", Value: "x"}}, labels.EmptyLabels(), false},
+		{"empty tag value", "", "up", []codec.Tag{{Name: "a", Value: ""}}, labels.EmptyLabels(), false},
+		{"tag named __name__", "", "up", []codec.Tag{{Name: "__name__", Value: "x"}}, labels.EmptyLabels(), false},
+		{"duplicate tag", "", "up", []codec.Tag{{Name: "a", Value: "1"}, {Name: "b", Value: "2"}, {Name: "a", Value: "3"}}, labels.EmptyLabels(), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := labels.NewScratchBuilder(0)
@@ -254,7 +255,7 @@ func FuzzSplitJoin(f *testing.F) {
 
 func TestSplitDoesNotAllocate(t *testing.T) {
 	ls := tenLabels()
-	dst := make([]Tag, 0, 16)
+	dst := make([]codec.Tag, 0, 16)
 	allocs := testing.AllocsPerRun(100, func() {
 		if _, _, err := (Mapper{}).Split(ls, dst); err != nil {
 			t.Fatal(err)
@@ -283,7 +284,7 @@ func BenchmarkSplit(b *testing.B) {
 	for _, prefix := range []string{"", "prom."} {
 		b.Run("prefix="+prefix, func(b *testing.B) {
 			m := Mapper{Prefix: prefix}
-			dst := make([]Tag, 0, 16)
+			dst := make([]codec.Tag, 0, 16)
 			b.ReportAllocs()
 			for b.Loop() {
 				_, dst, _ = m.Split(ls, dst)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 )
@@ -185,7 +186,7 @@ func (p Plan) MatchName(metric string) bool {
 // matcher other than __name__, with Prometheus semantics: an absent tag has
 // the value "", so `foo=""` or `foo!~".+"` select series without foo.
 // It does not allocate.
-func (p Plan) MatchTags(tags []Tag) bool {
+func (p Plan) MatchTags(tags []codec.Tag) bool {
 	for _, lm := range p.tags {
 		if !lm.Matches(tagValue(tags, lm.Name)) {
 			return false
@@ -200,7 +201,7 @@ func (p Plan) TagMatchers() []*labels.Matcher { return p.tags }
 
 // tagValue is the value of tag name, or "" when absent. A linear scan beats
 // building an index for the few tags a series has.
-func tagValue(tags []Tag, name string) string {
+func tagValue(tags []codec.Tag, name string) string {
 	for _, t := range tags {
 		if t.Name == name {
 			return t.Value

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
@@ -116,7 +117,7 @@ var matcherSets = [][]*labels.Matcher{
 
 // selected runs the plan the way the store will: Empty, then Metrics and
 // TagValues as narrowing, then the exact filters.
-func selected(p Plan, metric string, tags []Tag) bool {
+func selected(p Plan, metric string, tags []codec.Tag) bool {
 	if p.Empty() {
 		return false
 	}
@@ -249,7 +250,7 @@ func TestMatchNamePrefix(t *testing.T) {
 }
 
 // benchPlan is a typical dashboard selector over a ten-tag series.
-func benchPlan(tb testing.TB) (Plan, []Tag) {
+func benchPlan(tb testing.TB) (Plan, []codec.Tag) {
 	m := Mapper{}
 	p, err := m.Plan([]*labels.Matcher{
 		eq(name, "http_requests_total"),

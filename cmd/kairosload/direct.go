@@ -132,7 +132,7 @@ func buildDirect(sh shape, strategy string, batchSize int) ([]directReq, error) 
 	}
 	rows := make([]seriesRow, sh.series)
 	metrics := make([]string, sh.series)
-	tags := make([][]translate.Tag, sh.series)
+	tags := make([][]codec.Tag, sh.series)
 	for i, ls := range sh.allLabels() {
 		m, t, err := translate.Mapper{}.Split(ls, nil)
 		if err != nil {
@@ -173,7 +173,7 @@ func buildDirect(sh shape, strategy string, batchSize int) ([]directReq, error) 
 
 // appendIndex adds the index rows of a new series row (TTL 0, as the
 // adapter's default --kairosdb.datapoint-ttl).
-func appendIndex(dst []stmt, metric string, rowTime int64, tags []translate.Tag, seen map[string]bool) []stmt {
+func appendIndex(dst []stmt, metric string, rowTime int64, tags []codec.Tag, seen map[string]bool) []stmt {
 	tm := make(map[string]string, len(tags))
 	for _, t := range tags {
 		tm[t.Name] = t.Value

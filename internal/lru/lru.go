@@ -116,9 +116,9 @@ func GetBytes[V any](c *Cache[string, V], k []byte) (V, bool) {
 }
 
 // AppendBytes appends to dst the value of each key, or the zero V for a nil
-// key or a miss. All keys are looked up under one read lock and one
-// reading of the clock: a lock per key was a tenth of the write path's CPU
-// when done for every series of a request.
+// key or a miss. All keys are looked up under one read lock and one reading of
+// the clock: a lock per key was a noticeable part of the write path's CPU when
+// done for every series of a request (BENCHMARKS.md, BenchmarkPipeline).
 func AppendBytes[V any](c *Cache[string, V], dst []V, keys [][]byte) []V {
 	var promote []int // fresh hits in the old generation
 	now := c.clock()

@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // benchKey is a typical Prometheus series: a handful of tags, one escape.
@@ -120,7 +118,7 @@ func BenchmarkJavaLess(b *testing.B) {
 
 func BenchmarkSortTags(b *testing.B) {
 	b.ReportAllocs()
-	tg := make([]translate.Tag, len(benchTags))
+	tg := make([]Tag, len(benchTags))
 	for b.Loop() {
 		copy(tg, benchTags)
 		SortTags(tg)

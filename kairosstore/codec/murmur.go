@@ -2,8 +2,6 @@ package codec
 
 import (
 	"math/bits"
-
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // MurmurHash3 x86_32 constants.
@@ -84,7 +82,7 @@ func murmur3x86_32(data []byte, seed uint32) uint32 {
 // TagCollectionHash is tag_collection_hash (§6.2): MurmurHash3 x86_32, seed
 // 0, over name1||value1||name2||value2... of tags with no separators. tags
 // must be the indexed tags only, in Java order. No tags hash to 0.
-func TagCollectionHash(tags []translate.Tag) int32 {
+func TagCollectionHash(tags []Tag) int32 {
 	var m murmur32
 	for _, t := range tags {
 		murmurWrite(&m, t.Name)
@@ -94,4 +92,4 @@ func TagCollectionHash(tags []translate.Tag) int32 {
 }
 
 // SingleTagPair is single_tag_pair (§6.2): the raw, unescaped "name=value".
-func SingleTagPair(t translate.Tag) string { return t.Name + "=" + t.Value }
+func SingleTagPair(t Tag) string { return t.Name + "=" + t.Value }

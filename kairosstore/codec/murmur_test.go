@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 func TestMurmur3x86_32(t *testing.T) {
@@ -53,7 +51,7 @@ func TestMurmurStreaming(t *testing.T) {
 func TestTagCollectionHash(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		tags []translate.Tag
+		tags []Tag
 		want int32
 	}{ // §6.2
 		{"one tag", tags("host", "server1"), -2125777964},
@@ -77,7 +75,7 @@ func TestTagCollectionHash(t *testing.T) {
 }
 
 func TestSingleTagPair(t *testing.T) {
-	require.Equal(t, "host=server1", SingleTagPair(translate.Tag{Name: "host", Value: "server1"}))
-	require.Equal(t, "a:b=c=d", SingleTagPair(translate.Tag{Name: "a:b", Value: "c=d"}))
-	require.Equal(t, "=", SingleTagPair(translate.Tag{}))
+	require.Equal(t, "host=server1", SingleTagPair(Tag{Name: "host", Value: "server1"}))
+	require.Equal(t, "a:b=c=d", SingleTagPair(Tag{Name: "a:b", Value: "c=d"}))
+	require.Equal(t, "=", SingleTagPair(Tag{}))
 }

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // Data type names as stored in the row key type block and in
@@ -21,9 +19,28 @@ const (
 	TypeNull   = "null"
 )
 
-// maxTypeLen is the longest type name a row key can carry: Java reads the
+// MaxTypeLen is the longest type name a row key can carry: Java reads the
 // length byte back as a signed byte (§2.1).
-const maxTypeLen = 127
+const MaxTypeLen = 127
+
+// MaxKeyBytes is Cassandra's limit on a partition key (data_points.key) and
+// on the sum of a row's clustering values (row_keys: data_type + tags).
+const MaxKeyBytes = 65535
+
+// ErrNULInMetric: the metric name ends at the first 0x00 of the row key and
+// is not escaped (§2.1), so a NUL in it makes a key that cannot be parsed
+// back. Tags are safe: the tag string runs to the end of the key and NUL is
+// not special there (§2.2).
+var ErrNULInMetric = errors.New("metric name contains U+0000")
+
+// CheckMetric returns ErrNULInMetric if metric cannot end a row key's name
+// field (§2.1).
+func CheckMetric(metric string) error {
+	if strings.IndexByte(metric, 0) >= 0 {
+		return ErrNULInMetric
+	}
+	return nil
+}
 
 // RowKey is the decoded form of a data_points.key (§2).
 type RowKey struct {
@@ -33,7 +50,7 @@ type RowKey struct {
 	// Tags are in Java order of name (§2.2) with unique names.
 	// AppendRowKey expects them sorted (see SortTags); ParseRowKey returns
 	// them sorted.
-	Tags []translate.Tag
+	Tags []Tag
 }
 
 // javaLess reports whether a sorts before b in Java's String.compareTo order,
@@ -101,47 +118,18 @@ func utf16Key(s string) (key uint32, size int) {
 }
 
 // SortTags sorts tags by name in Java order (§2.2). Names must be unique.
-func SortTags(tags []translate.Tag) {
-	slices.SortFunc(tags, func(a, b translate.Tag) int { return javaCompare(a.Name, b.Name) })
-}
-
-// Validate reports whether k can be written by AppendRowKey and read back by
-// ParseRowKey unchanged. KairosDB checks none of this (§2.1), so a key that
-// fails here is one KairosDB would store but could not read back.
-func (k RowKey) Validate() error {
-	switch {
-	case strings.IndexByte(k.Metric, 0) >= 0:
-		return errors.New("kairosstore: metric name contains NUL") // §2.1: the name ends at the first 0x00
-	case !utf8.ValidString(k.Metric):
-		return errors.New("kairosstore: metric name is not valid UTF-8")
-	case len(k.DataType) > maxTypeLen:
-		return fmt.Errorf("kairosstore: data type name is %d bytes, more than %d", len(k.DataType), maxTypeLen)
-	case !utf8.ValidString(k.DataType):
-		return errors.New("kairosstore: data type name is not valid UTF-8")
-	}
-	for i, t := range k.Tags {
-		if !utf8.ValidString(t.Name) || !utf8.ValidString(t.Value) {
-			return fmt.Errorf("kairosstore: tag %q is not valid UTF-8", t.Name)
-		}
-		if i > 0 && javaCompare(k.Tags[i-1].Name, t.Name) >= 0 {
-			return fmt.Errorf("kairosstore: tags not sorted or not unique at %q", t.Name)
-		}
-	}
-	// §2.3: a legacy key's tag string must not start with 0x00, which the
-	// parser would take for a type block marker.
-	if k.DataType == TypeLegacy && len(k.Tags) > 0 && strings.HasPrefix(k.Tags[0].Name, "\x00") {
-		return errors.New("kairosstore: legacy key whose first tag name starts with NUL")
-	}
-	return nil
+func SortTags(tags []Tag) {
+	slices.SortFunc(tags, func(a, b Tag) int { return javaCompare(a.Name, b.Name) })
 }
 
 // AppendRowKey appends the data_points.key of k to dst (§2.1, §2.2).
 //
 // k.Tags must already be sorted in Java order (SortTags) with unique names;
-// AppendRowKey writes them as given so that it never allocates. Use
-// k.Validate to check the other preconditions (no NUL in the metric, type
-// name at most 127 bytes, valid UTF-8). The kairos_legacy type writes no
-// type block.
+// AppendRowKey writes them as given so that it never allocates. The other
+// preconditions are the caller's: no NUL in the metric (CheckMetric), a type
+// name of at most MaxTypeLen bytes, valid UTF-8 (translate's Split checks
+// the labels; the tests' RowKey.Validate checks them all). The kairos_legacy
+// type writes no type block.
 func AppendRowKey(dst []byte, k RowKey) []byte {
 	dst = append(dst, k.Metric...)
 	dst = append(dst, 0)
@@ -158,6 +146,18 @@ func AppendRowKey(dst []byte, k RowKey) []byte {
 		dst = append(dst, ':')
 	}
 	return dst
+}
+
+// EscapedLen is the length of s in a row key's tag string: one escape byte
+// more per ':' and '=' (§2.2), as appendEscaped writes it.
+func EscapedLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		if s[i] == ':' || s[i] == '=' {
+			n++
+		}
+	}
+	return n
 }
 
 // appendEscaped appends s with esc put in front of every ':' and '=' (§2.2).
@@ -244,12 +244,12 @@ func ParseRowKey(b []byte) (RowKey, error) {
 }
 
 // parseTags decodes a tag string with the two-state machine of §2.3.
-func parseTags(s string) []translate.Tag {
+func parseTags(s string) []Tag {
 	if s == "" {
 		return nil
 	}
 	// Every pair ends with ':', so the ':' count bounds the number of pairs.
-	tags := make([]translate.Tag, 0, strings.Count(s, ":"))
+	tags := make([]Tag, 0, strings.Count(s, ":"))
 	inName := true
 	var name string
 	start, escaped := 0, false
@@ -271,7 +271,7 @@ func parseTags(s string) []translate.Tag {
 		}
 		switch c {
 		case ':':
-			tags = append(tags, translate.Tag{Name: name, Value: unescape(s[start:i], '=', escaped)})
+			tags = append(tags, Tag{Name: name, Value: unescape(s[start:i], '=', escaped)})
 			inName, start, escaped = true, i+1, false
 		case '=':
 			i++
@@ -304,7 +304,7 @@ func unescape(seg string, esc byte, escaped bool) string {
 // javaTagMap returns tags the way KairosDB's TreeMap holds them: sorted in
 // Java order, a repeated name keeping its last value. Keys KairosDB wrote are
 // already like that, so this only copies for malformed keys.
-func javaTagMap(tags []translate.Tag) []translate.Tag {
+func javaTagMap(tags []Tag) []Tag {
 	sorted := true
 	for i := 1; i < len(tags); i++ {
 		if javaCompare(tags[i-1].Name, tags[i].Name) >= 0 {
@@ -315,7 +315,7 @@ func javaTagMap(tags []translate.Tag) []translate.Tag {
 	if sorted {
 		return tags
 	}
-	slices.SortStableFunc(tags, func(a, b translate.Tag) int { return javaCompare(a.Name, b.Name) })
+	slices.SortStableFunc(tags, func(a, b Tag) int { return javaCompare(a.Name, b.Name) })
 	out := tags[:0]
 	for i, t := range tags {
 		if i+1 < len(tags) && tags[i+1].Name == t.Name {

@@ -8,8 +8,6 @@ import (
 	"unicode/utf16"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 const testW = defaultRowWidth
@@ -21,10 +19,10 @@ func unhex(t testing.TB, s string) []byte {
 	return b
 }
 
-func tags(kv ...string) []translate.Tag {
-	var out []translate.Tag
+func tags(kv ...string) []Tag {
+	var out []Tag
 	for i := 0; i+1 < len(kv); i += 2 {
-		out = append(out, translate.Tag{Name: kv[i], Value: kv[i+1]})
+		out = append(out, Tag{Name: kv[i], Value: kv[i+1]})
 	}
 	return out
 }
@@ -111,7 +109,7 @@ func TestParseRowKey(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		hex  string
-		tags []translate.Tag
+		tags []Tag
 	}{
 		{"no tags", head, nil},
 		{"final pair without ':' dropped", head + hex.EncodeToString([]byte("a=b:c=d")), tags("a", "b")},
@@ -271,4 +269,12 @@ func TestSortTags(t *testing.T) {
 	got := tags("\uFFFF", "1", "😀", "2", "B", "3", "a", "4", "data_center", "DC1", "host", "server1")
 	SortTags(got)
 	require.Equal(t, tags("B", "3", "a", "4", "data_center", "DC1", "host", "server1", "😀", "2", "\uFFFF", "1"), got)
+}
+
+// TestEscapedLen holds EscapedLen, which translate uses to bound key sizes,
+// to what AppendRowKey writes.
+func TestEscapedLen(t *testing.T) {
+	for _, s := range []string{"", "a", ":", "=", "a:b=c", "::==", "😀:"} {
+		require.Equal(t, len(appendEscaped(nil, s, ':')), EscapedLen(s), "%q", s)
+	}
 }

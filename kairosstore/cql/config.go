@@ -245,10 +245,10 @@ func newCluster(c Config, s settings, keyspace string, logger *slog.Logger) *goc
 		cl.ReconnectInterval = DefaultReconnect
 	}
 	cl.BatchObserver = c.batchObserver
-	// Snappy, not KairosDB's LZ4 (§11): BenchmarkCompression measured LZ4
-	// (on protocol v5) at 0.7x snappy's write throughput with 7x the
-	// allocations, and snappy on a par with no compression on loopback. The
-	// driver drops the compressor when the server does not offer it.
+	// Snappy, not KairosDB's LZ4 (§11): LZ4 was slower and allocated more, and
+	// snappy cost no more than no compression on loopback (BENCHMARKS.md,
+	// BenchmarkCompression). The driver drops the compressor when the server
+	// does not offer it.
 	switch orDefault(c.Compression, DefaultCompression) {
 	case "lz4":
 		cl.Compressor = lz4.LZ4Compressor{}

@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // testConfig is the engine configuration for the test node: generous
@@ -124,10 +124,10 @@ type rowKey struct {
 	Tags     map[string]string
 }
 
-func collectRowKeys(t *testing.T, list func(fn func(string, []translate.Tag) error) error) []rowKey {
+func collectRowKeys(t *testing.T, list func(fn func(string, []codec.Tag) error) error) []rowKey {
 	t.Helper()
 	var out []rowKey
-	require.NoError(t, list(func(dataType string, tags []translate.Tag) error {
+	require.NoError(t, list(func(dataType string, tags []codec.Tag) error {
 		// The engine's strings are valid only during the callback.
 		m := make(map[string]string, len(tags))
 		for _, tag := range tags {
@@ -174,10 +174,10 @@ func collectStrings(t *testing.T, list func(fn func(string) error) error) []stri
 	return out
 }
 
-func tags(kv ...string) []translate.Tag {
-	var out []translate.Tag
+func tags(kv ...string) []codec.Tag {
+	var out []codec.Tag
 	for i := 0; i < len(kv); i += 2 {
-		out = append(out, translate.Tag{Name: kv[i], Value: kv[i+1]})
+		out = append(out, codec.Tag{Name: kv[i], Value: kv[i+1]})
 	}
 	return out
 }
@@ -239,18 +239,18 @@ func TestWriteAndRead(t *testing.T) {
 	})
 	t.Run("row keys", func(t *testing.T) {
 		host := map[string]string{"host": "server1", "dc": "x:y"}
-		got := collectRowKeys(t, func(fn func(string, []translate.Tag) error) error {
+		got := collectRowKeys(t, func(fn func(string, []codec.Tag) error) error {
 			return e.RowKeys(ctx, "sys.cpu", rt, fn)
 		})
 		require.ElementsMatch(t, []rowKey{{"kairos_long", host}, {"kairos_double", host}}, got)
-		require.Empty(t, collectRowKeys(t, func(fn func(string, []translate.Tag) error) error {
+		require.Empty(t, collectRowKeys(t, func(fn func(string, []codec.Tag) error) error {
 			return e.RowKeys(ctx, "sys.cpu", rt+1, fn)
 		}))
-		got = collectRowKeys(t, func(fn func(string, []translate.Tag) error) error {
+		got = collectRowKeys(t, func(fn func(string, []codec.Tag) error) error {
 			return e.TagIndexedRowKeys(ctx, "sys.cpu", rt, "dc=x:y", fn)
 		})
 		require.Equal(t, []rowKey{{"kairos_long", host}}, got)
-		require.Empty(t, collectRowKeys(t, func(fn func(string, []translate.Tag) error) error {
+		require.Empty(t, collectRowKeys(t, func(fn func(string, []codec.Tag) error) error {
 			return e.TagIndexedRowKeys(ctx, "sys.cpu", rt, "host=server2", fn)
 		}))
 	})
@@ -351,8 +351,8 @@ func TestTaglessSeries(t *testing.T) {
 	ctx := t.Context()
 	for _, tc := range []struct {
 		name string
-		tags []translate.Tag
-	}{{"nil", nil}, {"empty", []translate.Tag{}}} {
+		tags []codec.Tag
+	}{{"nil", nil}, {"empty", []codec.Tag{}}} {
 		t.Run(tc.name, func(t *testing.T) {
 			metric := "nt." + tc.name
 			rk := engine.IndexedRowKey{Metric: metric, RowTime: 0, DataType: "kairos_long", Tags: tc.tags}
@@ -361,7 +361,7 @@ func TestTaglessSeries(t *testing.T) {
 				RowKeys:    []engine.IndexedRowKey{rk},
 				TagIndexed: []engine.TagIndexedRowKey{{IndexedRowKey: rk, Pair: "", Hash: 0}},
 			}))
-			got := collectRowKeys(t, func(fn func(string, []translate.Tag) error) error {
+			got := collectRowKeys(t, func(fn func(string, []codec.Tag) error) error {
 				return e.RowKeys(ctx, metric, 0, fn)
 			})
 			require.Equal(t, []rowKey{{"kairos_long", map[string]string{}}}, got)
@@ -376,7 +376,7 @@ func TestTaglessSeries(t *testing.T) {
 				WriteTime: time.Now().UnixMilli(),
 				RowKeys:   []engine.IndexedRowKey{rk},
 			}))
-			require.Empty(t, collectRowKeys(t, func(fn func(string, []translate.Tag) error) error {
+			require.Empty(t, collectRowKeys(t, func(fn func(string, []codec.Tag) error) error {
 				return e.RowKeys(ctx, metric, 0, fn)
 			}))
 		})
@@ -394,10 +394,10 @@ func TestStaticOnlyPartitionsAreSkipped(t *testing.T) {
 		"m", "data_points", int64(0), "a=b").Exec())
 	require.NoError(t, s.Query(`INSERT INTO service_index (service, service_key, mtime) VALUES (?, ?, now())`,
 		"svc", "sk").Exec())
-	require.Empty(t, collectRowKeys(t, func(fn func(string, []translate.Tag) error) error {
+	require.Empty(t, collectRowKeys(t, func(fn func(string, []codec.Tag) error) error {
 		return e.RowKeys(ctx, "m", 0, fn)
 	}))
-	require.Empty(t, collectRowKeys(t, func(fn func(string, []translate.Tag) error) error {
+	require.Empty(t, collectRowKeys(t, func(fn func(string, []codec.Tag) error) error {
 		return e.TagIndexedRowKeys(ctx, "m", 0, "a=b", fn)
 	}))
 	require.Empty(t, collectStrings(t, func(fn func(string) error) error {
@@ -471,11 +471,11 @@ func TestDelete(t *testing.T) {
 	require.Equal(t, []cell{{1, "01"}, {5, "05"}}, collectCells(t, e, keyC, 0, 0xffffffff), "inclusive range delete")
 	require.Equal(t, []cell{{7, ""}}, collectCells(t, e, []byte("sys.cpu\x00B"), 0, 100), "untouched row")
 	require.Equal(t, []rowKey{{"kairos_double", map[string]string{"host": "server1", "dc": "x:y"}}},
-		collectRowKeys(t, func(fn func(string, []translate.Tag) error) error { return e.RowKeys(ctx, "sys.cpu", rt, fn) }))
-	require.Empty(t, collectRowKeys(t, func(fn func(string, []translate.Tag) error) error {
+		collectRowKeys(t, func(fn func(string, []codec.Tag) error) error { return e.RowKeys(ctx, "sys.cpu", rt, fn) }))
+	require.Empty(t, collectRowKeys(t, func(fn func(string, []codec.Tag) error) error {
 		return e.TagIndexedRowKeys(ctx, "sys.cpu", rt, "dc=x:y", fn)
 	}))
-	require.Len(t, collectRowKeys(t, func(fn func(string, []translate.Tag) error) error {
+	require.Len(t, collectRowKeys(t, func(fn func(string, []codec.Tag) error) error {
 		return e.TagIndexedRowKeys(ctx, "sys.cpu", rt, "host=server1", fn)
 	}), 1)
 	require.Equal(t, []int64{rt, rt + 1814400000}, collectRowTimes(t, e, "sys.cpu", -1<<62, 1<<62))
@@ -511,8 +511,8 @@ func TestTTLExpires(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	require.Equal(t, []cell{{2, "02"}}, collectCells(t, e, []byte("ttl"), 0, 10))
 	require.Empty(t, collectRowTimes(t, e, "ttl", -1<<62, 1<<62))
-	require.Empty(t, collectRowKeys(t, func(fn func(string, []translate.Tag) error) error { return e.RowKeys(ctx, "ttl", 0, fn) }))
-	require.Empty(t, collectRowKeys(t, func(fn func(string, []translate.Tag) error) error {
+	require.Empty(t, collectRowKeys(t, func(fn func(string, []codec.Tag) error) error { return e.RowKeys(ctx, "ttl", 0, fn) }))
+	require.Empty(t, collectRowKeys(t, func(fn func(string, []codec.Tag) error) error {
 		return e.TagIndexedRowKeys(ctx, "ttl", 0, "a=b", fn)
 	}))
 }

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 )
 
 // overloaded reports whether err is a symptom of a cluster that cannot keep
@@ -50,18 +51,11 @@ func overloaded(err error) bool {
 	return strings.Contains(err.Error(), "gocql: heartbeat failed")
 }
 
-// unavailableError marks an error as a transient overload: the adapter
-// answers it 503 (adapter.HTTPStatusError), never 500.
-type unavailableError struct{ err error }
-
-func (e *unavailableError) Error() string   { return e.err.Error() }
-func (e *unavailableError) Unwrap() error   { return e.err }
-func (e *unavailableError) HTTPStatus() int { return http.StatusServiceUnavailable }
-
-// classify marks err as unavailable when it is an overload symptom.
+// classify marks err as storeerr.ErrUnavailable when it is an overload
+// symptom: a transient state the edges answer so that the sender retries.
 func classify(err error) error {
 	if overloaded(err) {
-		return &unavailableError{err: err}
+		return storeerr.Unavailable(err)
 	}
 	return err
 }

@@ -11,15 +11,14 @@ import (
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 )
 
-// statusOf is what the adapter's handlers look for (adapter.HTTPStatusError).
+// statusOf is how the adapter answers a store error (adapter's statusOf).
 func statusOf(err error) int {
-	if hs, ok := errors.AsType[interface {
-		error
-		HTTPStatus() int
-	}](err); ok {
-		return hs.HTTPStatus()
+	if errors.Is(err, storeerr.ErrUnavailable) {
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }

@@ -10,7 +10,7 @@ import (
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
-	"github.com/kairos-remote/kairos-adapter/translate"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 )
 
 // RowTimes lists row_key_time_index row times (§7.3), ascending (the
@@ -27,18 +27,18 @@ func (e *Engine) RowTimes(ctx context.Context, metric string, lo, hi int64, fn f
 }
 
 // RowKeys lists the row_keys entries of (metric, rowTime) (§7.4).
-func (e *Engine) RowKeys(ctx context.Context, metric string, rowTime int64, fn func(dataType string, tags []translate.Tag) error) error {
+func (e *Engine) RowKeys(ctx context.Context, metric string, rowTime int64, fn func(dataType string, tags []codec.Tag) error) error {
 	return e.scanRowKeys(ctx, "row_keys", fn, selectRowKeys, metric, dataPointsTable, rowTime)
 }
 
 // TagIndexedRowKeys lists the tag_indexed_row_keys entries of one pair (§6.3).
-func (e *Engine) TagIndexedRowKeys(ctx context.Context, metric string, rowTime int64, pair string, fn func(dataType string, tags []translate.Tag) error) error {
+func (e *Engine) TagIndexedRowKeys(ctx context.Context, metric string, rowTime int64, pair string, fn func(dataType string, tags []codec.Tag) error) error {
 	return e.scanRowKeys(ctx, "tag_indexed_row_keys", fn, selectTagIndexed, metric, dataPointsTable, rowTime, pair)
 }
 
-func (e *Engine) scanRowKeys(ctx context.Context, table string, fn func(string, []translate.Tag) error, stmt string, args ...any) error {
+func (e *Engine) scanRowKeys(ctx context.Context, table string, fn func(string, []codec.Tag) error, stmt string, args ...any) error {
 	var (
-		tags          []translate.Tag // reused: callbacks may not keep it
+		tags          []codec.Tag // reused: callbacks may not keep it
 		dataType, raw rawBytes
 	)
 	dest := []any{&dataType, &raw}
@@ -62,10 +62,10 @@ func (e *Engine) scanRowKeys(ctx context.Context, table string, fn func(string, 
 // parseTagMap appends to dst the entries of a serialized map<text, text>
 // (CQL native protocol v4+: a 4-byte count, then each key and value as a
 // 4-byte length and its bytes). The strings alias src. Letting the driver
-// build a Go map instead cost two string allocations and a map per entry,
-// most of the adapter's CPU when it lists a partition of a million
-// row_keys entries to find one series.
-func parseTagMap(dst []translate.Tag, src []byte) ([]translate.Tag, error) {
+// build a Go map instead cost allocations per entry, most of the adapter's
+// CPU when it lists a partition of a million row_keys entries to find one
+// series (BENCHMARKS.md, "Load tool figures").
+func parseTagMap(dst []codec.Tag, src []byte) ([]codec.Tag, error) {
 	if src == nil {
 		return dst, nil // Cassandra returns an empty map as null: no tags
 	}
@@ -99,7 +99,7 @@ func parseTagMap(dst []translate.Tag, src []byte) ([]translate.Tag, error) {
 		if err != nil {
 			return dst, err
 		}
-		dst = append(dst, translate.Tag{Name: k, Value: v})
+		dst = append(dst, codec.Tag{Name: k, Value: v})
 	}
 	if len(src) != 0 {
 		return dst, fmt.Errorf("%d bytes after the map", len(src))
@@ -111,7 +111,7 @@ func parseTagMap(dst []translate.Tag, src []byte) ([]translate.Tag, error) {
 func aliasString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // RowKeyExists reads one row_keys entry by its whole primary key (§5.3).
-func (e *Engine) RowKeyExists(ctx context.Context, metric string, rowTime int64, dataType string, tags []translate.Tag) (bool, error) {
+func (e *Engine) RowKeyExists(ctx context.Context, metric string, rowTime int64, dataType string, tags []codec.Tag) (bool, error) {
 	_, ok, err := e.scanOne(ctx, "row_keys", selectRowKey, metric, dataPointsTable, rowTime, dataType, tagMap(tags))
 	return ok, err
 }
@@ -141,9 +141,8 @@ func (e *Engine) Cells(ctx context.Context, rowKey []byte, lo, hi uint32, fn fun
 	// The cells are scanned without a copy or an allocation: col and value
 	// alias the driver's frame buffer until the next row, which the Engine
 	// contract allows (callbacks copy what they keep). Scanning into
-	// fresh []byte instead cost five allocations per cell (BenchmarkCells:
-	// 28.9 M per 5.76 M cells, now 0.09 M) and about half of the adapter's
-	// CPU in a remote read.
+	// fresh []byte instead cost allocations per cell and about half of the
+	// adapter's CPU in a remote read (BENCHMARKS.md, BenchmarkCells).
 	var col, value rawBytes
 	dest := []any{&col, &value}
 	return e.scan(ctx, "data_points", func(sc gocql.Scanner) error {
@@ -307,7 +306,7 @@ func blob(b []byte) []byte {
 // driver sends a nil map as null, which Cassandra rejects for the tags
 // clustering column, while an empty map is a valid value for a tagless
 // series.
-func tagMap(tags []translate.Tag) map[string]string {
+func tagMap(tags []codec.Tag) map[string]string {
 	m := make(map[string]string, len(tags))
 	for _, t := range tags {
 		m[t.Name] = t.Value

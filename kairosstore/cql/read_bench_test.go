@@ -14,7 +14,6 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // BenchmarkCells reads one day of every series of a keyspace seeded by
@@ -53,8 +52,8 @@ func BenchmarkCells(b *testing.B) {
 		}))
 		for _, rt := range rts {
 			lo, hi := spec.SliceBounds(rt, start, end)
-			require.NoError(b, e.RowKeys(b.Context(), metric, rt, func(dataType string, tags []translate.Tag) error {
-				tags = append([]translate.Tag(nil), tags...)
+			require.NoError(b, e.RowKeys(b.Context(), metric, rt, func(dataType string, tags []codec.Tag) error {
+				tags = append([]codec.Tag(nil), tags...)
 				codec.SortTags(tags)
 				key := codec.AppendRowKey(nil, codec.RowKey{Metric: metric, RowTime: rt, DataType: dataType, Tags: tags})
 				slices = append(slices, slice{key, lo, hi})

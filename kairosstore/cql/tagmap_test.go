@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kairos-remote/kairos-adapter/translate"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 )
 
 // TestParseTagMap covers the map<text, text> serialization the row_keys
@@ -23,14 +23,14 @@ func TestParseTagMap(t *testing.T) {
 	cases := []struct {
 		name    string
 		in      []byte
-		want    []translate.Tag
+		want    []codec.Tag
 		wantErr string
 	}{
 		{"null", nil, nil, ""},
 		{"empty", enc(0), nil, ""},
-		{"two", enc(2, "dc", "x:y", "host", "a=b"), []translate.Tag{{Name: "dc", Value: "x:y"}, {Name: "host", Value: "a=b"}}, ""},
-		{"empty value and NUL", enc(2, "e", "", "n", "a\x00b"), []translate.Tag{{Name: "e", Value: ""}, {Name: "n", Value: "a\x00b"}}, ""},
-		{"utf-8", enc(1, "😀", "vé"), []translate.Tag{{Name: "😀", Value: "vé"}}, ""},
+		{"two", enc(2, "dc", "x:y", "host", "a=b"), []codec.Tag{{Name: "dc", Value: "x:y"}, {Name: "host", Value: "a=b"}}, ""},
+		{"empty value and NUL", enc(2, "e", "", "n", "a\x00b"), []codec.Tag{{Name: "e", Value: ""}, {Name: "n", Value: "a\x00b"}}, ""},
+		{"utf-8", enc(1, "😀", "vé"), []codec.Tag{{Name: "😀", Value: "vé"}}, ""},
 		{"short count", []byte{0, 0, 1}, nil, "truncated map"},
 		{"count beyond the bytes", enc(1000, "a", "b"), nil, "map of 1000 entries"},
 		{"negative count", enc(-1), nil, "map of -1 entries"},

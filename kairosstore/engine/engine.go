@@ -8,7 +8,7 @@ package engine
 import (
 	"context"
 
-	"github.com/kairos-remote/kairos-adapter/translate"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 )
 
 // Engine is the storage under the KairosDB layout: one method per statement
@@ -54,13 +54,13 @@ type Engine interface {
 	// RowKeys lists the row_keys entries of (metric, rowTime) (§7.4). Entries
 	// whose data_type is null (static-only partitions) are skipped. Tags come
 	// in no particular order.
-	RowKeys(ctx context.Context, metric string, rowTime int64, fn func(dataType string, tags []translate.Tag) error) error
+	RowKeys(ctx context.Context, metric string, rowTime int64, fn func(dataType string, tags []codec.Tag) error) error
 	// TagIndexedRowKeys lists tag_indexed_row_keys entries of
 	// (metric, rowTime, single_tag_pair) (§6.3).
-	TagIndexedRowKeys(ctx context.Context, metric string, rowTime int64, pair string, fn func(dataType string, tags []translate.Tag) error) error
+	TagIndexedRowKeys(ctx context.Context, metric string, rowTime int64, pair string, fn func(dataType string, tags []codec.Tag) error) error
 	// RowKeyExists reports whether the row_keys entry (metric, rowTime,
 	// dataType, tags) is stored. Tags may come in any order.
-	RowKeyExists(ctx context.Context, metric string, rowTime int64, dataType string, tags []translate.Tag) (bool, error)
+	RowKeyExists(ctx context.Context, metric string, rowTime int64, dataType string, tags []codec.Tag) (bool, error)
 	// LegacyRowKeys lists the column1 values of the legacy row_key_index
 	// partition of metric with lo <= column1 < hi in unsigned byte order (§7.2).
 	LegacyRowKeys(ctx context.Context, metric string, lo, hi []byte, fn func(rowKey []byte) error) error
@@ -101,7 +101,7 @@ type IndexedRowKey struct {
 	Metric   string
 	RowTime  int64
 	DataType string
-	Tags     []translate.Tag
+	Tags     []codec.Tag
 	TTL      int32
 }
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // testCallbackError checks that every scan stops at the first callback error
@@ -43,10 +43,10 @@ func testCallbackError(t *testing.T, start opener) {
 			return e.Cells(ctx, key, 0, 0xffffffff, func(uint32, []byte) error { return stop() })
 		}},
 		{"RowKeys", func(ctx context.Context, stop func() error) error {
-			return e.RowKeys(ctx, "m", rt, func(string, []translate.Tag) error { return stop() })
+			return e.RowKeys(ctx, "m", rt, func(string, []codec.Tag) error { return stop() })
 		}},
 		{"TagIndexedRowKeys", func(ctx context.Context, stop func() error) error {
-			return e.TagIndexedRowKeys(ctx, "m", rt, "p", func(string, []translate.Tag) error { return stop() })
+			return e.TagIndexedRowKeys(ctx, "m", rt, "p", func(string, []codec.Tag) error { return stop() })
 		}},
 		{"RowTimes", func(ctx context.Context, stop func() error) error {
 			return e.RowTimes(ctx, "m", 0, 1<<62, func(int64) error { return stop() })

@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // The collectors below copy everything a callback hands over, because those
@@ -25,7 +25,7 @@ type indexEntry struct {
 	Tags     map[string]string
 }
 
-func tagMap(tags []translate.Tag) map[string]string {
+func tagMap(tags []codec.Tag) map[string]string {
 	m := make(map[string]string, len(tags))
 	for _, t := range tags {
 		// Engines may hand out strings valid only during the callback.
@@ -34,10 +34,10 @@ func tagMap(tags []translate.Tag) map[string]string {
 	return m
 }
 
-func tags(kv ...string) []translate.Tag {
-	ts := make([]translate.Tag, 0, len(kv)/2)
+func tags(kv ...string) []codec.Tag {
+	ts := make([]codec.Tag, 0, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {
-		ts = append(ts, translate.Tag{Name: kv[i], Value: kv[i+1]})
+		ts = append(ts, codec.Tag{Name: kv[i], Value: kv[i+1]})
 	}
 	return ts
 }
@@ -60,7 +60,7 @@ func cells(t *testing.T, e engine.Engine, key []byte, lo, hi uint32) []cell {
 func rowKeys(t *testing.T, e engine.Engine, metric string, rowTime int64) []indexEntry {
 	t.Helper()
 	out := []indexEntry{}
-	err := e.RowKeys(t.Context(), metric, rowTime, func(dataType string, tags []translate.Tag) error {
+	err := e.RowKeys(t.Context(), metric, rowTime, func(dataType string, tags []codec.Tag) error {
 		out = append(out, indexEntry{DataType: dataType, Tags: tagMap(tags)})
 		return nil
 	})
@@ -71,7 +71,7 @@ func rowKeys(t *testing.T, e engine.Engine, metric string, rowTime int64) []inde
 func tagIndexed(t *testing.T, e engine.Engine, metric string, rowTime int64, pair string) []indexEntry {
 	t.Helper()
 	out := []indexEntry{}
-	err := e.TagIndexedRowKeys(t.Context(), metric, rowTime, pair, func(dataType string, tags []translate.Tag) error {
+	err := e.TagIndexedRowKeys(t.Context(), metric, rowTime, pair, func(dataType string, tags []codec.Tag) error {
 		out = append(out, indexEntry{DataType: dataType, Tags: tagMap(tags)})
 		return nil
 	})

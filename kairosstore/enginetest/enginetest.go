@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // Run runs the suite. open must return a fresh, empty engine on every call
@@ -250,7 +250,7 @@ func testRowKeys(t *testing.T, start opener) {
 	require.Empty(t, rowKeys(t, e, "sys.mem", rt))
 
 	// Point reads of single entries, tags in any order.
-	exists := func(metric string, rowTime int64, dataType string, tags []translate.Tag) bool {
+	exists := func(metric string, rowTime int64, dataType string, tags []codec.Tag) bool {
 		t.Helper()
 		ok, err := e.RowKeyExists(t.Context(), metric, rowTime, dataType, tags)
 		require.NoError(t, err)

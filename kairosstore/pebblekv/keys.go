@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kairos-remote/kairos-adapter/translate"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 )
 
 // Table prefixes: the first byte of every key names its table, so each
@@ -106,9 +106,9 @@ const (
 // removed (the last one wins, as when binding a Go map), reusing scratch. A
 // frozen map is one value whatever order it was bound in, so this is its
 // only encoding.
-func canonicalTags(scratch, tags []translate.Tag) []translate.Tag {
+func canonicalTags(scratch, tags []codec.Tag) []codec.Tag {
 	scratch = append(scratch[:0], tags...)
-	slices.SortStableFunc(scratch, func(a, b translate.Tag) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortStableFunc(scratch, func(a, b codec.Tag) int { return strings.Compare(a.Name, b.Name) })
 	out := scratch[:0]
 	for i, t := range scratch {
 		if i+1 < len(scratch) && scratch[i+1].Name == t.Name {
@@ -121,7 +121,7 @@ func canonicalTags(scratch, tags []translate.Tag) []translate.Tag {
 
 // appendTags appends the frozen<map<text,text>> tags, which must be
 // canonical. An empty map is allowed (a tagless row key).
-func appendTags(dst []byte, tags []translate.Tag) []byte {
+func appendTags(dst []byte, tags []codec.Tag) []byte {
 	for _, t := range tags {
 		dst = append(dst, mapEntry)
 		dst = appendEscaped(dst, t.Name)
@@ -131,7 +131,7 @@ func appendTags(dst []byte, tags []translate.Tag) []byte {
 }
 
 // decodeTags appends the tags encoded at the start of src to dst.
-func decodeTags(dst []translate.Tag, src []byte) ([]translate.Tag, []byte, error) {
+func decodeTags(dst []codec.Tag, src []byte) ([]codec.Tag, []byte, error) {
 	for len(src) > 0 {
 		switch src[0] {
 		case mapEnd:
@@ -145,7 +145,7 @@ func decodeTags(dst []translate.Tag, src []byte) ([]translate.Tag, []byte, error
 			if err != nil {
 				return nil, nil, err
 			}
-			dst = append(dst, translate.Tag{Name: string(name), Value: string(value)})
+			dst = append(dst, codec.Tag{Name: string(name), Value: string(value)})
 			src = rest
 		default:
 			return nil, nil, errCorrupt
@@ -209,7 +209,7 @@ func appendRowKeysPrefix(dst []byte, metric string, rowTime int64) []byte {
 	return appendInt64(appendEscaped(append(dst, tableRowKeys), metric), rowTime)
 }
 
-func appendRowKeysKey(dst []byte, metric string, rowTime int64, dataType string, tags []translate.Tag) []byte {
+func appendRowKeysKey(dst []byte, metric string, rowTime int64, dataType string, tags []codec.Tag) []byte {
 	dst = appendRowKeysPrefix(dst, metric, rowTime)
 	return appendTags(appendEscaped(dst, dataType), tags)
 }
@@ -221,7 +221,7 @@ func appendTagIndexedPrefix(dst []byte, metric string, rowTime int64, pair strin
 	return appendEscaped(dst, pair)
 }
 
-func appendTagIndexedKey(dst []byte, metric string, rowTime int64, pair, dataType string, hash int32, tags []translate.Tag) []byte {
+func appendTagIndexedKey(dst []byte, metric string, rowTime int64, pair, dataType string, hash int32, tags []codec.Tag) []byte {
 	dst = appendTagIndexedPrefix(dst, metric, rowTime, pair)
 	return appendTags(appendInt32(appendEscaped(dst, dataType), hash), tags)
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kairos-remote/kairos-adapter/translate"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 )
 
 // The encodings must keep Cassandra's order: for components a and b,
@@ -75,17 +75,17 @@ func TestInt64Order(t *testing.T) {
 }
 
 func TestTags(t *testing.T) {
-	tags := func(kv ...string) []translate.Tag {
-		var ts []translate.Tag
+	tags := func(kv ...string) []codec.Tag {
+		var ts []codec.Tag
 		for i := 0; i < len(kv); i += 2 {
-			ts = append(ts, translate.Tag{Name: kv[i], Value: kv[i+1]})
+			ts = append(ts, codec.Tag{Name: kv[i], Value: kv[i+1]})
 		}
 		return ts
 	}
 	for _, tc := range []struct {
 		name string
-		in   []translate.Tag
-		want []translate.Tag
+		in   []codec.Tag
+		want []codec.Tag
 	}{
 		{"empty", nil, nil},
 		{"sorted by name bytes", tags("b", "1", "a\x00", "2", "a", "3", "é", "4", "B", "5"), tags("B", "5", "a", "3", "a\x00", "2", "b", "1", "é", "4")},
@@ -107,7 +107,7 @@ func TestTags(t *testing.T) {
 
 	// Frozen maps compare entry by entry, key then value; a shorter map
 	// that is a prefix of a longer one sorts first.
-	ordered := [][]translate.Tag{nil, tags("a", ""), tags("a", "", "b", "1"), tags("a", "\x00"), tags("a", "x"), tags("a\x00", ""), tags("b", "")}
+	ordered := [][]codec.Tag{nil, tags("a", ""), tags("a", "", "b", "1"), tags("a", "\x00"), tags("a", "x"), tags("a\x00", ""), tags("b", "")}
 	for i := 1; i < len(ordered); i++ {
 		a, b := appendTags(nil, ordered[i-1]), appendTags(nil, ordered[i])
 		require.Negative(t, bytes.Compare(a, b), "%v < %v", ordered[i-1], ordered[i])

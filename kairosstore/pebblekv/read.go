@@ -9,7 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/kairos-remote/kairos-adapter/translate"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 )
 
 // ctxCheckEvery is how many entries a scan reads between context checks.
@@ -122,8 +122,8 @@ func (e *Engine) RowTimes(ctx context.Context, metric string, lo, hi int64, fn f
 }
 
 // RowKeys lists the row_keys entries of (metric, rowTime).
-func (e *Engine) RowKeys(ctx context.Context, metric string, rowTime int64, fn func(dataType string, tags []translate.Tag) error) error {
-	var tags []translate.Tag
+func (e *Engine) RowKeys(ctx context.Context, metric string, rowTime int64, fn func(dataType string, tags []codec.Tag) error) error {
+	var tags []codec.Tag
 	return e.scanPrefix(ctx, appendRowKeysPrefix(nil, metric, rowTime), func(rest []byte, _ entry) error {
 		dataType, rest, err := cutEscaped(rest)
 		if err != nil {
@@ -137,15 +137,15 @@ func (e *Engine) RowKeys(ctx context.Context, metric string, rowTime int64, fn f
 }
 
 // RowKeyExists reports whether one row_keys entry is visible.
-func (e *Engine) RowKeyExists(ctx context.Context, metric string, rowTime int64, dataType string, tags []translate.Tag) (bool, error) {
+func (e *Engine) RowKeyExists(ctx context.Context, metric string, rowTime int64, dataType string, tags []codec.Tag) (bool, error) {
 	_, ok, err := e.get(ctx, appendRowKeysKey(nil, metric, rowTime, dataType, canonicalTags(nil, tags)))
 	return ok, err
 }
 
 // TagIndexedRowKeys lists the tag_indexed_row_keys entries of (metric,
 // rowTime, pair).
-func (e *Engine) TagIndexedRowKeys(ctx context.Context, metric string, rowTime int64, pair string, fn func(dataType string, tags []translate.Tag) error) error {
-	var tags []translate.Tag
+func (e *Engine) TagIndexedRowKeys(ctx context.Context, metric string, rowTime int64, pair string, fn func(dataType string, tags []codec.Tag) error) error {
+	var tags []codec.Tag
 	return e.scanPrefix(ctx, appendTagIndexedPrefix(nil, metric, rowTime, pair), func(rest []byte, _ entry) error {
 		dataType, rest, err := cutEscaped(rest)
 		if err != nil {

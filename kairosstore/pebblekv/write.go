@@ -9,8 +9,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // maxTTL is Cassandra's largest TTL in seconds (20 years); Cassandra rejects
@@ -39,7 +39,7 @@ type txn struct {
 	written map[string]entry
 
 	key, val, xkey []byte
-	tags           []translate.Tag
+	tags           []codec.Tag
 
 	// The data_points tombstones of the partition last written to; one
 	// iterator serves every partition of the transaction.

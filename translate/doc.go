@@ -2,8 +2,3 @@
 // tags and back, and turns label matchers into a KairosDB query plan. It is
 // pure: no I/O.
 package translate
-
-// Tag is one KairosDB tag: a label other than __name__.
-type Tag struct {
-	Name, Value string
-}
