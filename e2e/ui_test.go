@@ -1,0 +1,259 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/golang/snappy"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
+)
+
+// TestWebUI drives the web UI in a real headless Chromium (Debian's
+// chromium package; KAIROS_TEST_CHROMIUM names another binary) against an
+// adapter on the embedded store behind basic auth: completion in the
+// editor, the graph's series and points, the table's values, the
+// explorer's series counts and the status page. Any JavaScript error in the
+// console fails it. With KAIROS_UI_SCREENSHOTS=<dir> it also saves the
+// three pages as PNG there (scripts/ui.sh screenshots).
+func TestWebUI(t *testing.T) {
+	chrome := os.Getenv("KAIROS_TEST_CHROMIUM")
+	if chrome == "" {
+		chrome, _ = exec.LookPath("chromium")
+	}
+	if chrome == "" {
+		cassandratest.SkipUnlessCI(t, "no chromium on PATH and KAIROS_TEST_CHROMIUM unset (Debian: apt-get install chromium)")
+	}
+
+	const user, password = "ui", "s3cret"
+	dir := t.TempDir()
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	require.NoError(t, err)
+	webConfig := filepath.Join(dir, "web.yml")
+	require.NoError(t, os.WriteFile(webConfig, fmt.Appendf(nil, "basic_auth_users:\n  %s: %s\n", user, hash), 0o600))
+	addr := freeAddr(t)
+	p := startProcess(t, "adapter@"+addr, adapterBin, "--web.listen-address="+addr, "--web.config.file="+webConfig,
+		"--storage=embedded", "--storage.path="+filepath.Join(dir, "data"), "--kairosdb.tag-indexed-metrics=ui_cardinality")
+	a := &adapter{process: p, addr: addr}
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
+	get := func(path string, withAuth bool) int {
+		req, err := http.NewRequest(http.MethodGet, a.url(path), nil)
+		require.NoError(t, err)
+		if withAuth {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := quickClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Eventually(t, func() bool { return get("/-/ready", true) == http.StatusOK }, time.Minute, 100*time.Millisecond, "adapter not ready:\n%s", p.out.String())
+
+	// Basic auth covers every page, asset and endpoint of the UI.
+	for _, path := range []string{"/", "/graph", "/explore", "/status", "/static/app.js", "/static/app.css", "/static/index.html",
+		"/api/v1/status/metrics", "/api/v1/status/adapter"} {
+		require.Equal(t, http.StatusUnauthorized, get(path, false), "%s without credentials", path)
+		require.Equal(t, http.StatusOK, get(path, true), "%s with credentials", path)
+	}
+
+	// Two series of ui_requests_total every 15 s over the 40 minutes to
+	// end, and 100 series of ui_cardinality.
+	end := time.Now().Truncate(time.Minute).Add(-time.Minute)
+	var ss []series
+	for k, inst := range []string{"a", "b"} {
+		s := series{Labels: labels.FromStrings("__name__", "ui_requests_total", "job", "api", "instance", inst)}
+		for i := range 161 {
+			ts := end.Add(time.Duration(i-160) * 15 * time.Second).UnixMilli()
+			s.Samples = append(s.Samples, sample{T: ts, Bits: math.Float64bits(float64((k + 1) * i))})
+		}
+		ss = append(ss, s)
+	}
+	for i := range 100 {
+		ss = append(ss, series{Labels: labels.FromStrings("__name__", "ui_cardinality", "n", fmt.Sprint(i)),
+			Samples: []sample{{T: end.UnixMilli(), Bits: math.Float64bits(1)}}})
+	}
+	writeWithAuth(t, a, auth, ss)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 900), chromedp.Flag("headless", "new"))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelTimeout()
+	var mu sync.Mutex
+	var jsErrors []string
+	chromedp.ListenTarget(ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.APITypeError || ev.Type == runtime.APITypeAssert {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value)+a.Description)
+				}
+				jsErrors = append(jsErrors, "console."+string(ev.Type)+": "+strings.Join(args, " "))
+			}
+		case *runtime.EventExceptionThrown:
+			jsErrors = append(jsErrors, "exception: "+ev.ExceptionDetails.Error())
+		}
+	})
+	shots := os.Getenv("KAIROS_UI_SCREENSHOTS")
+	screenshot := func(name string) {
+		if shots == "" {
+			return
+		}
+		var png []byte
+		require.NoError(t, chromedp.Run(ctx, chromedp.Sleep(300*time.Millisecond), chromedp.FullScreenshot(&png, 100)))
+		require.NoError(t, os.WriteFile(filepath.Join(shots, name), png, 0o644))
+	}
+	require.NoError(t, chromedp.Run(ctx, network.Enable(), network.SetExtraHTTPHeaders(network.Headers{"Authorization": auth})))
+
+	// The query page: type a prefix, take the completion, run.
+	endParam := fmt.Sprint(end.Unix())
+	var editorText, dataSeries, dataPoints string
+	var legend []string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(a.url("/graph?g0.range_input=30m&g0.step_input=15s&g0.end_input="+endParam)),
+		chromedp.WaitVisible(".cm-content", chromedp.ByQuery),
+		chromedp.Click(".cm-content", chromedp.ByQuery),
+		chromedp.SendKeys(".cm-content", "ui_req", chromedp.ByQuery),
+		// The metric names come from the adapter's /api/v1.
+		chromedp.Poll(`document.querySelector('.cm-tooltip-autocomplete li[aria-selected=true] .cm-completionLabel')?.textContent === 'ui_requests_total'`, nil),
+		// The editor ignores Enter for 75 ms after the list opens.
+		chromedp.Sleep(300*time.Millisecond),
+		pressEnter(), // accepts the completion
+		chromedp.Text(".cm-content", &editorText, chromedp.ByQuery),
+	))
+	require.Equal(t, "ui_requests_total", editorText, "the completion should have completed the metric name")
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Click("#execute", chromedp.ByQuery),
+		chromedp.WaitVisible(`#graph[data-series="2"]`, chromedp.ByQuery),
+		chromedp.AttributeValue("#graph", "data-series", &dataSeries, nil, chromedp.ByQuery),
+		chromedp.AttributeValue("#graph", "data-points", &dataPoints, nil, chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll('.u-legend .u-series th')].slice(1).map(e => e.textContent.trim())`, &legend),
+	))
+	// 30 minutes at 15 s: 121 steps, each with a sample, for each series.
+	require.Equal(t, "242", dataPoints)
+	require.Equal(t, []string{`ui_requests_total{instance="a", job="api"}`, `ui_requests_total{instance="b", job="api"}`}, legend)
+	screenshot("ui-query.png")
+
+	var rows []string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Click("#tab-table", chromedp.ByQuery),
+		chromedp.WaitVisible("#result-table", chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll('#result-table tr')].map(r => [...r.cells].map(c => c.textContent).join(" => "))`, &rows),
+	))
+	require.Equal(t, []string{`ui_requests_total{instance="a", job="api"} => 160`, `ui_requests_total{instance="b", job="api"} => 320`}, rows)
+	var location string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Location(&location)))
+	require.Contains(t, location, "g0.expr=ui_requests_total")
+	require.Contains(t, location, "g0.tab=table")
+
+	// Errors are shown as Prometheus shows them.
+	var errText string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(a.url("/graph?g0.expr=sum(&g0.tab=table")),
+		chromedp.WaitVisible("#messages .alert-danger", chromedp.ByQuery),
+		chromedp.Text("#messages .alert-danger", &errText, chromedp.ByQuery),
+	))
+	require.Contains(t, errText, "Error executing query: bad_data:")
+
+	// The explorer counts the series written.
+	counts := map[string]string{}
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(a.url("/explore?range=1h&end="+endParam)),
+		chromedp.WaitVisible(`tr[data-metric="ui_cardinality"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`Object.fromEntries([...document.querySelectorAll('#metrics-table tbody tr')].map(r => [r.dataset.metric, r.querySelector('[data-col=series]').textContent + " " + r.querySelector('[data-col=tagIndexed]').textContent]))`, &counts),
+	))
+	require.Equal(t, map[string]string{"ui_cardinality": "100 yes", "ui_requests_total": "2 no"}, counts)
+	screenshot("ui-explorer.png")
+
+	// The JSON behind it, as scripts read it.
+	var body struct {
+		Data struct {
+			Metrics []struct {
+				Name   string
+				Series int
+			}
+		}
+	}
+	req, err := http.NewRequest(http.MethodGet, a.url("/api/v1/status/metrics?metric=ui_cardinality&end="+endParam), nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", auth)
+	resp, err := quickClient.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	resp.Body.Close()
+	require.Len(t, body.Data.Metrics, 1)
+	require.Equal(t, 100, body.Data.Metrics[0].Series)
+
+	var storeInfo, config string
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.Navigate(a.url("/status")),
+		chromedp.WaitVisible("#config", chromedp.ByQuery),
+		chromedp.Text("#store-info", &storeInfo, chromedp.ByQuery),
+		chromedp.Text("#config", &config, chromedp.ByQuery),
+	))
+	require.Contains(t, storeInfo, "embedded")
+	require.Contains(t, storeInfo, "MILLISECONDS")
+	require.Contains(t, config, "listen_address: "+addr)
+	screenshot("ui-status.png")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Empty(t, jsErrors, "JavaScript errors in the browser console")
+}
+
+// writeWithAuth is mustWrite (remote write 1.0) through basic auth.
+func writeWithAuth(t *testing.T, a *adapter, auth string, ss []series) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, a.url("/api/v1/write"), bytes.NewReader(snappy.Encode(nil, encodeWriteV1(ss))))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	req.Header.Set("Content-Encoding", "snappy")
+	req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
+	req.Header.Set("Authorization", auth)
+	resp, err := httpClient.Do(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNoContent, resp.StatusCode, "remote write: %s", b)
+}
+
+// pressEnter presses Enter as a key alone: chromedp's SendKeys also types
+// the "\r" it carries, which the editor takes for a line break.
+func pressEnter() chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		for _, typ := range []input.KeyType{input.KeyRawDown, input.KeyUp} {
+			if err := input.DispatchKeyEvent(typ).WithKey("Enter").WithCode("Enter").WithWindowsVirtualKeyCode(13).Do(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
