@@ -8,6 +8,10 @@
 #                         what the sources build (esbuild's output depends only
 #                         on its version, its flags and the input files, all
 #                         pinned here)
+#   scripts/ui.sh screenshots
+#                         run TestWebUI (headless Chromium) and save the three
+#                         pages as docs/ui-query.png, ui-explorer.png,
+#                         ui-status.png
 #
 # Needs Node.js and npm (the registry, or a warm npm cache). `go run .` and
 # `go build` need neither: the built assets are committed and embedded.
@@ -48,8 +52,13 @@ check)
 	done
 	echo "ui.sh: web/ui/static matches its sources"
 	;;
+screenshots)
+	cd "$REPO"
+	KAIROS_UI_SCREENSHOTS=$REPO/docs go test -count=1 -run '^TestWebUI$' ./e2e/
+	ls -l docs/ui-*.png
+	;;
 *)
-	sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 	;;
 esac

@@ -312,7 +312,8 @@ func timeParam(r *http.Request, name string, def time.Time) (time.Time, error) {
 	if v == "" {
 		return def, nil
 	}
-	if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) && math.Abs(f) < 1e12 {
+	// 9e15 s keeps the milliseconds within int64.
+	if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) && math.Abs(f) < 9e15 {
 		return time.UnixMilli(int64(math.Round(f * 1000))), nil
 	}
 	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
