@@ -37,6 +37,20 @@ import (
 // console fails it. With KAIROS_UI_SCREENSHOTS=<dir> it also saves the
 // three pages as PNG there (scripts/ui.sh screenshots).
 func TestWebUI(t *testing.T) {
+	chrome := chromiumOrSkip(t)
+	webUI(t, chrome, func(string) storageArgs { return embeddedStorage(filepath.Join(t.TempDir(), "data")) }, os.Getenv("KAIROS_UI_SCREENSHOTS"))
+}
+
+// TestWebUICassandra is TestWebUI on a Cassandra node: the explorer's
+// counts come from Cassandra's row_keys, and the status page lists the node
+// as the driver sees it.
+func TestWebUICassandra(t *testing.T) {
+	chrome := chromiumOrSkip(t)
+	addr, ks := cassandratest.Keyspace(t)
+	webUI(t, chrome, func(string) storageArgs { return cassandraStorage(addr, ks) }, "")
+}
+
+func chromiumOrSkip(t *testing.T) string {
 	chrome := os.Getenv("KAIROS_TEST_CHROMIUM")
 	if chrome == "" {
 		chrome, _ = exec.LookPath("chromium")
@@ -44,7 +58,10 @@ func TestWebUI(t *testing.T) {
 	if chrome == "" {
 		cassandratest.SkipUnlessCI(t, "no chromium on PATH and KAIROS_TEST_CHROMIUM unset (Debian: apt-get install chromium)")
 	}
+	return chrome
+}
 
+func webUI(t *testing.T, chrome string, storage func(string) storageArgs, shots string) {
 	const user, password = "ui", "s3cret"
 	dir := t.TempDir()
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
@@ -52,8 +69,9 @@ func TestWebUI(t *testing.T) {
 	webConfig := filepath.Join(dir, "web.yml")
 	require.NoError(t, os.WriteFile(webConfig, fmt.Appendf(nil, "basic_auth_users:\n  %s: %s\n", user, hash), 0o600))
 	addr := freeAddr(t)
-	p := startProcess(t, "adapter@"+addr, adapterBin, "--web.listen-address="+addr, "--web.config.file="+webConfig,
-		"--storage=embedded", "--storage.path="+filepath.Join(dir, "data"), "--kairosdb.tag-indexed-metrics=ui_cardinality")
+	st := storage(dir)
+	p := startProcess(t, "adapter@"+addr, adapterBin, append([]string{"--web.listen-address=" + addr, "--web.config.file=" + webConfig,
+		"--kairosdb.tag-indexed-metrics=ui_cardinality"}, st...)...)
 	a := &adapter{process: p, addr: addr}
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
 	get := func(path string, withAuth bool) int {
@@ -69,7 +87,7 @@ func TestWebUI(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	require.Eventually(t, func() bool { return get("/-/ready", true) == http.StatusOK }, time.Minute, 100*time.Millisecond, "adapter not ready:\n%s", p.out.String())
+	require.Eventually(t, func() bool { return get("/-/ready", true) == http.StatusOK }, adapterReadyTimeout, 200*time.Millisecond, "adapter not ready:\n%s", p.out.String())
 
 	// Basic auth covers every page, asset and endpoint of the UI.
 	for _, path := range []string{"/", "/graph", "/explore", "/status", "/static/app.js", "/static/app.css", "/static/index.html",
@@ -122,7 +140,6 @@ func TestWebUI(t *testing.T) {
 			jsErrors = append(jsErrors, "exception: "+ev.ExceptionDetails.Error())
 		}
 	})
-	shots := os.Getenv("KAIROS_UI_SCREENSHOTS")
 	screenshot := func(name string) {
 		if shots == "" {
 			return
@@ -212,15 +229,22 @@ func TestWebUI(t *testing.T) {
 	require.Len(t, body.Data.Metrics, 1)
 	require.Equal(t, 100, body.Data.Metrics[0].Series)
 
-	var storeInfo, config string
+	var storeInfo, config, hosts string
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.Navigate(a.url("/status")),
 		chromedp.WaitVisible("#config", chromedp.ByQuery),
 		chromedp.Text("#store-info", &storeInfo, chromedp.ByQuery),
+		chromedp.Text("#hosts", &hosts, chromedp.ByQuery),
 		chromedp.Text("#config", &config, chromedp.ByQuery),
 	))
-	require.Contains(t, storeInfo, "embedded")
 	require.Contains(t, storeInfo, "MILLISECONDS")
+	if st[0] == "--storage=cassandra" {
+		require.Contains(t, storeInfo, "cassandra")
+		require.Regexp(t, `127\.0\.0\.1:\d+\s+\S+\s+\S+\s+UP`, hosts)
+	} else {
+		require.Contains(t, storeInfo, "embedded")
+		require.Contains(t, hosts, "The embedded store has no hosts.")
+	}
 	require.Contains(t, config, "listen_address: "+addr)
 	screenshot("ui-status.png")
 
