@@ -199,11 +199,13 @@ func (u *UI) metrics(w http.ResponseWriter, r *http.Request) {
 func (u *UI) indexCounters() (scanned, selected map[string]float64) {
 	scanned, selected = map[string]float64{}, map[string]float64{}
 	for _, f := range u.gather() {
-		into := map[string]map[string]float64{
-			"kairos_adapter_read_index_entries_scanned_total":  scanned,
-			"kairos_adapter_read_index_entries_selected_total": selected,
-		}[f.GetName()]
-		if into == nil {
+		var into map[string]float64
+		switch f.GetName() {
+		case "kairos_adapter_read_index_entries_scanned_total":
+			into = scanned
+		case "kairos_adapter_read_index_entries_selected_total":
+			into = selected
+		default:
 			continue
 		}
 		for _, m := range f.GetMetric() {

@@ -64,6 +64,14 @@ func TestMetricsSeriesPerWindow(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, app.SetMetadata("a", metadata.Metadata{Type: "counter", Help: "Requests.", Unit: "requests"}))
 	require.NoError(t, app.Commit(context.Background()))
+	// A read of one series of a, so that the index counters move.
+	q, err := s.Querier(0, 2*hour)
+	require.NoError(t, err)
+	ss := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, "__name__", "a"), labels.MustNewMatcher(labels.MatchEqual, "instance", "x"))
+	for ss.Next() {
+	}
+	require.NoError(t, ss.Err())
+	require.NoError(t, q.Close())
 
 	code, body := get(t, h, "/api/v1/status/metrics?start=0&end=7199.999")
 	require.Equal(t, http.StatusOK, code, body)
@@ -71,7 +79,7 @@ func TestMetricsSeriesPerWindow(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `[
 	  {"name":"a","series":3,"type":"counter","help":"Requests.","unit":"requests","tagIndexed":false,
-	   "dataTypes":["kairos_double"],"indexEntriesScanned":0,"indexEntriesSelected":0,
+	   "dataTypes":["kairos_double"],"indexEntriesScanned":5,"indexEntriesSelected":2,
 	   "windows":[{"start":0,"series":3,"dataTypes":{"kairos_double":3},"cached":false},
 	              {"start":3600000,"series":2,"dataTypes":{"kairos_double":2},"cached":false}]},
 	  {"name":"b","series":1,"type":"","help":"","unit":"","tagIndexed":true,
