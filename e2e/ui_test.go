@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -34,11 +36,13 @@ import (
 // adapter on the embedded store behind basic auth: completion in the
 // editor, the graph's series and points, the table's values, the
 // explorer's series counts and the status page. Any JavaScript error in the
-// console fails it. With KAIROS_UI_SCREENSHOTS=<dir> it also saves the
-// three pages as PNG there (scripts/ui.sh screenshots).
+// console fails it. The web config also turns TLS on: the pages, their
+// assets and their API calls are served over it like every other path.
+// With KAIROS_UI_SCREENSHOTS=<dir> it also saves the three pages as PNG
+// there (scripts/ui.sh screenshots).
 func TestWebUI(t *testing.T) {
 	chrome := chromiumOrSkip(t)
-	webUI(t, chrome, func(string) storageArgs { return embeddedStorage(filepath.Join(t.TempDir(), "data")) }, os.Getenv("KAIROS_UI_SCREENSHOTS"))
+	webUI(t, chrome, func(dir string) storageArgs { return embeddedStorage(filepath.Join(dir, "data")) }, true, os.Getenv("KAIROS_UI_SCREENSHOTS"))
 }
 
 // TestWebUICassandra is TestWebUI on a Cassandra node: the explorer's
@@ -47,7 +51,7 @@ func TestWebUI(t *testing.T) {
 func TestWebUICassandra(t *testing.T) {
 	chrome := chromiumOrSkip(t)
 	addr, ks := cassandratest.Keyspace(t)
-	webUI(t, chrome, func(string) storageArgs { return cassandraStorage(addr, ks) }, "")
+	webUI(t, chrome, func(string) storageArgs { return cassandraStorage(addr, ks) }, false, "")
 }
 
 func chromiumOrSkip(t *testing.T) string {
@@ -61,26 +65,39 @@ func chromiumOrSkip(t *testing.T) string {
 	return chrome
 }
 
-func webUI(t *testing.T, chrome string, storage func(string) storageArgs, shots string) {
+func webUI(t *testing.T, chrome string, storage func(dir string) storageArgs, useTLS bool, shots string) {
 	const user, password = "ui", "s3cret"
 	dir := t.TempDir()
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
 	require.NoError(t, err)
 	webConfig := filepath.Join(dir, "web.yml")
-	require.NoError(t, os.WriteFile(webConfig, fmt.Appendf(nil, "basic_auth_users:\n  %s: %s\n", user, hash), 0o600))
+	cfg := fmt.Sprintf("basic_auth_users:\n  %s: %s\n", user, hash)
+	client, scheme := &http.Client{Timeout: time.Minute}, "http://"
+	if useTLS {
+		writeTestPKI(t, dir)
+		node := filepath.Join(dir, "node.pem") // key and certificate for 127.0.0.1
+		cfg += fmt.Sprintf("tls_server_config:\n  cert_file: %s\n  key_file: %s\n", node, node)
+		ca, err := os.ReadFile(filepath.Join(dir, "ca.pem"))
+		require.NoError(t, err)
+		roots := x509.NewCertPool()
+		require.True(t, roots.AppendCertsFromPEM(ca))
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}
+		scheme = "https://"
+	}
+	require.NoError(t, os.WriteFile(webConfig, []byte(cfg), 0o600))
 	addr := freeAddr(t)
+	url := func(path string) string { return scheme + addr + path }
 	st := storage(dir)
 	p := startProcess(t, "adapter@"+addr, adapterBin, append([]string{"--web.listen-address=" + addr, "--web.config.file=" + webConfig,
 		"--kairosdb.tag-indexed-metrics=ui_cardinality"}, st...)...)
-	a := &adapter{process: p, addr: addr}
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
 	get := func(path string, withAuth bool) int {
-		req, err := http.NewRequest(http.MethodGet, a.url(path), nil)
+		req, err := http.NewRequest(http.MethodGet, url(path), nil)
 		require.NoError(t, err)
 		if withAuth {
 			req.Header.Set("Authorization", auth)
 		}
-		resp, err := quickClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			return 0
 		}
@@ -94,6 +111,11 @@ func webUI(t *testing.T, chrome string, storage func(string) storageArgs, shots 
 		"/api/v1/status/metrics", "/api/v1/status/adapter"} {
 		require.Equal(t, http.StatusUnauthorized, get(path, false), "%s without credentials", path)
 		require.Equal(t, http.StatusOK, get(path, true), "%s with credentials", path)
+	}
+	if useTLS {
+		status, body, err := httpGet("http://" + addr + "/graph")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusBadRequest, status, "plain HTTP to the TLS port: %s", body)
 	}
 
 	// Two series of ui_requests_total every 15 s over the 40 minutes to
@@ -112,10 +134,13 @@ func webUI(t *testing.T, chrome string, storage func(string) storageArgs, shots 
 		ss = append(ss, series{Labels: labels.FromStrings("__name__", "ui_cardinality", "n", fmt.Sprint(i)),
 			Samples: []sample{{T: end.UnixMilli(), Bits: math.Float64bits(1)}}})
 	}
-	writeWithAuth(t, a, auth, ss)
+	writeWithAuth(t, client, url("/api/v1/write"), auth, ss)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 900), chromedp.Flag("headless", "new"))
+		chromedp.WindowSize(1280, 900), chromedp.Flag("headless", "new"),
+		// The test CA is not the browser's; the Go client above checks the
+		// certificate against it.
+		chromedp.Flag("ignore-certificate-errors", useTLS))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancelAlloc()
 	ctx, cancel := chromedp.NewContext(actx)
@@ -155,7 +180,7 @@ func webUI(t *testing.T, chrome string, storage func(string) storageArgs, shots 
 	var editorText, dataSeries, dataPoints string
 	var legend []string
 	require.NoError(t, chromedp.Run(ctx,
-		chromedp.Navigate(a.url("/graph?g0.range_input=30m&g0.step_input=15s&g0.end_input="+endParam)),
+		chromedp.Navigate(url("/graph?g0.range_input=30m&g0.step_input=15s&g0.end_input="+endParam)),
 		chromedp.WaitVisible(".cm-content", chromedp.ByQuery),
 		chromedp.Click(".cm-content", chromedp.ByQuery),
 		chromedp.SendKeys(".cm-content", "ui_req", chromedp.ByQuery),
@@ -194,7 +219,7 @@ func webUI(t *testing.T, chrome string, storage func(string) storageArgs, shots 
 	// Errors are shown as Prometheus shows them.
 	var errText string
 	require.NoError(t, chromedp.Run(ctx,
-		chromedp.Navigate(a.url("/graph?g0.expr=sum(&g0.tab=table")),
+		chromedp.Navigate(url("/graph?g0.expr=sum(&g0.tab=table")),
 		chromedp.WaitVisible("#messages .alert-danger", chromedp.ByQuery),
 		chromedp.Text("#messages .alert-danger", &errText, chromedp.ByQuery),
 	))
@@ -203,12 +228,23 @@ func webUI(t *testing.T, chrome string, storage func(string) storageArgs, shots 
 	// The explorer counts the series written.
 	counts := map[string]string{}
 	require.NoError(t, chromedp.Run(ctx,
-		chromedp.Navigate(a.url("/explore?range=1h&end="+endParam)),
+		chromedp.Navigate(url("/explore?range=1h&end="+endParam)),
 		chromedp.WaitVisible(`tr[data-metric="ui_cardinality"]`, chromedp.ByQuery),
 		chromedp.Evaluate(`Object.fromEntries([...document.querySelectorAll('#metrics-table tbody tr')].map(r => [r.dataset.metric, r.querySelector('[data-col=series]').textContent + " " + r.querySelector('[data-col=tagIndexed]').textContent]))`, &counts),
 	))
 	require.Equal(t, map[string]string{"ui_cardinality": "100 yes", "ui_requests_total": "2 no"}, counts)
 	screenshot("ui-explorer.png")
+	// Sortable: by name, then by name descending.
+	order := func() []string {
+		var names []string
+		require.NoError(t, chromedp.Run(ctx,
+			chromedp.Click(`#metrics-table th[data-col="name"]`, chromedp.ByQuery),
+			chromedp.Evaluate(`[...document.querySelectorAll('#metrics-table tbody tr')].map(r => r.dataset.metric)`, &names),
+		))
+		return names
+	}
+	require.Equal(t, []string{"ui_cardinality", "ui_requests_total"}, order())
+	require.Equal(t, []string{"ui_requests_total", "ui_cardinality"}, order())
 
 	// The JSON behind it, as scripts read it.
 	var body struct {
@@ -219,31 +255,34 @@ func webUI(t *testing.T, chrome string, storage func(string) storageArgs, shots 
 			}
 		}
 	}
-	req, err := http.NewRequest(http.MethodGet, a.url("/api/v1/status/metrics?metric=ui_cardinality&end="+endParam), nil)
+	req, err := http.NewRequest(http.MethodGet, url("/api/v1/status/metrics?metric=ui_cardinality&end="+endParam), nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", auth)
-	resp, err := quickClient.Do(req)
+	resp, err := client.Do(req)
 	require.NoError(t, err)
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
 	resp.Body.Close()
 	require.Len(t, body.Data.Metrics, 1)
 	require.Equal(t, 100, body.Data.Metrics[0].Series)
 
-	var storeInfo, config, hosts string
+	var storeInfo, config, hosts, caches string
 	require.NoError(t, chromedp.Run(ctx,
-		chromedp.Navigate(a.url("/status")),
+		chromedp.Navigate(url("/status")),
 		chromedp.WaitVisible("#config", chromedp.ByQuery),
 		chromedp.Text("#store-info", &storeInfo, chromedp.ByQuery),
 		chromedp.Text("#hosts", &hosts, chromedp.ByQuery),
+		chromedp.Text("#caches", &caches, chromedp.ByQuery),
 		chromedp.Text("#config", &config, chromedp.ByQuery),
 	))
 	require.Contains(t, storeInfo, "MILLISECONDS")
 	if st[0] == "--storage=cassandra" {
 		require.Contains(t, storeInfo, "cassandra")
 		require.Regexp(t, `127\.0\.0\.1:\d+\s+\S+\s+\S+\s+UP`, hosts)
+		require.Regexp(t, `Cassandra in-flight limit \(adaptive\)\s+128`, caches)
 	} else {
 		require.Contains(t, storeInfo, "embedded")
 		require.Contains(t, hosts, "The embedded store has no hosts.")
+		require.NotContains(t, caches, "in-flight limit")
 	}
 	require.Contains(t, config, "listen_address: "+addr)
 	screenshot("ui-status.png")
@@ -254,15 +293,15 @@ func webUI(t *testing.T, chrome string, storage func(string) storageArgs, shots 
 }
 
 // writeWithAuth is mustWrite (remote write 1.0) through basic auth.
-func writeWithAuth(t *testing.T, a *adapter, auth string, ss []series) {
+func writeWithAuth(t *testing.T, client *http.Client, url, auth string, ss []series) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, a.url("/api/v1/write"), bytes.NewReader(snappy.Encode(nil, encodeWriteV1(ss))))
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(snappy.Encode(nil, encodeWriteV1(ss))))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/x-protobuf")
 	req.Header.Set("Content-Encoding", "snappy")
 	req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
 	req.Header.Set("Authorization", auth)
-	resp, err := httpClient.Do(req)
+	resp, err := client.Do(req)
 	require.NoError(t, err)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
