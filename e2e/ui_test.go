@@ -25,6 +25,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/golang/snappy"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/prompb"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
 
@@ -134,7 +135,13 @@ func webUI(t *testing.T, chrome string, storage func(dir string) storageArgs, us
 		ss = append(ss, series{Labels: labels.FromStrings("__name__", "ui_cardinality", "n", fmt.Sprint(i)),
 			Samples: []sample{{T: end.UnixMilli(), Bits: math.Float64bits(1)}}})
 	}
-	writeWithAuth(t, client, url("/api/v1/write"), auth, ss)
+	writeWithAuth(t, client, url("/api/v1/write"), auth, encodeWriteV1(ss))
+	meta, err := (&prompb.WriteRequest{Metadata: []prompb.MetricMetadata{
+		{Type: prompb.MetricMetadata_COUNTER, MetricFamilyName: "ui_requests_total", Help: "Requests served."},
+		{Type: prompb.MetricMetadata_GAUGE, MetricFamilyName: "ui_cardinality", Help: "One per n.", Unit: "widgets"},
+	}}).Marshal()
+	require.NoError(t, err)
+	writeWithAuth(t, client, url("/api/v1/write"), auth, meta)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.NoSandbox,
 		chromedp.WindowSize(1280, 900), chromedp.Flag("headless", "new"),
@@ -230,9 +237,9 @@ func webUI(t *testing.T, chrome string, storage func(dir string) storageArgs, us
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.Navigate(url("/explore?range=1h&end="+endParam)),
 		chromedp.WaitVisible(`tr[data-metric="ui_cardinality"]`, chromedp.ByQuery),
-		chromedp.Evaluate(`Object.fromEntries([...document.querySelectorAll('#metrics-table tbody tr')].map(r => [r.dataset.metric, r.querySelector('[data-col=series]').textContent + " " + r.querySelector('[data-col=tagIndexed]').textContent]))`, &counts),
+		chromedp.Evaluate(`Object.fromEntries([...document.querySelectorAll('#metrics-table tbody tr')].map(r => [r.dataset.metric, ['series', 'tagIndexed', 'type', 'unit', 'help'].map(c => r.querySelector('[data-col=' + c + ']').textContent).join(" ")]))`, &counts),
 	))
-	require.Equal(t, map[string]string{"ui_cardinality": "100 yes", "ui_requests_total": "2 no"}, counts)
+	require.Equal(t, map[string]string{"ui_cardinality": "100 yes gauge widgets One per n.", "ui_requests_total": "2 no counter  Requests served."}, counts)
 	screenshot("ui-explorer.png")
 	// Sortable: by name, then by name descending.
 	order := func() []string {
@@ -292,10 +299,10 @@ func webUI(t *testing.T, chrome string, storage func(dir string) storageArgs, us
 	require.Empty(t, jsErrors, "JavaScript errors in the browser console")
 }
 
-// writeWithAuth is mustWrite (remote write 1.0) through basic auth.
-func writeWithAuth(t *testing.T, client *http.Client, url, auth string, ss []series) {
+// writeWithAuth posts a remote-write 1.0 message through basic auth.
+func writeWithAuth(t *testing.T, client *http.Client, url, auth string, body []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(snappy.Encode(nil, encodeWriteV1(ss))))
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(snappy.Encode(nil, body)))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/x-protobuf")
 	req.Header.Set("Content-Encoding", "snappy")
