@@ -10,9 +10,9 @@
 # It builds the pinned Prometheus server once (scripts/prometheus.sh), starts a
 # private Cassandra test node (scripts/cassandra.sh) and stops it on any exit
 # (success, failure, Ctrl-C), exports KAIROS_TEST_CASSANDRA and
-# KAIROS_TEST_PROMETHEUS for the tests, installs Debian's chromium for the web
-# UI test when missing (as root or under CI=true), and exits with go test's
-# status.
+# KAIROS_TEST_PROMETHEUS for the tests, installs Debian's chromium and npm for
+# the web UI's tests when missing (as root or under CI=true), and exits with go
+# test's status.
 #
 # If KAIROS_TEST_CASSANDRA is already set (a node you started yourself with
 # `export "$(scripts/cassandra.sh start)"`), that node is used instead.
@@ -76,17 +76,22 @@ fi
 
 log "KAIROS_TEST_CASSANDRA=$KAIROS_TEST_CASSANDRA KAIROS_TEST_PROMETHEUS=$KAIROS_TEST_PROMETHEUS"
 
-# The web UI's browser test (e2e TestWebUI) needs Debian's chromium. It is
-# installed only where that is ours to do: as root or under CI=true (a fresh
-# CI machine); elsewhere the test skips with a message, and fails under CI.
+# The web UI's browser test (e2e TestWebUI) needs Debian's chromium, and the
+# asset check (scripts/ui.sh check, below) npm. They are installed only where
+# that is ours to do: as root or under CI=true (a fresh CI machine);
+# elsewhere the browser test skips with a message (it fails under CI) and
+# the asset check is left out.
 ci=$(echo "${CI:-}" | tr '[:upper:]' '[:lower:]')
-if ! command -v chromium >/dev/null && [[ -z ${KAIROS_TEST_CHROMIUM:-} ]] && { ((EUID == 0)) || [[ $ci == true || $ci == 1 ]]; }; then
-	log "installing chromium for the web UI test"
+missing=()
+command -v chromium >/dev/null || [[ -n ${KAIROS_TEST_CHROMIUM:-} ]] || missing+=(chromium)
+command -v npm >/dev/null || missing+=(npm)
+if ((${#missing[@]} > 0)) && { ((EUID == 0)) || [[ $ci == true || $ci == 1 ]]; }; then
+	log "installing ${missing[*]} for the web UI's tests"
 	sudo=()
 	((EUID == 0)) || sudo=(sudo)
-	if ! { "${sudo[@]}" apt-get update -qq && "${sudo[@]}" apt-get install -y -qq chromium >/dev/null; }; then
-		[[ $ci == true || $ci == 1 ]] && die "cannot install chromium (apt-get install chromium)"
-		log "cannot install chromium: the web UI test will skip"
+	if ! { "${sudo[@]}" apt-get update -qq && "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null; }; then
+		[[ $ci == true || $ci == 1 ]] && die "cannot install ${missing[*]} (apt-get install ${missing[*]})"
+		log "cannot install ${missing[*]}: the web UI's tests that need them skip"
 	fi
 fi
 
