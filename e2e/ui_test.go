@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -182,23 +183,30 @@ func webUI(t *testing.T, chrome string, storage func(dir string) storageArgs, us
 	}
 	require.NoError(t, chromedp.Run(ctx, network.Enable(), network.SetExtraHTTPHeaders(network.Headers{"Authorization": auth})))
 
-	// The query page: type a prefix, take the completion, run.
+	// The query page: type prefixes, take the completions (metric name,
+	// label name, label value: all from the adapter's /api/v1), run.
 	endParam := fmt.Sprint(end.Unix())
 	var editorText, dataSeries, dataPoints string
 	var legend []string
+	complete := func(typed, want string) chromedp.Tasks {
+		return chromedp.Tasks{
+			chromedp.SendKeys(".cm-content", typed, chromedp.ByQuery),
+			chromedp.Poll(`document.querySelector('.cm-tooltip-autocomplete li[aria-selected=true] .cm-completionLabel')?.textContent === `+strconv.Quote(want), nil),
+			// The editor ignores Enter for 75 ms after the list opens.
+			chromedp.Sleep(300 * time.Millisecond),
+			pressEnter(), // accepts the completion
+		}
+	}
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.Navigate(url("/graph?g0.range_input=30m&g0.step_input=15s&g0.end_input="+endParam)),
 		chromedp.WaitVisible(".cm-content", chromedp.ByQuery),
 		chromedp.Click(".cm-content", chromedp.ByQuery),
-		chromedp.SendKeys(".cm-content", "ui_req", chromedp.ByQuery),
-		// The metric names come from the adapter's /api/v1.
-		chromedp.Poll(`document.querySelector('.cm-tooltip-autocomplete li[aria-selected=true] .cm-completionLabel')?.textContent === 'ui_requests_total'`, nil),
-		// The editor ignores Enter for 75 ms after the list opens.
-		chromedp.Sleep(300*time.Millisecond),
-		pressEnter(), // accepts the completion
+		complete("ui_req", "ui_requests_total"),
+		complete("{jo", "job"), // the editor closes the brace
+		complete(`="`, "api"),  // and the quote
 		chromedp.Text(".cm-content", &editorText, chromedp.ByQuery),
 	))
-	require.Equal(t, "ui_requests_total", editorText, "the completion should have completed the metric name")
+	require.Equal(t, `ui_requests_total{job="api"}`, editorText, "the completions should have written the selector")
 	require.NoError(t, chromedp.Run(ctx,
 		chromedp.Click("#execute", chromedp.ByQuery),
 		chromedp.WaitVisible(`#graph[data-series="2"]`, chromedp.ByQuery),
@@ -220,7 +228,7 @@ func webUI(t *testing.T, chrome string, storage func(dir string) storageArgs, us
 	require.Equal(t, []string{`ui_requests_total{instance="a", job="api"} => 160`, `ui_requests_total{instance="b", job="api"} => 320`}, rows)
 	var location string
 	require.NoError(t, chromedp.Run(ctx, chromedp.Location(&location)))
-	require.Contains(t, location, "g0.expr=ui_requests_total")
+	require.Contains(t, location, "g0.expr=ui_requests_total%7Bjob%3D%22api%22%7D")
 	require.Contains(t, location, "g0.tab=table")
 
 	// Errors are shown as Prometheus shows them.
