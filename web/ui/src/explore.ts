@@ -1,6 +1,6 @@
 import { api } from './api';
 import { alertBox, h } from './dom';
-import { formatTime, parseDuration, parseTime } from './time';
+import { displayTime, formatTime, parseDuration, parseTime } from './time';
 
 interface Window {
   start: number;
@@ -47,7 +47,7 @@ const cols: Col[] = [
 export function explorePage(root: HTMLElement) {
   const p = new URLSearchParams(location.search);
   const rangeInput = h('input', { id: 'range', className: 'input short', value: p.get('range') ?? '1h' });
-  const endInput = h('input', { id: 'end', className: 'input', value: p.get('end') ?? '', placeholder: 'now (UTC or Unix seconds)' });
+  const endInput = h('input', { id: 'end', className: 'input', value: displayTime(p.get('end') ?? ''), placeholder: 'now (UTC or Unix seconds)' });
   const messages = h('div', { id: 'messages' });
   const body = h('div', { id: 'explorer' });
   let sortKey = p.get('sort') ?? 'series';

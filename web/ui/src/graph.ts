@@ -2,7 +2,7 @@ import uPlot from 'uplot';
 import { api } from './api';
 import { alertBox, h } from './dom';
 import { newEditor } from './editor';
-import { formatDuration, formatTime, parseDuration, parseTime } from './time';
+import { displayTime, formatDuration, formatTime, parseDuration, parseTime } from './time';
 
 type Metric = Record<string, string>;
 type Sample = [number, string];
@@ -77,7 +77,7 @@ export function graphPage(root: HTMLElement) {
   const editorBox = h('div', { className: 'editor', id: 'expr-editor' });
   const execute = h('button', { className: 'btn btn-primary', id: 'execute', onclick: () => run() }, 'Execute');
   const rangeInput = h('input', { id: 'range', className: 'input short', value: st.range, title: 'Range (1h, 30m, 2d...)' });
-  const endInput = h('input', { id: 'end', className: 'input', value: st.end, placeholder: 'now (UTC or Unix seconds)', title: 'End / evaluation time' });
+  const endInput = h('input', { id: 'end', className: 'input', value: displayTime(st.end), placeholder: 'now (UTC or Unix seconds)', title: 'End / evaluation time' });
   const stepInput = h('input', { id: 'step', className: 'input short', value: st.step, placeholder: 'auto', title: 'Resolution (step), e.g. 15s' });
   const stepRange = (dir: number) => {
     const cur = parseDuration(rangeInput.value) ?? 3600_000;

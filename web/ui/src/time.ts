@@ -47,3 +47,10 @@ export function parseTime(s: string): number | null {
   const t = Date.parse(s.replace(' ', 'T') + (/[zZ]|[+-]\d\d:?\d\d$/.test(s) ? '' : 'Z'));
   return Number.isNaN(t) ? null : t;
 }
+
+// displayTime shows a time typed as Unix seconds the way Prometheus shows
+// times, and leaves anything else as typed.
+export function displayTime(s: string): string {
+  const t = /^-?\d+(\.\d+)?$/.test(s.trim()) ? parseTime(s) : null;
+  return t === null ? s : formatTime(t);
+}
