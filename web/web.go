@@ -10,8 +10,10 @@ package web
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"embed"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"math"
 	"net/http"
@@ -78,14 +80,33 @@ func (u *UI) Register(handle func(pattern, name string, h http.Handler)) {
 	if err != nil {
 		panic(err) // the embed directive guarantees the directory
 	}
+	// Embedded files carry no modification time, so the ETag (the content's
+	// hash) is what lets a browser revalidate them instead of reloading.
+	etags := map[string]string{}
+	_ = fs.WalkDir(static, ".", func(name string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, err := fs.ReadFile(static, name); err == nil {
+				etags[name] = fmt.Sprintf(`"%x"`, sha256.Sum256(b))
+			}
+		}
+		return nil
+	})
 	page := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("ETag", etags["index.html"])
 		http.ServeFileFS(w, r, static, "index.html")
 	})
 	for _, p := range []string{"GET /{$}", "GET /graph", "GET /explore", "GET /status"} {
 		handle(p, "ui", page)
 	}
-	handle("GET /static/", "ui", http.StripPrefix("/static/", http.FileServerFS(static)))
+	files := http.FileServerFS(static)
+	handle("GET /static/", "ui", http.StripPrefix("/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if e, ok := etags[r.URL.Path]; ok {
+			w.Header().Set("ETag", e)
+			w.Header().Set("Cache-Control", "no-cache")
+		}
+		files.ServeHTTP(w, r)
+	})))
 	handle("GET /api/v1/status/metrics", "status_metrics", http.HandlerFunc(u.metrics))
 	handle("GET /api/v1/status/adapter", "status_adapter", http.HandlerFunc(u.status))
 }

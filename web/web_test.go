@@ -156,4 +156,17 @@ func TestPages(t *testing.T) {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/nope", nil))
 	require.Equal(t, http.StatusNotFound, rec.Code)
+
+	// A browser revalidates the assets rather than loading them again.
+	for _, path := range []string{"/graph", "/static/app.js"} {
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		etag := rec.Header().Get("ETag")
+		require.Regexp(t, `^"[0-9a-f]{64}"$`, etag, path)
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set("If-None-Match", etag)
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusNotModified, rec.Code, path)
+	}
 }
