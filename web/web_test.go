@@ -1,9 +1,11 @@
 package web_test
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -169,4 +171,22 @@ func TestPages(t *testing.T) {
 		h.ServeHTTP(rec, req)
 		require.Equal(t, http.StatusNotModified, rec.Code, path)
 	}
+
+	// The bundle goes gzipped to a browser that accepts it.
+	plain := httptest.NewRecorder()
+	h.ServeHTTP(plain, httptest.NewRequest(http.MethodGet, "/static/app.js", nil))
+	req := httptest.NewRequest(http.MethodGet, "/static/app.js", nil)
+	req.Header.Set("Accept-Encoding", "gzip, deflate, br")
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Equal(t, "gzip", rec.Header().Get("Content-Encoding"))
+	require.Contains(t, rec.Header().Get("Content-Type"), "javascript")
+	require.NotEqual(t, plain.Header().Get("ETag"), rec.Header().Get("ETag"))
+	zr, err := gzip.NewReader(rec.Body)
+	require.NoError(t, err)
+	unzipped, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	require.Equal(t, plain.Body.Bytes(), unzipped)
+	require.Less(t, rec.Body.Len(), plain.Body.Len()/2)
 }
