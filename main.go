@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,6 +34,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 	"github.com/kairos-remote/kairos-adapter/queryapi"
+	webui "github.com/kairos-remote/kairos-adapter/web"
 )
 
 func main() {
@@ -116,6 +118,23 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			MaxSubquerySteps: cfg.Query.MaxSubquerySteps,
 		},
 	}, logger, reg)
+	var cqlEngine atomic.Pointer[cql.Engine] // for the status page's hosts
+	ui := webui.New(webui.Options{
+		Store: func() webui.Store {
+			if s := store.get(); s != nil {
+				return s
+			}
+			return nil
+		},
+		Gatherer: reg, MetricPrefix: cfg.KairosDB.MetricPrefix, Config: cfg,
+		Status: func() map[string]any {
+			st := map[string]any{"engine": cfg.Storage.Type, "keyspace": cfg.Cassandra.Keyspace, "path": cfg.Storage.Path}
+			if e := cqlEngine.Load(); e != nil {
+				st["hosts"] = e.Hosts()
+			}
+			return st
+		},
+	})
 	handler := adapter.New(store, adapter.Options{
 		MaxRequestBytes:       cfg.Web.MaxRequestBytes,
 		MaxConcurrentWrites:   cfg.Web.MaxConcurrentWrites,
@@ -126,7 +145,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		EnableAdminAPI:        cfg.Web.EnableAdminAPI,
 		SeriesCacheSize:       cfg.KairosDB.IndexCacheSize,
 		SeriesCacheTTL:        time.Duration(cfg.KairosDB.IndexCacheTTL),
-		Routes:                queryAPI.Register,
+		Routes: func(handle func(string, string, http.Handler)) {
+			queryAPI.Register(handle)
+			ui.Register(handle)
+		},
 	}, logger, reg)
 	// --web.read-timeout bounds the whole request, headers included: a
 	// client that trickles its headers holds a connection no longer than
@@ -186,6 +208,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 				return nil // interrupted
 			}
 			eng = e
+			cqlEngine.Store(e)
 			reg.MustRegister(e.Collectors()...)
 			if err := openStore(ctx, cfg, e, store, logger, reg); err != nil {
 				if ctx.Err() != nil {

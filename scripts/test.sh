@@ -3,13 +3,16 @@
 #
 #   scripts/test.sh                        go vet ./..., go test -race -count=1 ./...,
 #                                          then every fuzz target for 10,000 runs (scripts/fuzz.sh)
+#                                          and the web UI asset check (scripts/ui.sh check)
 #   scripts/test.sh -run Foo               same, only tests matching Foo
 #   scripts/test.sh -run Foo ./kairosstore/...   only these packages (vet too)
 #
 # It builds the pinned Prometheus server once (scripts/prometheus.sh), starts a
 # private Cassandra test node (scripts/cassandra.sh) and stops it on any exit
 # (success, failure, Ctrl-C), exports KAIROS_TEST_CASSANDRA and
-# KAIROS_TEST_PROMETHEUS for the tests, and exits with go test's status.
+# KAIROS_TEST_PROMETHEUS for the tests, installs Debian's chromium and npm for
+# the web UI's tests when missing (as root or under CI=true), and exits with go
+# test's status.
 #
 # If KAIROS_TEST_CASSANDRA is already set (a node you started yourself with
 # `export "$(scripts/cassandra.sh start)"`), that node is used instead.
@@ -73,6 +76,25 @@ fi
 
 log "KAIROS_TEST_CASSANDRA=$KAIROS_TEST_CASSANDRA KAIROS_TEST_PROMETHEUS=$KAIROS_TEST_PROMETHEUS"
 
+# The web UI's browser test (e2e TestWebUI) needs Debian's chromium, and the
+# asset check (scripts/ui.sh check, below) npm. They are installed only where
+# that is ours to do: as root or under CI=true (a fresh CI machine);
+# elsewhere the browser test skips with a message (it fails under CI) and
+# the asset check is left out.
+ci=$(echo "${CI:-}" | tr '[:upper:]' '[:lower:]')
+missing=()
+command -v chromium >/dev/null || [[ -n ${KAIROS_TEST_CHROMIUM:-} ]] || missing+=(chromium)
+command -v npm >/dev/null || missing+=(npm)
+if ((${#missing[@]} > 0)) && { ((EUID == 0)) || [[ $ci == true || $ci == 1 ]]; }; then
+	log "installing ${missing[*]} for the web UI's tests"
+	sudo=()
+	((EUID == 0)) || sudo=(sudo)
+	if ! { "${sudo[@]}" apt-get update -qq && "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null; }; then
+		[[ $ci == true || $ci == 1 ]] && die "cannot install ${missing[*]} (apt-get install ${missing[*]})"
+		log "cannot install ${missing[*]}: the web UI's tests that need them skip"
+	fi
+fi
+
 vet=("${pkgs[@]}")
 ((${#vet[@]} == 0)) && vet=(./...)
 # -stdmethods=false: without it vet's only report is Prometheus's own
@@ -90,5 +112,10 @@ go test -race -count=1 "${extra[@]}" "$@" || st=$?
 # were picked): CI runs them each time.
 if ((st == 0 && $# == 0)); then
 	"$REPO/scripts/fuzz.sh" || st=$?
+fi
+# The committed web UI assets must be what their pinned sources build: on a
+# full run under CI (which needs npm), or wherever npm is installed.
+if ((st == 0 && $# == 0)) && { [[ $ci == true || $ci == 1 ]] || command -v npm >/dev/null; }; then
+	"$REPO/scripts/ui.sh" check || st=$?
 fi
 exit "$st"

@@ -1,0 +1,118 @@
+package kairosstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
+)
+
+// What the web UI's metrics explorer and status page read (package web).
+// Counts come from the indexes alone, never from data_points: a series
+// counts in a row window when it has a row_keys entry there (§7.4).
+
+// MetricNames lists the Prometheus metric names of string_index (§9.1),
+// without the prefix and the exemplar side metrics, in byte order.
+func (s *Store) MetricNames(ctx context.Context) ([]string, error) {
+	var out []string
+	err := s.eng.MetricNames(ctx, func(metric string) error {
+		if n, ok := strings.CutPrefix(metric, s.mapper.Prefix); ok && n != "" && !isExemplarMetric(metric) {
+			out = append(out, strings.Clone(n))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// SeriesCounts calls fn with the row_keys entries of metric (a Prometheus
+// name) by data type, in each row window that overlaps start..end (ms),
+// from a kept listing when one is held (cached), else by listing the
+// partition. Rows indexed only under the non-finite side index are not
+// counted.
+func (s *Store) SeriesCounts(ctx context.Context, metric string, start, end int64, fn func(rowTime int64, dataType string, entries int, cached bool)) error {
+	name := s.mapper.Prefix + metric
+	rts, err := s.rowTimes(ctx, name, start, end)
+	if err != nil {
+		return err
+	}
+	for _, rt := range rts {
+		if x := s.heldListing(name, rt); x != nil {
+			n := make([]int, len(x.types))
+			for _, t := range x.entType {
+				n[t]++
+			}
+			for i, t := range x.types {
+				fn(rt, t, n[i], true)
+			}
+			x.mu.Lock()
+			for _, e := range x.extra {
+				fn(rt, e.dataType, 1, true)
+			}
+			x.mu.Unlock()
+			continue
+		}
+		byType := map[string]int{}
+		t0 := time.Now()
+		err := s.eng.RowKeys(ctx, name, rt, func(dataType string, _ []codec.Tag) error {
+			if _, ok := byType[dataType]; !ok {
+				dataType = strings.Clone(dataType)
+			}
+			byType[dataType]++
+			return nil
+		})
+		s.observe("row_keys", t0)
+		if err != nil {
+			return fmt.Errorf("read row_keys of %q: %w", name, err)
+		}
+		for t, n := range byType {
+			fn(rt, t, n, false)
+		}
+	}
+	return nil
+}
+
+// heldListing is the kept listing of (metric, rowTime) without counting a
+// lookup: the explorer's reads are not the queries the counter measures.
+func (s *Store) heldListing(metric string, rowTime int64) *rowIndex {
+	if s.rowIndexes == nil {
+		return nil
+	}
+	if x, ok := s.rowIndexes.Get(metricRowKey(metric, rowTime)); ok && !x.isStale() {
+		return x
+	}
+	return nil
+}
+
+// TagIndexed reports whether metric's rows also go to tag_indexed_row_keys
+// (§6.1).
+func (s *Store) TagIndexed(metric string) bool {
+	_, ok := s.opts.TagIndexed[s.mapper.Prefix+metric]
+	_, all := s.opts.TagIndexed["*"]
+	return ok || all
+}
+
+// Layout describes the keyspace's row spec in force (§3.3), the sample TTL
+// and the entries each cache holds.
+func (s *Store) Layout() map[string]any {
+	width := time.Duration(s.spec.Width) * time.Millisecond
+	if s.spec.Unit == codec.Seconds {
+		width = time.Duration(s.spec.Width) * time.Second
+	}
+	out := map[string]any{
+		"row_time_unit":      unitFlag(s.spec.Unit),
+		"row_width":          model.Duration(width).String(),
+		"datapoint_ttl_s":    s.opts.TTL,
+		"metric_prefix":      s.mapper.Prefix,
+		"cache_entries":      map[string]int{"series": s.series.Len(), "row_keys_written": s.rowKeys.Len(), "metric_rows_written": s.metricRows.Len(), "metadata": s.meta.Len()},
+		"row_keys_listings":  0,
+		"row_keys_cache_max": s.opts.RowKeysCacheBytes,
+	}
+	if s.rowIndexes != nil {
+		out["row_keys_listings"] = s.rowIndexes.Len()
+	}
+	return out
+}

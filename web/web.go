@@ -1,0 +1,395 @@
+// Package web serves the adapter's browser UI: the query page (/ and
+// /graph), the metrics explorer (/explore) and the status page (/status),
+// their assets (/static/, embedded from ui/static, built from ui/src by
+// scripts/ui.sh), and the two JSON endpoints behind the explorer and the
+// status page. The pages query the adapter's own /api/v1; nothing is loaded
+// from elsewhere. TLS and basic auth are the HTTP server's (exporter-toolkit),
+// which wraps every route.
+package web
+
+import (
+	"bytes"
+	"cmp"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"math"
+	"mime"
+	"net/http"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/prometheus/model/metadata"
+	"golang.org/x/sync/errgroup"
+	"gopkg.in/yaml.v3"
+)
+
+//go:embed ui/static
+var assets embed.FS
+
+// Store is what the explorer reads: the indexes and the metadata, never
+// the samples.
+type Store interface {
+	MetricNames(ctx context.Context) ([]string, error)
+	SeriesCounts(ctx context.Context, metric string, start, end int64, fn func(rowTime int64, dataType string, entries int, cached bool)) error
+	TagIndexed(metric string) bool
+	Metadata(ctx context.Context, metric string, limit int) (map[string][]metadata.Metadata, error)
+	Layout() map[string]any
+}
+
+// Options wire the UI to the rest of the process.
+type Options struct {
+	// Store returns nil while the store is starting.
+	Store func() Store
+	// Gatherer is read for the explorer's index counters and the status
+	// page's limits and caches.
+	Gatherer prometheus.Gatherer
+	// MetricPrefix is the KairosDB metric prefix: the index counters are
+	// labelled with KairosDB names.
+	MetricPrefix string
+	// Config is the effective configuration, shown as YAML. It must hold
+	// no secret (the Cassandra password is a file name in it).
+	Config any
+	// Status adds the engine's part of the status page (engine, keyspace,
+	// hosts).
+	Status func() map[string]any
+	// Now is the clock of the explorer's default range; nil is time.Now.
+	Now func() time.Time
+}
+
+// UI is the web UI's handlers.
+type UI struct {
+	opts Options
+}
+
+// New returns the UI.
+func New(opts Options) *UI {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &UI{opts: opts}
+}
+
+// Register adds the UI's routes through handle (adapter.Options.Routes).
+func (u *UI) Register(handle func(pattern, name string, h http.Handler)) {
+	static, err := fs.Sub(assets, "ui/static")
+	if err != nil {
+		panic(err) // the embed directive guarantees the directory
+	}
+	// Embedded files carry no modification time, so the ETag (the content's
+	// hash) is what lets a browser revalidate them instead of reloading;
+	// the bundles are also kept gzipped (a third of their size), for the
+	// browsers that accept it.
+	etags, gzipped := map[string]string{}, map[string][]byte{}
+	_ = fs.WalkDir(static, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		b, err := fs.ReadFile(static, name)
+		if err != nil {
+			return nil
+		}
+		etags[name] = fmt.Sprintf(`"%x"`, sha256.Sum256(b))
+		if path.Ext(name) == ".js" || path.Ext(name) == ".css" {
+			var buf bytes.Buffer
+			zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+			_, _ = zw.Write(b)
+			if zw.Close() == nil {
+				gzipped[name] = buf.Bytes()
+			}
+		}
+		return nil
+	})
+	page := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("ETag", etags["index.html"])
+		http.ServeFileFS(w, r, static, "index.html")
+	})
+	for _, p := range []string{"GET /{$}", "GET /graph", "GET /explore", "GET /status"} {
+		handle(p, "ui", page)
+	}
+	files := http.FileServerFS(static)
+	handle("GET /static/", "ui", http.StripPrefix("/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := r.URL.Path
+		etag, known := etags[name]
+		if known {
+			w.Header().Set("Cache-Control", "no-cache")
+			w.Header().Set("ETag", etag)
+		}
+		gz, zipped := gzipped[name]
+		if zipped {
+			w.Header().Set("Vary", "Accept-Encoding")
+		}
+		if !zipped || !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			files.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("ETag", strings.TrimSuffix(etag, `"`)+`-gzip"`)
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("Content-Type", mime.TypeByExtension(path.Ext(name)))
+		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(gz))
+	})))
+	handle("GET /api/v1/status/metrics", "status_metrics", http.HandlerFunc(u.metrics))
+	handle("GET /api/v1/status/adapter", "status_adapter", http.HandlerFunc(u.status))
+}
+
+// WindowSeries is one row window of a metric in /api/v1/status/metrics.
+type WindowSeries struct {
+	Start     int64          `json:"start"` // the row time, ms
+	Series    int            `json:"series"`
+	DataTypes map[string]int `json:"dataTypes"`
+	Cached    bool           `json:"cached"` // counted from a kept row_keys listing
+}
+
+// MetricInfo is one metric of /api/v1/status/metrics.
+type MetricInfo struct {
+	Name       string         `json:"name"`
+	Series     int            `json:"series"` // in its largest window
+	Windows    []WindowSeries `json:"windows"`
+	DataTypes  []string       `json:"dataTypes"`
+	Type       string         `json:"type"`
+	Help       string         `json:"help"`
+	Unit       string         `json:"unit"`
+	TagIndexed bool           `json:"tagIndexed"`
+	Scanned    float64        `json:"indexEntriesScanned"`
+	Selected   float64        `json:"indexEntriesSelected"`
+}
+
+// metrics serves GET /api/v1/status/metrics?start=&end=&metric=&limit=.
+func (u *UI) metrics(w http.ResponseWriter, r *http.Request) {
+	s := u.store(w)
+	if s == nil {
+		return
+	}
+	now := u.opts.Now()
+	end, err := timeParam(r, "end", now)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_data", err.Error())
+		return
+	}
+	start, err := timeParam(r, "start", end.Add(-time.Hour))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_data", err.Error())
+		return
+	}
+	if start.After(end) {
+		writeError(w, http.StatusBadRequest, "bad_data", "end timestamp must not be before start time")
+		return
+	}
+	limit := 0
+	if v := r.FormValue("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 0 {
+			writeError(w, http.StatusBadRequest, "bad_data", "limit must be a non-negative number")
+			return
+		}
+	}
+	names := []string{r.FormValue("metric")}
+	if names[0] == "" {
+		if names, err = s.MetricNames(r.Context()); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+			return
+		}
+	}
+	meta, err := s.Metadata(r.Context(), "", 0)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+		return
+	}
+	scanned, selected := u.indexCounters()
+	out := make([]MetricInfo, len(names))
+	g, ctx := errgroup.WithContext(r.Context())
+	g.SetLimit(4)
+	for i, name := range names {
+		g.Go(func() error {
+			m := MetricInfo{Name: name, TagIndexed: s.TagIndexed(name), Windows: []WindowSeries{}, DataTypes: []string{},
+				Scanned: scanned[u.opts.MetricPrefix+name], Selected: selected[u.opts.MetricPrefix+name]}
+			if md := meta[name]; len(md) > 0 {
+				m.Type, m.Help, m.Unit = string(md[0].Type), md[0].Help, md[0].Unit
+			}
+			err := s.SeriesCounts(ctx, name, start.UnixMilli(), end.UnixMilli(), func(rt int64, dataType string, n int, cached bool) {
+				if len(m.Windows) == 0 || m.Windows[len(m.Windows)-1].Start != rt {
+					m.Windows = append(m.Windows, WindowSeries{Start: rt, DataTypes: map[string]int{}})
+				}
+				win := &m.Windows[len(m.Windows)-1]
+				win.Series += n
+				win.DataTypes[dataType] += n
+				win.Cached = win.Cached || cached
+				if !slices.Contains(m.DataTypes, dataType) {
+					m.DataTypes = append(m.DataTypes, dataType)
+				}
+			})
+			for _, win := range m.Windows {
+				m.Series = max(m.Series, win.Series)
+			}
+			slices.Sort(m.DataTypes)
+			out[i] = m
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+		return
+	}
+	slices.SortStableFunc(out, func(a, b MetricInfo) int { return cmp.Or(b.Series-a.Series, cmp.Compare(a.Name, b.Name)) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	writeData(w, map[string]any{"start": start.UnixMilli(), "end": end.UnixMilli(), "metrics": out})
+}
+
+// indexCounters reads kairos_adapter_read_index_entries_{scanned,selected}_total
+// by KairosDB metric.
+func (u *UI) indexCounters() (scanned, selected map[string]float64) {
+	scanned, selected = map[string]float64{}, map[string]float64{}
+	for _, f := range u.gather() {
+		var into map[string]float64
+		switch f.GetName() {
+		case "kairos_adapter_read_index_entries_scanned_total":
+			into = scanned
+		case "kairos_adapter_read_index_entries_selected_total":
+			into = selected
+		default:
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "metric" {
+					into[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return scanned, selected
+}
+
+func (u *UI) gather() []*dto.MetricFamily {
+	if u.opts.Gatherer == nil {
+		return nil
+	}
+	// A partial answer is still worth showing: Gather returns what it got.
+	mfs, _ := u.opts.Gatherer.Gather()
+	return mfs
+}
+
+// statusFamilies are the self-metrics the status page shows: the limits,
+// the caches and the memory.
+var statusFamilies = []string{
+	"kairos_adapter_cassandra_in_flight_limit",
+	"kairos_adapter_cassandra_queue_timeouts_total",
+	"kairos_adapter_index_cache_hits_total",
+	"kairos_adapter_index_cache_misses_total",
+	"kairos_adapter_read_row_keys_cache_lookups_total",
+	"kairos_adapter_inflight_requests",
+	"kairos_adapter_concurrency_limit_rejections_total",
+	"process_resident_memory_bytes",
+	"go_memstats_heap_inuse_bytes",
+	"process_start_time_seconds",
+}
+
+// Sample is one self-metric value of /api/v1/status/adapter.
+type Sample struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels"`
+	Value  float64           `json:"value"`
+}
+
+// status serves GET /api/v1/status/adapter.
+func (u *UI) status(w http.ResponseWriter, _ *http.Request) {
+	data := map[string]any{}
+	cfg, err := yaml.Marshal(u.opts.Config)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	data["config"] = string(cfg)
+	store := map[string]any{"ready": false}
+	if u.opts.Status != nil {
+		for k, v := range u.opts.Status() {
+			store[k] = v
+		}
+	}
+	if s := u.opts.Store(); s != nil {
+		store["ready"] = true
+		for k, v := range s.Layout() {
+			store[k] = v
+		}
+	}
+	data["store"] = store
+	samples := []Sample{}
+	for _, f := range u.gather() {
+		if !slices.Contains(statusFamilies, f.GetName()) {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			smp := Sample{Name: f.GetName(), Labels: map[string]string{}}
+			for _, l := range m.GetLabel() {
+				smp.Labels[l.GetName()] = l.GetValue()
+			}
+			switch {
+			case m.Counter != nil:
+				smp.Value = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				smp.Value = m.GetGauge().GetValue()
+			default:
+				continue
+			}
+			samples = append(samples, smp)
+		}
+	}
+	data["metrics"] = samples
+	writeData(w, data)
+}
+
+func (u *UI) store(w http.ResponseWriter) Store {
+	if u.opts.Store != nil {
+		if s := u.opts.Store(); s != nil {
+			return s
+		}
+	}
+	writeError(w, http.StatusServiceUnavailable, "unavailable", "the store is still starting (connecting to Cassandra)")
+	return nil
+}
+
+// timeParam reads an optional time, as Prometheus's API takes them: Unix
+// seconds or RFC 3339.
+func timeParam(r *http.Request, name string, def time.Time) (time.Time, error) {
+	v := r.FormValue(name)
+	if v == "" {
+		return def, nil
+	}
+	// 9e15 s keeps the milliseconds within int64.
+	if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) && math.Abs(f) < 9e15 {
+		return time.UnixMilli(int64(math.Round(f * 1000))), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, &paramError{name: name, value: v}
+}
+
+type paramError struct{ name, value string }
+
+func (e *paramError) Error() string {
+	return "invalid parameter \"" + e.name + "\": cannot parse \"" + e.value + "\" to a valid timestamp"
+}
+
+// writeData and writeError answer in the envelope of Prometheus's API.
+func writeData(w http.ResponseWriter, data any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": data})
+}
+
+func writeError(w http.ResponseWriter, code int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": "error", "errorType": typ, "error": msg})
+}

@@ -1,0 +1,192 @@
+package web_test
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
+	"github.com/kairos-remote/kairos-adapter/web"
+)
+
+// newUI serves the UI over a real store on the embedded engine, with
+// one-hour row windows.
+func newUI(t *testing.T) (http.Handler, *kairosstore.Store) {
+	ctx := context.Background()
+	eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, eng.Close()) })
+	require.NoError(t, eng.Setup(ctx))
+	reg := prometheus.NewRegistry()
+	s, err := kairosstore.Open(ctx, eng, kairosstore.Options{RowWidth: time.Hour, TagIndexed: map[string][]string{"b": nil}}, nil, reg)
+	require.NoError(t, err)
+	ui := web.New(web.Options{Store: func() web.Store { return s }, Gatherer: reg, Config: map[string]string{"k": "v"},
+		Status: func() map[string]any { return map[string]any{"engine": "embedded"} }})
+	mux := http.NewServeMux()
+	ui.Register(func(pattern, _ string, h http.Handler) { mux.Handle(pattern, h) })
+	return mux, s
+}
+
+func get(t *testing.T, h http.Handler, url string) (int, map[string]any) {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, url, nil))
+	var body map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), rec.Body.String())
+	return rec.Code, body
+}
+
+// The explorer counts row_keys entries per row window and data type.
+func TestMetricsSeriesPerWindow(t *testing.T) {
+	h, s := newUI(t)
+	app := s.NewAppender()
+	const hour = int64(time.Hour / time.Millisecond)
+	for i, inst := range []string{"x", "y", "z"} {
+		ls := labels.FromStrings("__name__", "a", "instance", inst)
+		_, err := app.Append(0, ls, 10, 1)
+		require.NoError(t, err)
+		if i < 2 { // two of the three go on into the second window
+			_, err = app.Append(0, ls, hour+10, 2)
+			require.NoError(t, err)
+		}
+	}
+	_, err := app.AppendHistogram(0, labels.FromStrings("__name__", "b"), hour+20, nil, &histogram.FloatHistogram{Count: 1, Sum: 1, ZeroCount: 1, ZeroThreshold: 0.001})
+	require.NoError(t, err)
+	require.NoError(t, app.SetMetadata("a", metadata.Metadata{Type: "counter", Help: "Requests.", Unit: "requests"}))
+	require.NoError(t, app.Commit(context.Background()))
+	// A read of one series of a, so that the index counters move.
+	q, err := s.Querier(0, 2*hour)
+	require.NoError(t, err)
+	ss := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, "__name__", "a"), labels.MustNewMatcher(labels.MatchEqual, "instance", "x"))
+	for ss.Next() {
+	}
+	require.NoError(t, ss.Err())
+	require.NoError(t, q.Close())
+
+	code, body := get(t, h, "/api/v1/status/metrics?start=0&end=7199.999")
+	require.Equal(t, http.StatusOK, code, body)
+	got, err := json.Marshal(body["data"].(map[string]any)["metrics"])
+	require.NoError(t, err)
+	require.JSONEq(t, `[
+	  {"name":"a","series":3,"type":"counter","help":"Requests.","unit":"requests","tagIndexed":false,
+	   "dataTypes":["kairos_double"],"indexEntriesScanned":5,"indexEntriesSelected":2,
+	   "windows":[{"start":0,"series":3,"dataTypes":{"kairos_double":3},"cached":false},
+	              {"start":3600000,"series":2,"dataTypes":{"kairos_double":2},"cached":false}]},
+	  {"name":"b","series":1,"type":"","help":"","unit":"","tagIndexed":true,
+	   "dataTypes":["prom_float_histogram"],"indexEntriesScanned":0,"indexEntriesSelected":0,
+	   "windows":[{"start":3600000,"series":1,"dataTypes":{"prom_float_histogram":1},"cached":false}]}
+	]`, string(got))
+
+	// One window only, one metric, the top one only.
+	for url, want := range map[string][]string{
+		"/api/v1/status/metrics?start=3600&end=7199":                   {"a:2", "b:1"},
+		"/api/v1/status/metrics?start=0&end=3599":                      {"a:3", "b:0"},
+		"/api/v1/status/metrics?start=0&end=7199&metric=b":             {"b:1"},
+		"/api/v1/status/metrics?start=0&end=7199&limit=1":              {"a:3"},
+		"/api/v1/status/metrics?start=1970-01-01T01:00:00Z&end=7199.5": {"a:2", "b:1"},
+	} {
+		code, body := get(t, h, url)
+		require.Equal(t, http.StatusOK, code, url)
+		var names []string
+		for _, m := range body["data"].(map[string]any)["metrics"].([]any) {
+			m := m.(map[string]any)
+			names = append(names, fmt.Sprint(m["name"], ":", m["series"]))
+		}
+		require.Equal(t, want, names, url)
+	}
+}
+
+func TestMetricsBadInput(t *testing.T) {
+	h, _ := newUI(t)
+	for url, msg := range map[string]string{
+		"/api/v1/status/metrics?start=yesterday":   `invalid parameter "start": cannot parse "yesterday" to a valid timestamp`,
+		"/api/v1/status/metrics?end=NaN":           `invalid parameter "end": cannot parse "NaN" to a valid timestamp`,
+		"/api/v1/status/metrics?start=10&end=5":    "end timestamp must not be before start time",
+		"/api/v1/status/metrics?limit=-1":          "limit must be a non-negative number",
+		"/api/v1/status/metrics?start=0&end=1e301": `invalid parameter "end": cannot parse "1e301" to a valid timestamp`,
+	} {
+		code, body := get(t, h, url)
+		require.Equal(t, http.StatusBadRequest, code, url)
+		require.Equal(t, map[string]any{"status": "error", "errorType": "bad_data", "error": msg}, body, url)
+	}
+}
+
+func TestStatusAndStarting(t *testing.T) {
+	h, _ := newUI(t)
+	code, body := get(t, h, "/api/v1/status/adapter")
+	require.Equal(t, http.StatusOK, code)
+	data := body["data"].(map[string]any)
+	require.Equal(t, "k: v\n", data["config"])
+	store := data["store"].(map[string]any)
+	require.Equal(t, "embedded", store["engine"])
+	require.Equal(t, "1h", store["row_width"])
+	require.Equal(t, "MILLISECONDS", store["row_time_unit"])
+	require.Equal(t, true, store["ready"])
+
+	starting := web.New(web.Options{Store: func() web.Store { return nil }})
+	mux := http.NewServeMux()
+	starting.Register(func(pattern, _ string, h http.Handler) { mux.Handle(pattern, h) })
+	code, body = get(t, mux, "/api/v1/status/metrics")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Equal(t, "unavailable", body["errorType"])
+	code, body = get(t, mux, "/api/v1/status/adapter")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, false, body["data"].(map[string]any)["store"].(map[string]any)["ready"])
+}
+
+// Every page is the same document; the assets are embedded.
+func TestPages(t *testing.T) {
+	h, _ := newUI(t)
+	for _, path := range []string{"/", "/graph", "/explore", "/status", "/static/app.js", "/static/app.css"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		require.Equal(t, http.StatusOK, rec.Code, path)
+		require.NotZero(t, rec.Body.Len(), path)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/nope", nil))
+	require.Equal(t, http.StatusNotFound, rec.Code)
+
+	// A browser revalidates the assets rather than loading them again.
+	for _, path := range []string{"/graph", "/static/app.js"} {
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		etag := rec.Header().Get("ETag")
+		require.Regexp(t, `^"[0-9a-f]{64}"$`, etag, path)
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set("If-None-Match", etag)
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusNotModified, rec.Code, path)
+	}
+
+	// The bundle goes gzipped to a browser that accepts it.
+	plain := httptest.NewRecorder()
+	h.ServeHTTP(plain, httptest.NewRequest(http.MethodGet, "/static/app.js", nil))
+	req := httptest.NewRequest(http.MethodGet, "/static/app.js", nil)
+	req.Header.Set("Accept-Encoding", "gzip, deflate, br")
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Equal(t, "gzip", rec.Header().Get("Content-Encoding"))
+	require.Contains(t, rec.Header().Get("Content-Type"), "javascript")
+	require.NotEqual(t, plain.Header().Get("ETag"), rec.Header().Get("ETag"))
+	zr, err := gzip.NewReader(rec.Body)
+	require.NoError(t, err)
+	unzipped, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	require.Equal(t, plain.Body.Bytes(), unzipped)
+	require.Less(t, rec.Body.Len(), plain.Body.Len()/2)
+}
