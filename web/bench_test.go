@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
-	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
 // BenchmarkSeriesCountsVsLabelValues counts the series of one metric of
@@ -41,7 +41,7 @@ func BenchmarkSeriesCountsVsLabelValues(b *testing.B) {
 		batch := &engine.Batch{WriteTime: 1, MetricNames: []string{"big"}, RowTimes: []engine.RowTimeIndex{{Metric: "big"}}}
 		for i := lo; i < min(lo+chunk, n); i++ {
 			batch.RowKeys = append(batch.RowKeys, engine.IndexedRowKey{Metric: "big", DataType: "kairos_double",
-				Tags: []translate.Tag{{Name: "instance", Value: fmt.Sprintf("10.%d.%d.%d:9100", i>>16&255, i>>8&255, i&255)}, {Name: "job", Value: "node"}}})
+				Tags: []codec.Tag{{Name: "instance", Value: fmt.Sprintf("10.%d.%d.%d:9100", i>>16&255, i>>8&255, i&255)}, {Name: "job", Value: "node"}}})
 		}
 		if err := eng.Write(ctx, batch); err != nil {
 			b.Fatal(err)
