@@ -17,10 +17,9 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
-	"github.com/kairos-remote/kairos-adapter/translate"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
 )
 
 // Querier returns a querier over [mint, maxt] (inclusive, ms).
@@ -67,348 +66,32 @@ func (q *querier) sel(ctx context.Context, hints *storage.SelectHints, ms []*lab
 	if hints != nil && hints.Func == "series" {
 		return q.selectIndex(ctx, ms) // labels.go: no sample needed
 	}
-	s := q.s
-	plan, err := s.mapper.Plan(ms)
+	series, err := q.s.selectSeries(ctx, index.Query{Matchers: ms, Start: q.mint, End: q.maxt})
 	if err != nil {
-		return storage.ErrSeriesSet(badRequest("%w", err))
+		return storage.ErrSeriesSet(err)
 	}
-	if plan.Empty() || q.mint > q.maxt {
+	if len(series) == 0 {
 		return storage.EmptySeriesSet()
-	}
-	metrics, err := s.planMetrics(ctx, plan)
-	if err != nil {
-		return storage.ErrSeriesSet(err)
-	}
-	series, err := s.findSeries(ctx, metrics, plan, q.mint, q.maxt, true)
-	if err != nil {
-		return storage.ErrSeriesSet(err)
-	}
-	series = withoutOrphans(series)
-	if s.opts.MaxSeries > 0 && len(series) > s.opts.MaxSeries {
-		return storage.ErrSeriesSet(badRequest("the query selects %d series, more than the limit of %d (--query.max-series)", len(series), s.opts.MaxSeries))
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	q.mu.Lock()
 	q.cancels = append(q.cancels, cancel)
 	q.mu.Unlock()
-	return newSeriesSet(ctx, s, series, q.mint, q.maxt, &q.reads, chunked)
+	return newSeriesSet(ctx, q.s, series, q.mint, q.maxt, &q.reads, chunked)
 }
 
-// seriesRef is one Prometheus series: every stored row of it in the range.
-// A series spans several rows: one per row window and data type.
-type seriesRef struct {
-	lset labels.Labels
-	rows []rowRef
-}
-
-type rowRef struct {
-	key         []byte
-	indexMetric string // the metric its index rows are under, when not the key's
-	rowTime     int64
-	dataType    string
-	legacy      bool // a type-less key from row_key_index: values typed by the column's low bit (§4.8)
-}
-
-// finder collects the row keys of phases 0-2, grouped by series.
-type finder struct {
-	mu     sync.Mutex
-	byID   map[string]*seriesRef
-	seen   map[string]bool
-	mapper translate.Mapper
-	b      labels.ScratchBuilder
-	// useCache lets phase 2 take row_keys listings from Store.rowIndexes.
-	// A delete does not: it must find entries other writers just added.
-	useCache bool
-	// scanned counts the index entries phase 2 looked at, read or cached.
-	scanned atomic.Int64
-}
-
-func (f *finder) add(metric string, tags []translate.Tag, r rowRef) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.seen[string(r.key)] {
-		return
-	}
-	f.seen[string(r.key)] = true
-	id := string(codec.AppendRowKey(nil, codec.RowKey{Metric: metric, DataType: codec.TypeLegacy, Tags: tags}))
-	ref := f.byID[id]
-	if ref == nil {
-		lset, ok := f.mapper.Join(metric, tags, &f.b)
-		if !ok {
-			return
-		}
-		ref = &seriesRef{lset: lset}
-		f.byID[id] = ref
-	}
-	ref.rows = append(ref.rows, r)
-}
-
-func (s *Store) findSeries(ctx context.Context, metrics []string, plan translate.Plan, start, end int64, useCache bool) ([]*seriesRef, error) {
-	// Nothing is stored before minTime, and row-time arithmetic overflows
-	// below it.
-	start = max(start, s.minTime())
-	f := &finder{byID: map[string]*seriesRef{}, seen: map[string]bool{}, mapper: s.mapper, useCache: useCache}
-	defer func() { s.m.scannedPerQuery.Observe(float64(f.scanned.Load())) }()
-	// Every metric's phases 0 and 1, and phase 2 of each of its row
-	// windows, run concurrently: a selector over a hundred metric names
-	// waited for three index reads per name in turn before the first row
-	// key (half a second of a 6 s read of 100 metrics on Cassandra).
-	// Phase-2 reads have a group of their own, so that a metric waiting for
-	// room there never holds room its row windows need.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var perMetric, perWindow errgroup.Group
-	perMetric.SetLimit(s.opts.ReadConcurrency)
-	perWindow.SetLimit(s.opts.ReadConcurrency)
-	// The first error stops the others; theirs are then the cancellation,
-	// so the first is the one reported (context.Cause).
-	failing := func(fn func() error) func() error {
-		return func() error {
-			err := fn()
-			if err != nil {
-				cancel(err)
-			}
-			return err
-		}
-	}
-	for _, metric := range metrics {
-		perMetric.Go(failing(func() error {
-			if err := s.legacyRowKeys(ctx, metric, plan, start, end, f.add); err != nil {
-				return err
-			}
-			// The metric's own index, then the side index of its
-			// non-finite values (NonFiniteSuffix).
-			for _, indexMetric := range []string{metric, metric + NonFiniteSuffix} {
-				rowTimes, err := s.rowTimes(ctx, indexMetric, start, end)
-				if err != nil {
-					return err
-				}
-				for _, rt := range rowTimes {
-					perWindow.Go(failing(func() error { return s.rowKeysOf(ctx, f, metric, indexMetric, rt, plan) }))
-				}
-			}
-			return nil
-		}))
-	}
-	if cmp.Or(perMetric.Wait(), perWindow.Wait()) != nil {
-		return nil, context.Cause(ctx)
-	}
-	out := make([]*seriesRef, 0, len(f.byID))
-	for _, ref := range f.byID {
-		out = append(out, ref)
-	}
-	sort.Slice(out, func(i, j int) bool { return labels.Compare(out[i].lset, out[j].lset) < 0 })
-	return out, nil
-}
-
-// withoutOrphans drops the non-finite rows (those indexed under the side
-// metric, NonFiniteSuffix) of every row window in which the series has no row
-// in its metric's own index, and the series left with no rows. KairosDB's
-// delete (docs/kairosdb-layout.md §8) finds keys only in that index, so a
-// non-finite row without such a sibling is what a delete of the window, by
-// KairosDB or an operator, left behind. The writer indexes the series'
-// kairos_double row of the window with every non-finite sample, so rows it
-// wrote always have one. Store.Delete reads findSeries unfiltered, so it
-// still removes the orphans.
-func withoutOrphans(refs []*seriesRef) []*seriesRef {
-	out := refs[:0]
-	for _, ref := range refs {
-		if slices.ContainsFunc(ref.rows, func(r rowRef) bool { return r.indexMetric != "" }) {
-			own := map[int64]bool{}
-			for _, r := range ref.rows {
-				if r.indexMetric == "" {
-					own[r.rowTime] = true
-				}
-			}
-			ref.rows = slices.DeleteFunc(ref.rows, func(r rowRef) bool { return r.indexMetric != "" && !own[r.rowTime] })
-			if len(ref.rows) == 0 {
-				continue
-			}
-		}
-		out = append(out, ref)
-	}
-	clear(refs[len(out):])
-	return out
-}
-
-// lowestRowTime is the lowest row time that can hold a sample at or after
-// start. For negative times KairosDB's row time is not a floor (§3.1), so a
-// sample at start or later can sit in a row up to one width below
-// RowTime(start); KairosDB itself misses those (§7.3), this reader does not.
-func (s *Store) lowestRowTime(start int64) int64 {
-	lo := s.spec.RowTime(start)
-	if start < 0 && start-(s.spec.Width-1) < lo {
-		lo = start - (s.spec.Width - 1)
-	}
-	return lo
-}
-
-// rowKeysOf runs phase 2 for one row time (§7.4, §6.3) of metric's rows
-// indexed under indexMetric.
-func (s *Store) rowKeysOf(ctx context.Context, f *finder, metric, indexMetric string, rt int64, plan translate.Plan) error {
-	t0 := time.Now()
-	defer s.observe("row_keys", t0)
-	side := indexMetric != metric
-	var scanned, selected int
-	defer func() {
-		f.scanned.Add(int64(scanned))
-		s.m.indexScanned.WithLabelValues(metric).Add(float64(scanned))
-		s.m.indexSelected.WithLabelValues(metric).Add(float64(selected))
-	}()
-	// add takes an entry that passed the matchers; its strings may alias
-	// the engine's buffers.
-	add := func(dataType string, tags []translate.Tag) {
-		// A side index holds only null rows; anything else in that
-		// partition belongs to a real metric of that name.
-		if side && dataType != codec.TypeNull {
-			return
-		}
-		selected++
-		tags = cloneTags(tags)
-		codec.SortTags(tags)
-		key := codec.AppendRowKey(nil, codec.RowKey{Metric: metric, RowTime: rt, DataType: dataType, Tags: tags})
-		r := rowRef{key: key, rowTime: rt, dataType: strings.Clone(dataType)}
-		if side {
-			r.indexMetric = indexMetric
-		}
-		f.add(metric, tags, r)
-	}
-	list := func(dataType string, tags []translate.Tag) {
-		scanned++
-		// Matching before copying anything: most entries of a large
-		// partition are not wanted.
-		if plan.MatchTags(tags) {
-			add(dataType, tags)
-		}
-	}
-	if !side {
-		if name, values, ok := s.indexedLookup(metric, plan); ok {
-			// KairosDB reads only tag_indexed_row_keys for such a query;
-			// its rows are a subset of row_keys, one query per value of
-			// the chosen tag (§6.3).
-			for _, v := range values {
-				if err := s.eng.TagIndexedRowKeys(ctx, metric, rt, codec.SingleTagPair(translate.Tag{Name: name, Value: v}), func(dataType string, tags []translate.Tag) error {
-					list(dataType, tags)
-					return nil
-				}); err != nil {
-					return fmt.Errorf("read tag_indexed_row_keys of %q: %w", metric, err)
-				}
-			}
-			return nil
-		}
-	}
-	build := true
-	if f.useCache {
-		n, res, err := s.cachedRowKeys(ctx, indexMetric, rt, plan, add)
-		scanned += n
-		if err != nil || res == cacheHit {
-			return err
-		}
-		// A listing held but too many candidates to check one by one:
-		// list, and keep the listing held.
-		build = res == cacheMiss
-	}
-	var b *rowIndexBuilder
-	if build {
-		b = s.startFill(indexMetric, rt)
-	}
-	return s.listRowKeys(ctx, indexMetric, rt, b, list)
-}
-
-// rowTimes runs phase 1 (§7.3): the row times of metric's index from the
-// lowest one that can hold a sample at or after start up to end.
-func (s *Store) rowTimes(ctx context.Context, metric string, start, end int64) ([]int64, error) {
-	var rowTimes []int64
-	t0 := time.Now()
-	err := s.eng.RowTimes(ctx, metric, s.lowestRowTime(start), end, func(rt int64) error {
-		rowTimes = append(rowTimes, rt)
-		return nil
-	})
-	s.observe("row_times", t0)
+// selectSeries is the series a query selects (index.Index.Select), at most
+// --query.max-series of them.
+func (s *Store) selectSeries(ctx context.Context, q index.Query) ([]*index.Series, error) {
+	sel, err := s.idx.Select(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("read row_key_time_index of %q: %w", metric, err)
+		return nil, fromIndex(err)
 	}
-	return rowTimes, nil
-}
-
-// listRowKeys lists the row_keys partition (metric, rt) into fn, handing
-// every entry to b as well when the listing is to be kept (b from
-// startFill; nil keeps nothing).
-func (s *Store) listRowKeys(ctx context.Context, metric string, rt int64, b *rowIndexBuilder, fn func(dataType string, tags []translate.Tag)) error {
-	err := s.eng.RowKeys(ctx, metric, rt, func(dataType string, tags []translate.Tag) error {
-		if b != nil {
-			b.add(dataType, tags)
-		}
-		fn(dataType, tags)
-		return nil
-	})
-	s.endFill(b, err == nil)
-	if err != nil {
-		return fmt.Errorf("read row_keys of %q: %w", metric, err)
+	series := sel.Series
+	if s.opts.MaxSeries > 0 && len(series) > s.opts.MaxSeries {
+		return nil, badRequest("the query selects %d series, more than the limit of %d (--query.max-series)", len(series), s.opts.MaxSeries)
 	}
-	return nil
-}
-
-func cloneTags(tags []translate.Tag) []translate.Tag {
-	out := make([]translate.Tag, len(tags))
-	for i, t := range tags {
-		out[i] = translate.Tag{Name: strings.Clone(t.Name), Value: strings.Clone(t.Value)}
-	}
-	return out
-}
-
-// indexedLookup picks the tag whose literal values narrow the lookup through
-// tag_indexed_row_keys, for metrics configured as tag-indexed: the pinned
-// tag with the fewest values.
-func (s *Store) indexedLookup(metric string, plan translate.Plan) (string, []string, bool) {
-	names, ok := s.opts.TagIndexed[metric]
-	if !ok {
-		if names, ok = s.opts.TagIndexed["*"]; !ok {
-			return "", nil, false
-		}
-	}
-	all := len(names) == 0 || len(names) == 1 && names[0] == "*"
-	best, bestValues := "", []string(nil)
-	for name, values := range plan.TagValues {
-		if len(values) == 0 || !all && !containsString(names, name) {
-			continue
-		}
-		if bestValues == nil || len(values) < len(bestValues) || len(values) == len(bestValues) && name < best {
-			best, bestValues = name, values
-		}
-	}
-	return best, bestValues, bestValues != nil
-}
-
-// legacyRowKeys runs phase 0 (§7.2): KairosDB still consults the legacy
-// row_key_index, whose cells are whole row keys.
-func (s *Store) legacyRowKeys(ctx context.Context, metric string, plan translate.Plan, start, end int64, add func(metric string, tags []translate.Tag, r rowRef)) error {
-	ranges := [][2]int64{{start, end}}
-	if start < 0 && end >= 0 {
-		// Negative row times sort after positive ones as unsigned bytes.
-		ranges = [][2]int64{{start, -1}, {0, end}}
-	}
-	for _, r := range ranges {
-		lo := codec.AppendLegacyIndexBound(nil, metric, s.lowestRowTime(r[0]), false)
-		hi := codec.AppendLegacyIndexBound(nil, metric, s.spec.RowTime(r[1]), true)
-		err := s.eng.LegacyRowKeys(ctx, metric, lo, hi, func(raw []byte) error {
-			k, err := codec.ParseRowKey(raw)
-			if err != nil || k.Metric != metric {
-				s.m.skipped.WithLabelValues("unparsable_row_key").Inc()
-				return nil
-			}
-			codec.SortTags(k.Tags)
-			if !plan.MatchTags(k.Tags) {
-				return nil
-			}
-			add(metric, k.Tags, rowRef{key: slices.Clone(raw), rowTime: k.RowTime, dataType: k.DataType, legacy: k.DataType == codec.TypeLegacy})
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("read row_key_index of %q: %w", metric, err)
-		}
-	}
-	return nil
+	return series, nil
 }
 
 // seriesSet yields the series in label order without reading a sample:
@@ -424,7 +107,7 @@ func (s *Store) legacyRowKeys(ctx context.Context, metric string, plan translate
 type seriesSet struct {
 	ctx        context.Context
 	s          *Store
-	refs       []*seriesRef
+	refs       []*index.Series
 	start, end int64
 	budget     *sampleBudget // nil: unlimited
 	chunked    bool          // reads encode chunks (readChunks), not samples
@@ -453,18 +136,18 @@ type fetched struct {
 	err    error
 }
 
-func newSeriesSet(ctx context.Context, s *Store, refs []*seriesRef, start, end int64, reads *sync.WaitGroup, chunked bool) *seriesSet {
+func newSeriesSet(ctx context.Context, s *Store, refs []*index.Series, start, end int64, reads *sync.WaitGroup, chunked bool) *seriesSet {
 	// The rows of a metric whose own name ends in ExemplarSuffix hold no
 	// sample: such a series is known empty without a read.
-	refs = slices.DeleteFunc(refs, func(ref *seriesRef) bool {
-		return !slices.ContainsFunc(ref.rows, func(r rowRef) bool { return r.dataType != codec.TypeExemplar })
+	refs = slices.DeleteFunc(refs, func(ref *index.Series) bool {
+		return !slices.ContainsFunc(ref.Rows, func(r index.Row) bool { return r.DataType != codec.TypeExemplar })
 	})
 	for _, ref := range refs {
 		// In row order the samples of a one-type series come sorted.
 		// Sorted here, once, because a series may be read twice at once
 		// (asked for again while a read ahead of it still runs).
-		slices.SortFunc(ref.rows, func(a, b rowRef) int {
-			return cmp.Or(cmp.Compare(a.rowTime, b.rowTime), strings.Compare(a.dataType, b.dataType))
+		slices.SortFunc(ref.Rows, func(a, b index.Row) int {
+			return cmp.Or(cmp.Compare(a.RowTime, b.RowTime), strings.Compare(a.DataType, b.DataType))
 		})
 	}
 	ss := &seriesSet{ctx: ctx, s: s, refs: refs, start: start, end: end, budget: budgetOf(ctx), chunked: chunked, ahead: map[int]chan fetched{}, reads: reads}
@@ -550,7 +233,7 @@ func (ss *seriesSet) Next() bool {
 	if ss.next >= len(ss.refs) {
 		return false
 	}
-	ss.cur = &lazySeries{set: ss, i: ss.next, lset: ss.refs[ss.next].lset}
+	ss.cur = &lazySeries{set: ss, i: ss.next, lset: ss.refs[ss.next].Labels}
 	ss.next++
 	return true
 }
@@ -590,15 +273,15 @@ func (l *lazySeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
 // Samples at the same timestamp in rows of different types (possible only
 // for data KairosDB wrote, or a series that was re-typed) are kept once: the
 // one of the row first in (row time, type name) order.
-func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64, sizeHint int, budget *sampleBudget) (*listSeries, error) {
-	out := &listSeries{lset: ref.lset}
+func (s *Store) readSeries(ctx context.Context, ref *index.Series, start, end int64, sizeHint int, budget *sampleBudget) (*listSeries, error) {
+	out := &listSeries{lset: ref.Labels}
 	sizeHint = int(min(int64(sizeHint), budget.left()))
 	if sizeHint > 0 {
 		out.ts, out.vs = make([]int64, 0, sizeHint), make([]float64, 0, sizeHint)
 	}
 	sorted := true
 	var customValues []float64 // the last custom bucket bounds, shared while they repeat
-	err := s.eachCell(ctx, ref, start, end, budget, func(r rowRef, t int64, col uint32, value []byte) (bool, error) {
+	err := s.eachCell(ctx, ref, start, end, budget, func(r index.Row, t int64, col uint32, value []byte) (bool, error) {
 		var (
 			v   float64
 			h   *histogram.Histogram
@@ -606,7 +289,7 @@ func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64
 			ok  bool
 			err error
 		)
-		switch r.dataType {
+		switch r.DataType {
 		case codec.TypeHistogram:
 			h, err = codec.DecodeHistogramValue(value)
 			if err == nil {
@@ -647,20 +330,20 @@ func (s *Store) readSeries(ctx context.Context, ref *seriesRef, start, end int64
 // budget as they come, so that a query over its limit stops reading within
 // budgetStep samples a read; one already over it reads nothing. An error of
 // cell stops the read and is returned wrapped.
-func (s *Store) eachCell(ctx context.Context, ref *seriesRef, start, end int64, budget *sampleBudget, cell func(r rowRef, t int64, col uint32, value []byte) (bool, error)) error {
+func (s *Store) eachCell(ctx context.Context, ref *index.Series, start, end int64, budget *sampleBudget, cell func(r index.Row, t int64, col uint32, value []byte) (bool, error)) error {
 	if budget.left() < 0 {
-		return fmt.Errorf("read data_points of %s: %w", ref.lset, ErrTooManySamples)
+		return fmt.Errorf("read data_points of %s: %w", ref.Labels, ErrTooManySamples)
 	}
 	t0 := time.Now()
 	defer s.observe("data_points", t0)
 	uncounted := int64(0)
-	for _, r := range ref.rows {
-		if r.dataType == codec.TypeExemplar {
+	for _, r := range ref.Rows {
+		if r.DataType == codec.TypeExemplar {
 			continue // a metric whose own name ends in ExemplarSuffix: not samples
 		}
-		lo, hi := s.spec.SliceBounds(r.rowTime, start, end)
-		err := s.eng.Cells(ctx, r.key, lo, hi, func(col uint32, value []byte) error {
-			t := s.spec.Timestamp(r.rowTime, col)
+		lo, hi := s.spec.SliceBounds(r.RowTime, start, end)
+		err := s.eng.Cells(ctx, r.Key, lo, hi, func(col uint32, value []byte) error {
+			t := s.spec.Timestamp(r.RowTime, col)
 			if t < start || t > end {
 				return nil
 			}
@@ -674,24 +357,24 @@ func (s *Store) eachCell(ctx context.Context, ref *seriesRef, start, end int64, 
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("read data_points of %s: %w", ref.lset, err)
+			return fmt.Errorf("read data_points of %s: %w", ref.Labels, err)
 		}
 	}
 	if err := budget.take(uncounted); err != nil {
-		return fmt.Errorf("read data_points of %s: %w", ref.lset, err)
+		return fmt.Errorf("read data_points of %s: %w", ref.Labels, err)
 	}
 	return nil
 }
 
 // floatCell decodes the value of a cell of a row of a float type; !ok is
 // a value that is no number (counted as skipped).
-func (s *Store) floatCell(r rowRef, col uint32, value []byte) (float64, bool) {
-	v, ok, err := codec.DecodeValue(r.dataType, r.legacy, col, value)
+func (s *Store) floatCell(r index.Row, col uint32, value []byte) (float64, bool) {
+	v, ok, err := codec.DecodeValue(r.DataType, r.Legacy, col, value)
 	switch {
 	case err != nil:
 		s.m.skipped.WithLabelValues("undecodable").Inc()
 	case !ok:
-		s.m.skipped.WithLabelValues(r.dataType).Inc()
+		s.m.skipped.WithLabelValues(r.DataType).Inc()
 	}
 	return v, ok && err == nil
 }
