@@ -166,8 +166,8 @@ func (s *Store) encodeCells(ctx context.Context, ref *index.Series, start, end i
 
 // newXORChunk is an empty XOR chunk with room for size bytes, so that a
 // chunk like the one before it is written without growing its buffer
-// (chunkenc.NewXORChunk starts at 128 bytes; a chunk of 120 irregular
-// floats takes about 1 KiB, five doublings).
+// (chunkenc.NewXORChunk starts at 128 bytes, and a chunk of irregular
+// floats grows by several doublings).
 func newXORChunk(size int) chunkenc.Chunk {
 	c, err := chunkenc.FromData(chunkenc.EncXOR, make([]byte, 2, max(size, 128)))
 	if err != nil {

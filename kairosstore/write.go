@@ -75,9 +75,9 @@ func (s *Store) NewAppender() *Appender {
 }
 
 // appendBuffers are the two big slices of an appender, kept for the next
-// request: a 2,000-sample request needs ~130 KB of them, and allocating
-// that per request made the garbage collector a tenth of the write path's
-// CPU (BenchmarkPipeline).
+// request: allocating them per request made the garbage collector a large
+// share of the write path's CPU (BENCHMARKS.md, BenchmarkPipeline: "The
+// appender's cell and value buffers").
 type appendBuffers struct {
 	cells  []engine.Cell
 	values []byte
