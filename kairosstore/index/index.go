@@ -22,11 +22,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/kairos-remote/kairos-adapter/internal/lru"
@@ -54,8 +52,7 @@ type Reader interface {
 	LegacyRowKeys(ctx context.Context, metric string, lo, hi []byte, fn func(rowKey []byte) error) error
 }
 
-// Options configures an Index. Spec, Mapper, Skipped and OpDuration are
-// required.
+// Options configures an Index. Spec and Mapper are required.
 type Options struct {
 	Spec   codec.RowSpec
 	Mapper translate.Mapper
@@ -78,17 +75,13 @@ type Options struct {
 	ListedOnce int
 	TTL        time.Duration
 	Now        func() time.Time
-	// Skipped and OpDuration are the store's: values skipped by reason,
-	// and the duration of engine operations.
-	Skipped    *prometheus.CounterVec
-	OpDuration *prometheus.HistogramVec
 }
 
 // Index resolves selectors over KairosDB's index tables.
 type Index struct {
 	r    Reader
 	opts Options
-	m    metrics
+	m    Metrics
 	// listings holds kept row_keys listings by (metric, row time), nil
 	// when disabled; fills are the listings being read (kept.go).
 	listings   *lru.Cache[string, *listing]
@@ -99,48 +92,28 @@ type Index struct {
 	fills      map[string]*listingBuilder
 }
 
-type metrics struct {
+// Metrics are the store's metrics the index adds to.
+type Metrics struct {
+	// Skipped counts values skipped, by reason; OpDuration the duration
+	// of engine operations.
+	Skipped    *prometheus.CounterVec
+	OpDuration *prometheus.HistogramVec
 	// Phase 2, by KairosDB metric: what an operator reads to find the
 	// metrics worth --kairosdb.tag-indexed-metrics.
-	scanned, selected *prometheus.CounterVec
-	scannedPerQuery   prometheus.Histogram
-	listingLookups    *prometheus.CounterVec
+	Scanned, Selected *prometheus.CounterVec
+	ScannedPerQuery   prometheus.Histogram
+	ListingLookups    *prometheus.CounterVec
 }
 
-// New returns an Index over r, registering its metrics with reg.
-func New(r Reader, opts Options, reg prometheus.Registerer) *Index {
+// New returns an Index over r.
+func New(r Reader, opts Options, m Metrics) *Index {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.ReadConcurrency <= 0 {
 		opts.ReadConcurrency = 16
 	}
-	f := promauto.With(reg)
-	x := &Index{
-		r:     r,
-		opts:  opts,
-		seed:  maphash.MakeSeed(),
-		fills: map[string]*listingBuilder{},
-		m: metrics{
-			scanned: f.NewCounterVec(prometheus.CounterOpts{
-				Namespace: "kairos_adapter", Name: "read_index_entries_scanned_total",
-				Help: "Index entries (row_keys, tag_indexed_row_keys, or their cached listings) that reads looked at to find series, by KairosDB metric.",
-			}, []string{"metric"}),
-			selected: f.NewCounterVec(prometheus.CounterOpts{
-				Namespace: "kairos_adapter", Name: "read_index_entries_selected_total",
-				Help: "Index entries that matched a read's label matchers, by KairosDB metric.",
-			}, []string{"metric"}),
-			scannedPerQuery: f.NewHistogram(prometheus.HistogramOpts{
-				Namespace: "kairos_adapter", Name: "read_index_entries_scanned_per_query",
-				Help:    "Index entries one query looked at to find its series.",
-				Buckets: prometheus.ExponentialBuckets(1, 10, 8),
-			}),
-			listingLookups: f.NewCounterVec(prometheus.CounterOpts{
-				Namespace: "kairos_adapter", Name: "read_row_keys_cache_lookups_total",
-				Help: "Lookups of cached row_keys listings: hit, miss, or too_many (more candidates than are checked one by one: the partition is listed again).",
-			}, []string{"result"}),
-		},
-	}
+	x := &Index{r: r, opts: opts, m: m, seed: maphash.MakeSeed(), fills: map[string]*listingBuilder{}}
 	if opts.ListingBytes > 0 {
 		x.listings = lru.NewWeighted[string, *listing](opts.ListingBytes/2, opts.TTL, opts.Now, func(l *listing) int64 { return l.bytes })
 		x.listedOnce = lru.New[string, struct{}](max(opts.ListedOnce, 1), opts.TTL, opts.Now)
@@ -349,51 +322,5 @@ func withoutOrphans(series []*Series) []*Series {
 
 // observe records how long an engine operation took.
 func (x *Index) observe(op string, start time.Time) {
-	x.opts.OpDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
-}
-
-// finder collects the row keys of phases 0-2, grouped by series.
-type finder struct {
-	mu     sync.Mutex
-	byID   map[string]*Series
-	seen   map[string]bool
-	mapper translate.Mapper
-	b      labels.ScratchBuilder
-	id     []byte // scratch for a series' id
-	// useKept lets phase 2 take row_keys listings from Index.listings.
-	// A delete does not: it must find entries other writers just added.
-	useKept bool
-	// scanned counts the index entries phase 2 looked at, read or kept.
-	scanned atomic.Int64
-}
-
-// add takes one selected row of the series of metric and tags (sorted,
-// owned by the row). tagsAt is where the tags start in r.Key, or -1 when
-// the key does not encode them as AppendRowKey would (a key read from
-// row_key_index).
-func (f *finder) add(metric string, tags []translate.Tag, r Row, tagsAt int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.seen[string(r.Key)] {
-		return
-	}
-	f.seen[string(r.Key)] = true
-	// A series' id is its metric and encoded tags: the row key without
-	// the row time and type.
-	if tagsAt >= 0 {
-		f.id = append(append(append(f.id[:0], metric...), 0), r.Key[tagsAt:]...)
-	} else {
-		k := codec.AppendRowKey(f.id[:0], codec.RowKey{Metric: metric, DataType: codec.TypeLegacy, Tags: tags})
-		f.id = append(k[:len(metric)+1], k[len(metric)+1+8:]...)
-	}
-	sr := f.byID[string(f.id)]
-	if sr == nil {
-		lset, ok := f.mapper.Join(metric, tags, &f.b)
-		if !ok {
-			return
-		}
-		sr = &Series{Labels: lset}
-		f.byID[string(f.id)] = sr
-	}
-	sr.Rows = append(sr.Rows, r)
+	x.m.OpDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }

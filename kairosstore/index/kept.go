@@ -47,10 +47,10 @@ func (x *Index) keptRowKeys(ctx context.Context, metric string, rowTime int64, p
 		}
 	})
 	if len(cands) > maxVerify {
-		x.m.listingLookups.WithLabelValues("too_many").Inc()
+		x.m.ListingLookups.WithLabelValues("too_many").Inc()
 		return n, keptTooMany, nil
 	}
-	x.m.listingLookups.WithLabelValues("hit").Inc()
+	x.m.ListingLookups.WithLabelValues("hit").Inc()
 	x.refreshLater(metric, rowTime, l)
 	exists := make([]bool, len(cands))
 	g, gctx := errgroup.WithContext(ctx)
@@ -79,7 +79,7 @@ func (x *Index) keptListing(metric string, rowTime int64) *listing {
 	}
 	l, ok := x.listings.Get(partitionKey(metric, rowTime))
 	if !ok || l.isStale() {
-		x.m.listingLookups.WithLabelValues("miss").Inc()
+		x.m.ListingLookups.WithLabelValues("miss").Inc()
 		return nil
 	}
 	return l

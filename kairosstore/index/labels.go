@@ -153,7 +153,7 @@ func (x *Index) eachEntry(ctx context.Context, q Query, kept func(metric string,
 		}
 		for _, rt := range rowTimes {
 			if l := x.keptListing(metric, rt); l != nil {
-				x.m.listingLookups.WithLabelValues("hit").Inc()
+				x.m.ListingLookups.WithLabelValues("hit").Inc()
 				x.refreshLater(metric, rt, l)
 				kept(metric, rt, l, plan)
 				continue
@@ -165,7 +165,7 @@ func (x *Index) eachEntry(ctx context.Context, q Query, kept func(metric string,
 					entry(metric, rt, tags)
 				}
 			})
-			x.m.scanned.WithLabelValues(metric).Add(float64(scanned))
+			x.m.Scanned.WithLabelValues(metric).Add(float64(scanned))
 			if err != nil {
 				return err
 			}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -21,7 +23,7 @@ import (
 func (x *Index) findSeries(ctx context.Context, metrics []string, plan translate.Plan, start, end int64, useKept bool) ([]*Series, error) {
 	start = max(start, x.opts.MinTime)
 	f := &finder{byID: map[string]*Series{}, seen: map[string]bool{}, mapper: x.opts.Mapper, useKept: useKept}
-	defer func() { x.m.scannedPerQuery.Observe(float64(f.scanned.Load())) }()
+	defer func() { x.m.ScannedPerQuery.Observe(float64(f.scanned.Load())) }()
 	// Every metric's phases 0 and 1, and phase 2 of each of its row
 	// windows, run concurrently: a selector over a hundred metric names
 	// would otherwise wait for three index reads per name in turn before
@@ -99,8 +101,8 @@ func (x *Index) rowKeysOf(ctx context.Context, f *finder, metric, indexMetric st
 	var scanned, selected int
 	defer func() {
 		f.scanned.Add(int64(scanned))
-		x.m.scanned.WithLabelValues(metric).Add(float64(scanned))
-		x.m.selected.WithLabelValues(metric).Add(float64(selected))
+		x.m.Scanned.WithLabelValues(metric).Add(float64(scanned))
+		x.m.Selected.WithLabelValues(metric).Add(float64(selected))
 	}()
 	// add takes an entry that passed the matchers; its strings may alias
 	// the engine's buffers.
@@ -264,7 +266,7 @@ func (x *Index) legacyRowKeys(ctx context.Context, metric string, plan translate
 		err := x.r.LegacyRowKeys(ctx, metric, lo, hi, func(raw []byte) error {
 			k, err := codec.ParseRowKey(raw)
 			if err != nil || k.Metric != metric {
-				x.opts.Skipped.WithLabelValues("unparsable_row_key").Inc()
+				x.m.Skipped.WithLabelValues("unparsable_row_key").Inc()
 				return nil
 			}
 			codec.SortTags(k.Tags)
@@ -278,4 +280,50 @@ func (x *Index) legacyRowKeys(ctx context.Context, metric string, plan translate
 		}
 	}
 	return nil
+}
+
+// finder collects the row keys of phases 0-2, grouped by series.
+type finder struct {
+	mu     sync.Mutex
+	byID   map[string]*Series
+	seen   map[string]bool
+	mapper translate.Mapper
+	b      labels.ScratchBuilder
+	id     []byte // scratch for a series' id
+	// useKept lets phase 2 take row_keys listings from Index.listings.
+	// A delete does not: it must find entries other writers just added.
+	useKept bool
+	// scanned counts the index entries phase 2 looked at, read or kept.
+	scanned atomic.Int64
+}
+
+// add takes one selected row of the series of metric and tags (sorted,
+// owned by the row). tagsAt is where the tags start in r.Key, or -1 when
+// the key does not encode them as AppendRowKey would (a key read from
+// row_key_index).
+func (f *finder) add(metric string, tags []translate.Tag, r Row, tagsAt int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.seen[string(r.Key)] {
+		return
+	}
+	f.seen[string(r.Key)] = true
+	// A series' id is its metric and encoded tags: the row key without
+	// the row time and type.
+	if tagsAt >= 0 {
+		f.id = append(append(append(f.id[:0], metric...), 0), r.Key[tagsAt:]...)
+	} else {
+		k := codec.AppendRowKey(f.id[:0], codec.RowKey{Metric: metric, DataType: codec.TypeLegacy, Tags: tags})
+		f.id = append(k[:len(metric)+1], k[len(metric)+1+8:]...)
+	}
+	sr := f.byID[string(f.id)]
+	if sr == nil {
+		lset, ok := f.mapper.Join(metric, tags, &f.b)
+		if !ok {
+			return
+		}
+		sr = &Series{Labels: lset}
+		f.byID[string(f.id)] = sr
+	}
+	sr.Rows = append(sr.Rows, r)
 }
