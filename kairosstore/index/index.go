@@ -9,9 +9,10 @@
 // stored. Reading samples (phase 3) is the caller's business.
 //
 // Select is the one way from matchers to rows: reads, chunked reads, the
-// series API, deletes and exemplar queries all take their series from it.
-// The label lookups and CountSeries walk the same phases (Entries) without
-// building series.
+// series API, deletes and exemplar queries all take their series from it,
+// and the metric names it read (Selection.Metrics: what a delete touches).
+// The label lookups and CountSeries plan and walk the same phases
+// (eachEntry, labels.go) without building series.
 package index
 
 import (
@@ -73,8 +74,11 @@ type Options struct {
 	// ListedOnce bounds how many partitions listed once (not kept yet) are
 	// remembered.
 	ListedOnce int
-	TTL        time.Duration
-	Now        func() time.Time
+	// TTL is how long a kept listing is used (kairosstore's
+	// IndexCacheTTL): the staleness bound of entries other writers add.
+	TTL time.Duration
+	// Now is the clock of the listings' ages; nil means time.Now.
+	Now func() time.Time
 }
 
 // Index resolves selectors over KairosDB's index tables.
@@ -227,9 +231,9 @@ func (x *Index) plan(ctx context.Context, q Query) (translate.Plan, []string, er
 	var metrics []string
 	switch q.Kind {
 	case Samples:
-		metrics, err = x.metricNames(ctx, plan, func(name string) (string, bool) {
+		metrics, err = x.metricNames(ctx, plan, func(name string) bool {
 			// Exemplar metrics hold no samples.
-			return name, !IsExemplarMetric(name) && plan.MatchName(name)
+			return !isExemplarMetric(name) && plan.MatchName(name)
 		})
 	case Exemplars:
 		if plan.Metrics != nil {
@@ -238,9 +242,9 @@ func (x *Index) plan(ctx context.Context, q Query) (translate.Plan, []string, er
 			}
 			break
 		}
-		metrics, err = x.metricNames(ctx, plan, func(name string) (string, bool) {
+		metrics, err = x.metricNames(ctx, plan, func(name string) bool {
 			base, ok := strings.CutSuffix(name, codec.ExemplarSuffix)
-			return name, ok && plan.MatchName(base)
+			return ok && plan.MatchName(base)
 		})
 	case Deletion:
 		metrics = plan.Metrics
@@ -257,7 +261,7 @@ func (x *Index) plan(ctx context.Context, q Query) (translate.Plan, []string, er
 		}
 		// A series' exemplars go with it.
 		for _, m := range metrics {
-			if !IsExemplarMetric(m) && !slices.Contains(metrics, m+codec.ExemplarSuffix) {
+			if !isExemplarMetric(m) && !slices.Contains(metrics, m+codec.ExemplarSuffix) {
 				metrics = append(metrics, m+codec.ExemplarSuffix)
 			}
 		}
@@ -267,14 +271,14 @@ func (x *Index) plan(ctx context.Context, q Query) (translate.Plan, []string, er
 
 // metricNames is the metric names a plan reads: its pinned names, or those
 // of string_index that accept accepts, at most MaxMetrics of them.
-func (x *Index) metricNames(ctx context.Context, plan translate.Plan, accept func(name string) (string, bool)) ([]string, error) {
+func (x *Index) metricNames(ctx context.Context, plan translate.Plan, accept func(name string) bool) ([]string, error) {
 	if plan.Metrics != nil {
 		return plan.Metrics, nil
 	}
 	var metrics []string
 	start := time.Now()
 	err := x.r.MetricNames(ctx, func(name string) error {
-		if _, ok := accept(name); ok {
+		if accept(name) {
 			metrics = append(metrics, name)
 			if x.opts.MaxMetrics > 0 && len(metrics) > x.opts.MaxMetrics {
 				return badSelector("the selector matches more than %d metric names (--query.max-metrics); add a __name__ matcher", x.opts.MaxMetrics)
@@ -286,9 +290,9 @@ func (x *Index) metricNames(ctx context.Context, plan translate.Plan, accept fun
 	return metrics, err
 }
 
-// IsExemplarMetric reports whether a stored metric name is an exemplar
+// isExemplarMetric reports whether a stored metric name is an exemplar
 // metric rather than a series' metric.
-func IsExemplarMetric(name string) bool { return strings.HasSuffix(name, codec.ExemplarSuffix) }
+func isExemplarMetric(name string) bool { return strings.HasSuffix(name, codec.ExemplarSuffix) }
 
 // withoutOrphans drops the non-finite rows (those indexed under the side
 // metric, NonFiniteSuffix) of every row window in which the series has no row

@@ -47,7 +47,7 @@ func (x *Index) LabelValues(ctx context.Context, name string, q Query) ([]string
 	switch {
 	case name == model.MetricNameLabel && len(q.Matchers) == 0:
 		err = x.r.MetricNames(ctx, func(metric string) error {
-			if n, ok := strings.CutPrefix(metric, prefix); ok && n != "" && !IsExemplarMetric(metric) {
+			if n, ok := strings.CutPrefix(metric, prefix); ok && n != "" && !isExemplarMetric(metric) {
 				set[n] = struct{}{}
 			}
 			return nil
