@@ -48,7 +48,7 @@ func (s *Store) stamp() int64 {
 // stamp may be taken as still there at now: written after the last delete
 // through this store, and less than IndexCacheTTL ago.
 func (s *Store) fresh(stamp, now int64) bool {
-	return stamp > s.deleted.Load() && now-stamp < int64(s.opts.IndexCacheTTL)
+	return stamp > s.indexClearedAt.Load() && now-stamp < int64(s.opts.IndexCacheTTL)
 }
 
 // forgetIndex makes every index row count as not written: the next sample
@@ -56,12 +56,10 @@ func (s *Store) fresh(stamp, now int64) bool {
 // rows; marks confirmed by writes that overlapped the delete are void too,
 // as their stamps are older than the delete's.
 func (s *Store) forgetIndex() {
-	s.deleted.Store(s.stamp())
+	s.indexClearedAt.Store(s.stamp())
 	s.rowKeys.Clear()
 	s.metricRows.Clear()
-	if s.rowIndexes != nil {
-		s.rowIndexes.Clear()
-	}
+	s.idx.Forget()
 }
 
 // lookupSeries returns the series of ls, translating and caching it on a

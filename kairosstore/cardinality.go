@@ -2,7 +2,6 @@ package kairosstore
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -20,7 +19,7 @@ import (
 func (s *Store) MetricNames(ctx context.Context) ([]string, error) {
 	var out []string
 	err := s.eng.MetricNames(ctx, func(metric string) error {
-		if n, ok := strings.CutPrefix(metric, s.mapper.Prefix); ok && n != "" && !isExemplarMetric(metric) {
+		if n, ok := strings.CutPrefix(metric, s.mapper.Prefix); ok && n != "" && !strings.HasSuffix(metric, codec.ExemplarSuffix) {
 			out = append(out, strings.Clone(n))
 		}
 		return nil
@@ -29,62 +28,10 @@ func (s *Store) MetricNames(ctx context.Context) ([]string, error) {
 }
 
 // SeriesCounts calls fn with the row_keys entries of metric (a Prometheus
-// name) by data type, in each row window that overlaps start..end (ms),
-// from a kept listing when one is held (cached), else by listing the
-// partition. Rows indexed only under the non-finite side index are not
-// counted.
+// name) by data type, in each row window that overlaps start..end (ms); see
+// index.EntriesByType.
 func (s *Store) SeriesCounts(ctx context.Context, metric string, start, end int64, fn func(rowTime int64, dataType string, entries int, cached bool)) error {
-	name := s.mapper.Prefix + metric
-	rts, err := s.rowTimes(ctx, name, start, end)
-	if err != nil {
-		return err
-	}
-	for _, rt := range rts {
-		if x := s.heldListing(name, rt); x != nil {
-			n := make([]int, len(x.types))
-			for _, t := range x.entType {
-				n[t]++
-			}
-			for i, t := range x.types {
-				fn(rt, t, n[i], true)
-			}
-			x.mu.Lock()
-			for _, e := range x.extra {
-				fn(rt, e.dataType, 1, true)
-			}
-			x.mu.Unlock()
-			continue
-		}
-		byType := map[string]int{}
-		t0 := time.Now()
-		err := s.eng.RowKeys(ctx, name, rt, func(dataType string, _ []codec.Tag) error {
-			if _, ok := byType[dataType]; !ok {
-				dataType = strings.Clone(dataType)
-			}
-			byType[dataType]++
-			return nil
-		})
-		s.observe("row_keys", t0)
-		if err != nil {
-			return fmt.Errorf("read row_keys of %q: %w", name, err)
-		}
-		for t, n := range byType {
-			fn(rt, t, n, false)
-		}
-	}
-	return nil
-}
-
-// heldListing is the kept listing of (metric, rowTime) without counting a
-// lookup: the explorer's reads are not the queries the counter measures.
-func (s *Store) heldListing(metric string, rowTime int64) *rowIndex {
-	if s.rowIndexes == nil {
-		return nil
-	}
-	if x, ok := s.rowIndexes.Get(metricRowKey(metric, rowTime)); ok && !x.isStale() {
-		return x
-	}
-	return nil
+	return s.idx.EntriesByType(ctx, s.mapper.Prefix+metric, start, end, fn)
 }
 
 // TagIndexed reports whether metric's rows also go to tag_indexed_row_keys
@@ -108,11 +55,8 @@ func (s *Store) Layout() map[string]any {
 		"datapoint_ttl_s":    s.opts.TTL,
 		"metric_prefix":      s.mapper.Prefix,
 		"cache_entries":      map[string]int{"series": s.series.Len(), "row_keys_written": s.rowKeys.Len(), "metric_rows_written": s.metricRows.Len(), "metadata": s.meta.Len()},
-		"row_keys_listings":  0,
+		"row_keys_listings":  s.idx.Listings(),
 		"row_keys_cache_max": s.opts.RowKeysCacheBytes,
-	}
-	if s.rowIndexes != nil {
-		out["row_keys_listings"] = s.rowIndexes.Len()
 	}
 	return out
 }

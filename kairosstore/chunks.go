@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunks"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
 )
 
 // ChunkQuerier returns a querier over [mint, maxt] (inclusive, ms) whose
@@ -80,8 +81,8 @@ var errUnordered = errors.New("cells out of time order")
 // out of order halfway are read again that way; the samples read so far
 // then count twice against the budget, which only refuses such a series
 // early.
-func (s *Store) readChunks(ctx context.Context, ref *seriesRef, start, end int64, sizeHint int, budget *sampleBudget) ([]chunks.Meta, int, error) {
-	if floatsInOrder(ref.rows) {
+func (s *Store) readChunks(ctx context.Context, ref *index.Series, start, end int64, sizeHint int, budget *sampleBudget) ([]chunks.Meta, int, error) {
+	if floatsInOrder(ref.Rows) {
 		chks, n, err := s.encodeCells(ctx, ref, start, end, sizeHint, budget)
 		if !errors.Is(err, errUnordered) {
 			return chks, n, err
@@ -97,7 +98,7 @@ func (s *Store) readChunks(ctx context.Context, ref *seriesRef, start, end int64
 		chks = append(chks, it.At())
 	}
 	if err := it.Err(); err != nil {
-		return nil, 0, fmt.Errorf("encode chunks of %s: %w", ref.lset, err)
+		return nil, 0, fmt.Errorf("encode chunks of %s: %w", ref.Labels, err)
 	}
 	return chks, len(ls.ts), nil
 }
@@ -105,12 +106,12 @@ func (s *Store) readChunks(ctx context.Context, ref *seriesRef, start, end int64
 // floatsInOrder reports whether the rows of a series (sorted by row time,
 // as newSeriesSet leaves them) hold one float type in windows that cannot
 // overlap: non-negative row times (§3.1), one row per window.
-func floatsInOrder(rows []rowRef) bool {
+func floatsInOrder(rows []index.Row) bool {
 	for i, r := range rows {
 		switch {
-		case r.dataType == codec.TypeHistogram, r.dataType == codec.TypeFloatHistogram, r.dataType == codec.TypeExemplar,
-			r.rowTime < 0,
-			i > 0 && (r.dataType != rows[0].dataType || r.legacy != rows[0].legacy || r.rowTime == rows[i-1].rowTime):
+		case r.DataType == codec.TypeHistogram, r.DataType == codec.TypeFloatHistogram, r.DataType == codec.TypeExemplar,
+			r.RowTime < 0,
+			i > 0 && (r.DataType != rows[0].DataType || r.Legacy != rows[0].Legacy || r.RowTime == rows[i-1].RowTime):
 			return false
 		}
 	}
@@ -120,7 +121,7 @@ func floatsInOrder(rows []rowRef) bool {
 // encodeCells encodes the cells of a series of floatsInOrder rows into XOR
 // chunks as eachCell reads them; errUnordered (wrapped) if they turn out
 // not to come in time order.
-func (s *Store) encodeCells(ctx context.Context, ref *seriesRef, start, end int64, sizeHint int, budget *sampleBudget) ([]chunks.Meta, int, error) {
+func (s *Store) encodeCells(ctx context.Context, ref *index.Series, start, end int64, sizeHint int, budget *sampleBudget) ([]chunks.Meta, int, error) {
 	var (
 		chks       = make([]chunks.Meta, 0, sizeHint/chunkSamples+1)
 		cur        chunks.Meta
@@ -130,7 +131,7 @@ func (s *Store) encodeCells(ctx context.Context, ref *seriesRef, start, end int6
 		prev       = int64(math.MinInt64)
 		chunkBytes = 128 // the size to allocate a chunk with: the last one's
 	)
-	err := s.eachCell(ctx, ref, start, end, budget, func(r rowRef, t int64, col uint32, value []byte) (bool, error) {
+	err := s.eachCell(ctx, ref, start, end, budget, func(r index.Row, t int64, col uint32, value []byte) (bool, error) {
 		v, ok := s.floatCell(r, col, value)
 		if !ok {
 			return false, nil
@@ -165,8 +166,8 @@ func (s *Store) encodeCells(ctx context.Context, ref *seriesRef, start, end int6
 
 // newXORChunk is an empty XOR chunk with room for size bytes, so that a
 // chunk like the one before it is written without growing its buffer
-// (chunkenc.NewXORChunk starts at 128 bytes; a chunk of 120 irregular
-// floats takes about 1 KiB, five doublings).
+// (chunkenc.NewXORChunk starts at 128 bytes, and a chunk of irregular
+// floats grows by several doublings).
 func newXORChunk(size int) chunkenc.Chunk {
 	c, err := chunkenc.FromData(chunkenc.EncXOR, make([]byte, 2, max(size, 128)))
 	if err != nil {

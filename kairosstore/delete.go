@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
-	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/common/model"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
 )
 
 // Delete removes the samples of the series selected by ms in [start, end]
@@ -23,34 +22,13 @@ import (
 // and the metric name leaves string_index only when the whole time range of an
 // unfiltered metric is deleted. It returns the number of rows touched.
 func (s *Store) Delete(ctx context.Context, start, end int64, ms ...*labels.Matcher) (int, error) {
-	plan, err := s.mapper.Plan(ms)
+	sel, err := s.idx.Select(ctx, index.Query{Matchers: ms, Start: start, End: end, Kind: index.Deletion})
 	if err != nil {
-		return 0, badRequest("%w", err)
+		return 0, fromIndex(err)
 	}
-	if plan.Empty() || start > end {
+	metrics, refs := sel.Metrics, sel.Series
+	if len(metrics) == 0 {
 		return 0, nil
-	}
-	metrics := plan.Metrics
-	if metrics == nil {
-		err := s.eng.MetricNames(ctx, func(name string) error {
-			if plan.MatchName(name) {
-				metrics = append(metrics, name)
-			}
-			return nil
-		})
-		if err != nil {
-			return 0, fmt.Errorf("list metric names: %w", err)
-		}
-	}
-	// A series' exemplars go with it.
-	for _, m := range metrics {
-		if !strings.HasSuffix(m, codec.ExemplarSuffix) && !slices.Contains(metrics, m+codec.ExemplarSuffix) {
-			metrics = append(metrics, m+codec.ExemplarSuffix)
-		}
-	}
-	refs, err := s.findSeries(ctx, metrics, plan, start, end, false)
-	if err != nil {
-		return 0, err
 	}
 	tagged := false
 	for _, m := range ms {
@@ -60,40 +38,40 @@ func (s *Store) Delete(ctx context.Context, start, end int64, ms ...*labels.Matc
 	// Not before the time writes after the last delete carry (Commit): a
 	// write in that delete's millisecond is stamped one later, and this
 	// delete must still shadow it (a tie goes to the tombstone, §5.4).
-	d := &engine.Deletes{WriteTime: max(s.opts.Now().UnixMilli(), s.deleteTime.Load()+1)}
+	d := &engine.Deletes{WriteTime: max(s.opts.Now().UnixMilli(), s.lastDeleteMillis.Load()+1)}
 	rowTimes := map[string]bool{}
 	n := 0
 	for _, ref := range refs {
-		for _, r := range ref.rows {
-			k, err := codec.ParseRowKey(r.key)
+		for _, r := range ref.Rows {
+			k, err := codec.ParseRowKey(r.Key)
 			if err != nil {
-				return 0, fmt.Errorf("BUG: unparsable row key %x: %w", r.key, err)
+				return 0, fmt.Errorf("BUG: unparsable row key %x: %w", r.Key, err)
 			}
 			n++
-			last := r.rowTime + whole - 1
-			if start > r.rowTime || end < last {
-				lo, hi := max(start, r.rowTime), min(end, last)
-				d.CellRanges = append(d.CellRanges, engine.CellRange{Key: r.key, Lo: s.spec.Column(r.rowTime, lo), Hi: s.spec.Column(r.rowTime, hi)})
+			last := r.RowTime + whole - 1
+			if start > r.RowTime || end < last {
+				lo, hi := max(start, r.RowTime), min(end, last)
+				d.CellRanges = append(d.CellRanges, engine.CellRange{Key: r.Key, Lo: s.spec.Column(r.RowTime, lo), Hi: s.spec.Column(r.RowTime, hi)})
 				continue
 			}
-			d.Rows = append(d.Rows, r.key)
-			if r.legacy {
+			d.Rows = append(d.Rows, r.Key)
+			if r.Legacy {
 				// Only row_key_index knows a type-less key.
-				d.LegacyRowKeys = append(d.LegacyRowKeys, engine.LegacyRowKey{Metric: k.Metric, RowKey: r.key})
+				d.LegacyRowKeys = append(d.LegacyRowKeys, engine.LegacyRowKey{Metric: k.Metric, RowKey: r.Key})
 				continue
 			}
 			indexMetric := k.Metric
-			if r.indexMetric != "" {
-				indexMetric = r.indexMetric
+			if r.IndexMetric != "" {
+				indexMetric = r.IndexMetric
 			}
-			irk := engine.IndexedRowKey{Metric: indexMetric, RowTime: r.rowTime, DataType: r.dataType, Tags: k.Tags}
+			irk := engine.IndexedRowKey{Metric: indexMetric, RowTime: r.RowTime, DataType: r.DataType, Tags: k.Tags}
 			d.RowKeys = append(d.RowKeys, irk)
-			if r.indexMetric == "" {
+			if r.IndexMetric == "" {
 				d.TagIndexed = s.appendTagIndexed(d.TagIndexed, irk)
 			}
-			if id := metricRowKey(indexMetric, r.rowTime); !tagged && !rowTimes[id] {
+			if id := metricRowKey(indexMetric, r.RowTime); !tagged && !rowTimes[id] {
 				rowTimes[id] = true
-				d.RowTimes = append(d.RowTimes, engine.RowTimeIndex{Metric: indexMetric, RowTime: r.rowTime})
+				d.RowTimes = append(d.RowTimes, engine.RowTimeIndex{Metric: indexMetric, RowTime: r.RowTime})
 			}
 		}
 	}
@@ -107,7 +85,7 @@ func (s *Store) Delete(ctx context.Context, start, end int64, ms ...*labels.Matc
 	// clears the metric cache only on delete-all and can lose index rows).
 	// The series' own marks go too, also those of handles the HTTP side
 	// keeps. A failed delete may have removed some rows already.
-	raiseTo(&s.deleteTime, d.WriteTime)
+	raiseTo(&s.lastDeleteMillis, d.WriteTime)
 	if len(d.Rows) > 0 || len(d.MetricNames) > 0 {
 		s.forgetIndex()
 	}

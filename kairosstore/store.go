@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
@@ -48,7 +48,7 @@ type Options struct {
 	// at most this long after. Default 5 minutes (defaultIndexCacheTTL).
 	IndexCacheTTL time.Duration
 	// RowKeysCacheBytes bounds the memory of the row_keys listings kept
-	// for phase 2 of the read (rowindex.go); 0 keeps none. Listings
+	// for phase 2 of the read (index/kept.go); 0 keeps none. Listings
 	// expire IndexCacheTTL after they were read.
 	RowKeysCacheBytes int64
 	// MetricPrefix is added to every metric name written and required of
@@ -84,22 +84,17 @@ type Store struct {
 	refs       *refTable                             // of the series, for Appender refs
 	meta       *lru.Cache[string, metadata.Metadata] // by metric family
 	bufs       sync.Pool                             // *appendBuffers
-	// rowIndexes holds row_keys listings by (metric, row time), nil when
-	// disabled; fills are the listings being read (rowindex.go).
-	rowIndexes *lru.Cache[string, *rowIndex]
-	listedOnce *lru.Cache[string, struct{}] // partitions listed, not yet kept
-	building   chan struct{}                // a slot per listing being built at once
-	seed       maphash.Seed
-	fillMu     sync.Mutex
-	fills      map[string]*rowIndexBuilder
-	// born is the origin of stamps; deleted is the stamp of the last
-	// delete that removed index rows (Store.fresh).
-	born    time.Time
-	deleted atomic.Int64
-	// deleteTime is the write time (ms) of the latest delete: later
+	// idx answers which series and rows a selector selects, and keeps
+	// the row_keys listings (index/).
+	idx *index.Index
+	// born is the origin of stamps; indexClearedAt is the stamp of the
+	// last delete that removed index rows (Store.fresh).
+	born           time.Time
+	indexClearedAt atomic.Int64
+	// lastDeleteMillis is the write time (ms) of the latest delete: later
 	// writes carry a later one, as a tie goes to the tombstone (§5.4).
-	deleteTime atomic.Int64
-	m          storeMetrics
+	lastDeleteMillis atomic.Int64
+	m                storeMetrics
 }
 
 type storeMetrics struct {
@@ -112,7 +107,7 @@ type storeMetrics struct {
 	// find the metrics worth --kairosdb.tag-indexed-metrics.
 	indexScanned, indexSelected *prometheus.CounterVec
 	scannedPerQuery             prometheus.Histogram
-	rowIndexLookups             *prometheus.CounterVec
+	listingLookups              *prometheus.CounterVec
 }
 
 // rowSpec is the spec table's form of a row width (§3.3): whole seconds
@@ -163,11 +158,9 @@ func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Log
 		metricRows: lru.New[string, int64](opts.IndexCacheSize, opts.IndexCacheTTL, opts.Now),
 		series:     lru.New[uint64, *series](opts.IndexCacheSize, opts.IndexCacheTTL, opts.Now),
 		// The series cache holds up to two generations of entries.
-		refs:  newRefTable(2 * opts.IndexCacheSize),
-		meta:  lru.New[string, metadata.Metadata](maxCachedFamilies, opts.IndexCacheTTL, opts.Now),
-		born:  opts.Now(),
-		seed:  maphash.MakeSeed(),
-		fills: map[string]*rowIndexBuilder{},
+		refs: newRefTable(2 * opts.IndexCacheSize),
+		meta: lru.New[string, metadata.Metadata](maxCachedFamilies, opts.IndexCacheTTL, opts.Now),
+		born: opts.Now(),
 		m: storeMetrics{
 			indexScanned: f.NewCounterVec(prometheus.CounterOpts{
 				Namespace: "kairos_adapter", Name: "read_index_entries_scanned_total",
@@ -182,7 +175,7 @@ func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Log
 				Help:    "Index entries one query looked at to find its series.",
 				Buckets: prometheus.ExponentialBuckets(1, 10, 8),
 			}),
-			rowIndexLookups: f.NewCounterVec(prometheus.CounterOpts{
+			listingLookups: f.NewCounterVec(prometheus.CounterOpts{
 				Namespace: "kairos_adapter", Name: "read_row_keys_cache_lookups_total",
 				Help: "Lookups of cached row_keys listings: hit, miss, or too_many (more candidates than are checked one by one: the partition is listed again).",
 			}, []string{"result"}),
@@ -196,11 +189,6 @@ func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Log
 				Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 			}, []string{"operation"}),
 		},
-	}
-	if opts.RowKeysCacheBytes > 0 {
-		s.rowIndexes = lru.NewWeighted[string, *rowIndex](opts.RowKeysCacheBytes/2, opts.IndexCacheTTL, opts.Now, func(x *rowIndex) int64 { return x.bytes })
-		s.listedOnce = lru.New[string, struct{}](opts.IndexCacheSize, opts.IndexCacheTTL, opts.Now)
-		s.building = make(chan struct{}, maxBuilding)
 	}
 	hits := f.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "kairos_adapter", Name: "index_cache_hits_total",
@@ -217,6 +205,21 @@ func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Log
 		return nil, err
 	}
 	s.spec = spec
+	s.idx = index.New(eng, index.Options{
+		Spec:            spec,
+		Mapper:          s.mapper,
+		MinTime:         s.minTime(),
+		TagIndexed:      opts.TagIndexed,
+		MaxMetrics:      opts.MaxMetrics,
+		ReadConcurrency: opts.ReadConcurrency,
+		ListingBytes:    opts.RowKeysCacheBytes,
+		ListedOnce:      opts.IndexCacheSize,
+		TTL:             opts.IndexCacheTTL,
+		Now:             opts.Now,
+	}, index.Metrics{
+		Skipped: s.m.skipped, OpDuration: s.m.opDuration,
+		Scanned: s.m.indexScanned, Selected: s.m.indexSelected, ScannedPerQuery: s.m.scannedPerQuery, ListingLookups: s.m.listingLookups,
+	})
 	return s, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/internal/lru"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
 )
 
 // Metadata lives in service_index (§9.2) under this service and service key,
@@ -29,15 +30,9 @@ const (
 	metadataServiceKey = "metric_metadata"
 )
 
-// NonFiniteSuffix names the side index of a metric's non-finite values: their
-// null-typed rows keep the metric's own row key, but their row_keys and
-// row_key_time_index entries go under <metric>#nonfinite, which is not in
-// string_index. KairosDB reads only the index of the metric it queries (§7),
-// so it never meets these rows: a NullDataPoint prints as null in a raw
-// query but fails every aggregator that asks for its value. The reader looks
-// up both indexes. A real metric of that name is harmless: the reader takes
-// only null rows from a side index, and their keys carry the other name.
-const NonFiniteSuffix = "#nonfinite"
+// NonFiniteSuffix names the side index of a metric's non-finite values
+// (index.NonFiniteSuffix).
+const NonFiniteSuffix = index.NonFiniteSuffix
 
 // Appender collects the samples of one write request and stores them in one
 // engine batch on Commit. It is not safe for concurrent use.
@@ -46,16 +41,16 @@ type Appender struct {
 
 	// The series of the previous Append: remote-write requests carry all
 	// samples of a series together, so most calls skip even the cache.
-	cur      *series
-	keyBuf   []byte
-	rowIndex map[string]int // row key -> index in rows
-	rows     []pendingRow   // rows whose index rows may need writing
-	lastRow  *seriesRow
-	now      int64  // the store's stamp when the request started (cache.go)
-	indexed  int    // distinct rows found already indexed, for the hit counter
-	values   []byte // backing store of all cell values
-	batch    engine.Batch
-	meta     map[string]pendingMetadata // by metric family
+	cur     *series
+	keyBuf  []byte
+	rowPos  map[string]int // row key -> position in rows
+	rows    []pendingRow   // rows whose index rows may need writing
+	lastRow *seriesRow
+	now     int64  // the store's stamp when the request started (cache.go)
+	indexed int    // distinct rows found already indexed, for the hit counter
+	values  []byte // backing store of all cell values
+	batch   engine.Batch
+	meta    map[string]pendingMetadata // by metric family
 }
 
 type pendingRow struct {
@@ -70,7 +65,7 @@ type pendingRow struct {
 
 // NewAppender starts collecting one request.
 func (s *Store) NewAppender() *Appender {
-	a := &Appender{s: s, rowIndex: map[string]int{}, now: s.stamp()}
+	a := &Appender{s: s, rowPos: map[string]int{}, now: s.stamp()}
 	if bufs, ok := s.bufs.Get().(*appendBuffers); ok {
 		a.batch.Cells, a.values = bufs.cells, bufs.values
 	}
@@ -78,9 +73,9 @@ func (s *Store) NewAppender() *Appender {
 }
 
 // appendBuffers are the two big slices of an appender, kept for the next
-// request: a 2,000-sample request needs ~130 KB of them, and allocating
-// that per request made the garbage collector a tenth of the write path's
-// CPU (BenchmarkPipeline).
+// request: allocating them per request made the garbage collector a large
+// share of the write path's CPU (BENCHMARKS.md, BenchmarkPipeline: "The
+// appender's cell and value buffers").
 type appendBuffers struct {
 	cells  []engine.Cell
 	values []byte
@@ -165,7 +160,7 @@ func (a *Appender) appendFloat(t int64, v float64) error {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		a.addCell(a.cur.metric, a.cur.metric+NonFiniteSuffix, t, codec.TypeNull, off)
 		// The reader returns the null row only for windows where the
-		// series has a row in the metric's own index (withoutOrphans), the
+		// series has a row in the metric's own index (index.withoutOrphans), the
 		// index KairosDB's delete goes by (§8). So index the series'
 		// kairos_double row of the window too, with or without cells: an
 		// entry of an empty data_points row costs KairosDB one empty read.
@@ -180,8 +175,8 @@ func (a *Appender) appendFloat(t int64, v float64) error {
 		a.lastRow = r
 		if a.s.fresh(r.indexedAt.Load(), a.now) {
 			a.indexed++
-		} else if _, ok := a.rowIndex[string(r.key)]; !ok {
-			a.rowIndex[string(r.key)] = len(a.rows)
+		} else if _, ok := a.rowPos[string(r.key)]; !ok {
+			a.rowPos[string(r.key)] = len(a.rows)
 			a.rows = append(a.rows, pendingRow{
 				key: r.key, metric: a.cur.metric, indexMetric: a.cur.metric, rowTime: rowTime,
 				dataType: codec.TypeDouble, tags: a.cur.tags, shared: r,
@@ -350,7 +345,7 @@ func (a *Appender) series(ls labels.Labels) error {
 // own or its exemplar metric) for rowTime and type, adding it on first use.
 func (a *Appender) row(metric, indexMetric string, rowTime int64, dataType string) int {
 	a.keyBuf = codec.AppendRowKey(a.keyBuf[:0], codec.RowKey{Metric: metric, RowTime: rowTime, DataType: dataType, Tags: a.cur.tags})
-	if i, ok := a.rowIndex[string(a.keyBuf)]; ok {
+	if i, ok := a.rowPos[string(a.keyBuf)]; ok {
 		return i
 	}
 	key := append([]byte(nil), a.keyBuf...)
@@ -358,7 +353,7 @@ func (a *Appender) row(metric, indexMetric string, rowTime int64, dataType strin
 		key: key, metric: metric, indexMetric: indexMetric, rowTime: rowTime, dataType: dataType,
 		tags: a.cur.tags,
 	})
-	a.rowIndex[string(key)] = len(a.rows) - 1
+	a.rowPos[string(key)] = len(a.rows) - 1
 	return len(a.rows) - 1
 }
 
@@ -370,7 +365,7 @@ func (a *Appender) Commit(ctx context.Context) error {
 	b := &a.batch
 	// Cassandra gives a tie to the tombstone: a write in the millisecond
 	// of a delete that returned before it would be lost.
-	b.WriteTime = max(s.opts.Now().UnixMilli(), s.deleteTime.Load()+1)
+	b.WriteTime = max(s.opts.Now().UnixMilli(), s.lastDeleteMillis.Load()+1)
 	indexTTL := s.indexTTL()
 	var newRows, newMetricRows []string
 	var confirmed []*seriesRow
@@ -437,7 +432,7 @@ func (a *Appender) Commit(ctx context.Context) error {
 		s.observe("write", start)
 		// Even after an error: some entries may be stored, and a cached
 		// listing must not hide them.
-		s.noteWritten(b.RowKeys)
+		s.idx.NoteWritten(b.RowKeys)
 		a.release()
 		if err != nil {
 			return fmt.Errorf("store %d samples: %w", n, err)
@@ -472,17 +467,15 @@ func (s *Store) indexTTL() int32 {
 // appendTagIndexed adds the tag_indexed_row_keys rows of a row key of a
 // tag-indexed metric (§6.2).
 func (s *Store) appendTagIndexed(dst []engine.TagIndexedRowKey, r engine.IndexedRowKey) []engine.TagIndexedRowKey {
-	names, ok := s.opts.TagIndexed[r.Metric]
+	names, all, ok := index.TagIndexedNames(s.opts.TagIndexed, r.Metric)
 	if !ok {
-		if names, ok = s.opts.TagIndexed["*"]; !ok {
-			return dst
-		}
+		return dst
 	}
 	indexed := r.Tags
-	if len(names) > 0 && !(len(names) == 1 && names[0] == "*") {
+	if !all {
 		indexed = nil
 		for _, t := range r.Tags {
-			if containsString(names, t.Name) {
+			if slices.Contains(names, t.Name) {
 				indexed = append(indexed, t)
 			}
 		}
@@ -499,13 +492,4 @@ func (s *Store) appendTagIndexed(dst []engine.TagIndexedRowKey, r engine.Indexed
 
 func metricRowKey(metric string, rowTime int64) string {
 	return string(binary.BigEndian.AppendUint64([]byte(metric+"\x00"), uint64(rowTime)))
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -1,4 +1,4 @@
-package kairosstore
+package index
 
 import (
 	"fmt"
@@ -12,11 +12,11 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 )
 
-// TestRowIndexBytes: the weight a kept row_keys listing is charged in the
+// TestListingBytes: the weight a kept row_keys listing is charged in the
 // cache (--kairosdb.row-keys-cache-bytes) is within 25 % of the heap it
 // holds, for entries shaped like kairosload's (10 labels, one of them
 // unique per series), so the flag bounds what it says.
-func TestRowIndexBytes(t *testing.T) {
+func TestListingBytes(t *testing.T) {
 	const n = 200_000
 	entries := make([][]codec.Tag, n)
 	for i := range entries {
@@ -32,35 +32,35 @@ func TestRowIndexBytes(t *testing.T) {
 			{Name: "team", Value: []string{"infra", "payments", "search"}[i%3]},
 		}
 	}
-	var x *rowIndex
+	var l *listing
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	b := newRowIndexBuilder(maphash.MakeSeed(), time.Now())
+	b := newListingBuilder(maphash.MakeSeed(), time.Now())
 	b.maxBytes = 1 << 40
 	for _, tags := range entries {
 		b.addEntry("kairos_double", tags)
 	}
-	x = b.finish()
+	l = b.finish()
 	b = nil
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	heap := float64(int64(after.HeapAlloc) - int64(before.HeapAlloc))
-	t.Logf("%d entries: charged %d B (%.0f B/entry), heap %.0f B (%.0f B/entry)", n, x.bytes, float64(x.bytes)/n, heap, heap/n)
-	require.InDelta(t, heap, float64(x.bytes), 0.25*heap)
-	runtime.KeepAlive(x)
+	t.Logf("%d entries: charged %d B (%.0f B/entry), heap %.0f B (%.0f B/entry)", n, l.bytes, float64(l.bytes)/n, heap, heap/n)
+	require.InDelta(t, heap, float64(l.bytes), 0.25*heap)
+	runtime.KeepAlive(l)
 	runtime.KeepAlive(entries)
 }
 
-// TestRowIndexBuilderGivesUpPastItsBudget: a listing that could not be
+// TestListingBuilderGivesUpPastItsBudget: a listing that could not be
 // kept stops costing memory as soon as it is seen to be too large.
-func TestRowIndexBuilderGivesUpPastItsBudget(t *testing.T) {
-	b := newRowIndexBuilder(maphash.MakeSeed(), time.Now())
+func TestListingBuilderGivesUpPastItsBudget(t *testing.T) {
+	b := newListingBuilder(maphash.MakeSeed(), time.Now())
 	b.maxBytes = 64 << 10
 	for i := range 20_000 {
 		b.addEntry("kairos_double", []codec.Tag{{Name: "instance", Value: fmt.Sprint(i)}, {Name: "job", Value: "node"}})
 	}
 	require.True(t, b.tooMany)
-	require.Less(t, len(b.x.entType)+len(b.x.pairValue), 1, "nothing kept")
+	require.Less(t, len(b.l.entType)+len(b.l.pairValue), 1, "nothing kept")
 	require.Nil(t, b.finish())
 }

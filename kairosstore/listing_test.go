@@ -18,7 +18,7 @@ import (
 )
 
 // TestRowKeysCacheAgreesWithListing reads the same series through a store
-// that keeps row_keys listings (rowindex.go), one that lists row_keys every
+// that keeps row_keys listings (index/kept.go), one that lists row_keys every
 // time, and one that reads tag_indexed_row_keys, for a table of matcher
 // sets, before and after KairosDB-style deletes made behind their backs,
 // and requires the same answers. Series this process writes are seen at
@@ -196,7 +196,7 @@ func labelLookups(t *testing.T, s *ks.Store, ms []*labels.Matcher) map[string][]
 // other goroutines keep listing and caching the same partition, and
 // requires every series to be readable through the cache as soon as its
 // write returned: a listing that started before a write and is kept after
-// it must still hold it (Store.noteWritten hands it to the builder).
+// it must still hold it (index.Index.NoteWritten hands it to the builder).
 func TestRowKeysCacheOwnWritesUnderConcurrentListings(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		s := openStore(t, eng, ks.Options{RowKeysCacheBytes: 64 << 20})

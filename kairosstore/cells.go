@@ -1,0 +1,138 @@
+package kairosstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/prometheus/model/histogram"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
+)
+
+// readSeries runs phase 3 (§7.5) for one series: a slice of every row, merged
+// in time order. A series can hold floats and native histograms, even switch
+// between them (histogram.go), so rows of every sample type are merged.
+// Samples at the same timestamp in rows of different types (possible only
+// for data KairosDB wrote, or a series that was re-typed) are kept once: the
+// one of the row first in (row time, type name) order.
+func (s *Store) readSeries(ctx context.Context, ref *index.Series, start, end int64, sizeHint int, budget *sampleBudget) (*listSeries, error) {
+	out := &listSeries{lset: ref.Labels}
+	sizeHint = int(min(int64(sizeHint), budget.left()))
+	if sizeHint > 0 {
+		out.ts, out.vs = make([]int64, 0, sizeHint), make([]float64, 0, sizeHint)
+	}
+	sorted := true
+	var customValues []float64 // the last custom bucket bounds, shared while they repeat
+	err := s.eachCell(ctx, ref, start, end, budget, func(r index.Row, t int64, col uint32, value []byte) (bool, error) {
+		var (
+			v   float64
+			h   *histogram.Histogram
+			fh  *histogram.FloatHistogram
+			ok  bool
+			err error
+		)
+		switch r.DataType {
+		case codec.TypeHistogram:
+			h, err = codec.DecodeHistogramValue(value)
+			if err == nil {
+				h.CustomValues, customValues = internBounds(h.CustomValues, customValues)
+			}
+		case codec.TypeFloatHistogram:
+			fh, err = codec.DecodeFloatHistogramValue(value)
+			if err == nil {
+				fh.CustomValues, customValues = internBounds(fh.CustomValues, customValues)
+			}
+		default:
+			if v, ok = s.floatCell(r, col, value); !ok {
+				return false, nil
+			}
+		}
+		if err != nil {
+			s.m.skipped.WithLabelValues("undecodable").Inc()
+			return false, nil
+		}
+		if n := len(out.ts); n > 0 && t <= out.ts[n-1] {
+			sorted = false
+		}
+		out.add(t, v, h, fh)
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !sorted {
+		out.sortDedupe()
+	}
+	return out, nil
+}
+
+// eachCell reads the data_points slice of every sample row of a series in
+// [start, end] (§7.5), in row order, handing each cell in the range to
+// cell, which reports whether it kept a sample. Kept samples count against
+// budget as they come, so that a query over its limit stops reading within
+// budgetStep samples a read; one already over it reads nothing. An error of
+// cell stops the read and is returned wrapped.
+func (s *Store) eachCell(ctx context.Context, ref *index.Series, start, end int64, budget *sampleBudget, cell func(r index.Row, t int64, col uint32, value []byte) (bool, error)) error {
+	if budget.left() < 0 {
+		return fmt.Errorf("read data_points of %s: %w", ref.Labels, ErrTooManySamples)
+	}
+	t0 := time.Now()
+	defer s.observe("data_points", t0)
+	uncounted := int64(0)
+	for _, r := range ref.Rows {
+		if r.DataType == codec.TypeExemplar {
+			continue // a metric whose own name ends in ExemplarSuffix: not samples
+		}
+		lo, hi := s.spec.SliceBounds(r.RowTime, start, end)
+		err := s.eng.Cells(ctx, r.Key, lo, hi, func(col uint32, value []byte) error {
+			t := s.spec.Timestamp(r.RowTime, col)
+			if t < start || t > end {
+				return nil
+			}
+			if kept, err := cell(r, t, col, value); !kept || err != nil {
+				return err
+			}
+			if uncounted++; uncounted == budgetStep {
+				uncounted = 0
+				return budget.take(budgetStep)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read data_points of %s: %w", ref.Labels, err)
+		}
+	}
+	if err := budget.take(uncounted); err != nil {
+		return fmt.Errorf("read data_points of %s: %w", ref.Labels, err)
+	}
+	return nil
+}
+
+// floatCell decodes the value of a cell of a row of a float type; !ok is
+// a value that is no number (counted as skipped).
+func (s *Store) floatCell(r index.Row, col uint32, value []byte) (float64, bool) {
+	v, ok, err := codec.DecodeValue(r.DataType, r.Legacy, col, value)
+	switch {
+	case err != nil:
+		s.m.skipped.WithLabelValues("undecodable").Inc()
+	case !ok:
+		s.m.skipped.WithLabelValues(r.DataType).Inc()
+	}
+	return v, ok && err == nil
+}
+
+// internBounds returns last instead of bounds when they are equal, so that
+// the histograms of a series share one slice of custom bucket bounds, as
+// Prometheus shares them (histogram.Histogram.CustomValues is immutable and
+// copied by reference). It also returns the bounds to compare the next with.
+func internBounds(bounds, last []float64) (use, next []float64) {
+	if bounds == nil {
+		return nil, last
+	}
+	if histogram.CustomBucketBoundsMatch(bounds, last) {
+		return last, last
+	}
+	return bounds, bounds
+}

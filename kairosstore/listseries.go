@@ -1,0 +1,147 @@
+package kairosstore
+
+import (
+	"sort"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+)
+
+// listSeries is a series read into memory. hs and fhs are nil for a series of
+// floats only; otherwise they run parallel to ts, set where the sample is an
+// integer or a float histogram.
+type listSeries struct {
+	lset labels.Labels
+	ts   []int64
+	vs   []float64
+	hs   []*histogram.Histogram
+	fhs  []*histogram.FloatHistogram
+}
+
+// add appends one sample: a float v, or the histogram h or fh.
+func (l *listSeries) add(t int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram) {
+	if l.hs == nil && (h != nil || fh != nil) {
+		l.hs = make([]*histogram.Histogram, len(l.ts), cap(l.ts))
+		l.fhs = make([]*histogram.FloatHistogram, len(l.ts), cap(l.ts))
+	}
+	l.ts = append(l.ts, t)
+	l.vs = append(l.vs, v)
+	if l.hs != nil {
+		l.hs = append(l.hs, h)
+		l.fhs = append(l.fhs, fh)
+	}
+}
+
+func (l *listSeries) sortDedupe() {
+	idx := make([]int, len(l.ts))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return l.ts[idx[a]] < l.ts[idx[b]] })
+	sorted := &listSeries{lset: l.lset, ts: make([]int64, 0, len(idx)), vs: make([]float64, 0, len(idx))}
+	for _, i := range idx {
+		if n := len(sorted.ts); n > 0 && sorted.ts[n-1] == l.ts[i] {
+			continue
+		}
+		var h *histogram.Histogram
+		var fh *histogram.FloatHistogram
+		if l.hs != nil {
+			h, fh = l.hs[i], l.fhs[i]
+		}
+		sorted.add(l.ts[i], l.vs[i], h, fh)
+	}
+	*l = *sorted
+}
+
+// valueType is the type of sample i.
+func (l *listSeries) valueType(i int) chunkenc.ValueType {
+	switch {
+	case l.hs == nil:
+		return chunkenc.ValFloat
+	case l.hs[i] != nil:
+		return chunkenc.ValHistogram
+	case l.fhs[i] != nil:
+		return chunkenc.ValFloatHistogram
+	}
+	return chunkenc.ValFloat
+}
+
+func (l *listSeries) Labels() labels.Labels { return l.lset }
+
+func (l *listSeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
+	if li, ok := it.(*listIterator); ok {
+		*li = listIterator{s: l, i: -1}
+		return li
+	}
+	return &listIterator{s: l, i: -1}
+}
+
+// listIterator iterates a listSeries. The histograms it returns are copies,
+// so a caller may change them and iterate the series again
+// (chunkenc.Iterator's AtHistogram contract).
+type listIterator struct {
+	s   *listSeries
+	i   int
+	err error // the series' read failed; s is empty
+}
+
+func (it *listIterator) Next() chunkenc.ValueType {
+	if it.i+1 >= len(it.s.ts) {
+		it.i = len(it.s.ts)
+		return chunkenc.ValNone
+	}
+	it.i++
+	return it.s.valueType(it.i)
+}
+
+func (it *listIterator) Seek(t int64) chunkenc.ValueType {
+	if it.i < 0 {
+		it.i = 0
+	}
+	for ; it.i < len(it.s.ts); it.i++ {
+		if it.s.ts[it.i] >= t {
+			return it.s.valueType(it.i)
+		}
+	}
+	return chunkenc.ValNone
+}
+
+func (it *listIterator) At() (int64, float64) { return it.s.ts[it.i], it.s.vs[it.i] }
+
+// AtHistogram returns a copy of the current integer histogram, into dst when
+// dst is not nil.
+func (it *listIterator) AtHistogram(dst *histogram.Histogram) (int64, *histogram.Histogram) {
+	if it.s.valueType(it.i) != chunkenc.ValHistogram {
+		panic("BUG: AtHistogram on a sample that is not an integer histogram")
+	}
+	h := it.s.hs[it.i]
+	if dst == nil {
+		return it.s.ts[it.i], h.Copy()
+	}
+	h.CopyTo(dst)
+	return it.s.ts[it.i], dst
+}
+
+// AtFloatHistogram returns a copy of the current histogram as a float
+// histogram, into dst when dst is not nil. As chunkenc.Iterator asks, it
+// also converts an integer histogram.
+func (it *listIterator) AtFloatHistogram(dst *histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+	t := it.s.ts[it.i]
+	switch it.s.valueType(it.i) {
+	case chunkenc.ValHistogram:
+		return t, it.s.hs[it.i].ToFloat(dst)
+	case chunkenc.ValFloatHistogram:
+		fh := it.s.fhs[it.i]
+		if dst == nil {
+			return t, fh.Copy()
+		}
+		fh.CopyTo(dst)
+		return t, dst
+	}
+	panic("BUG: AtFloatHistogram on a float sample")
+}
+
+func (it *listIterator) AtT() int64  { return it.s.ts[it.i] }
+func (it *listIterator) AtST() int64 { return 0 }
+func (it *listIterator) Err() error  { return it.err }

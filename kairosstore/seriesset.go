@@ -1,0 +1,192 @@
+package kairosstore
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
+	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
+)
+
+// seriesSet yields the series in label order without reading a sample:
+// Prometheus's engine collects every series of a selector before it
+// evaluates any, so samples read in Next would all be in memory at once. A
+// series' samples are read when its Iterator is asked for and belong to
+// that iterator, released when the caller moves it on to another series (as
+// the engine and the remote-read handler do). Reads of the next series run
+// ahead of the consumer, a bounded number of them, so that the store's
+// latency overlaps the consumer's work. A series may turn out to have no
+// sample in the range (a row overlapping it need not hold one): its
+// iterator is then empty.
+type seriesSet struct {
+	ctx        context.Context
+	s          *Store
+	refs       []*index.Series
+	start, end int64
+	budget     *sampleBudget // nil: unlimited
+	chunked    bool          // reads encode chunks (readChunks), not samples
+	next       int           // the series Next yields next
+	cur        *lazySeries
+
+	reads    *sync.WaitGroup // the querier's: every read launched
+	mu       sync.Mutex
+	ahead    map[int]chan fetched // reads launched and not taken yet, by series
+	launched int                  // reads of series [0, launched) were launched
+	// lastLen is the sample count of the last series read. The series of
+	// one query mostly share a scrape interval, so it sizes the next
+	// series' slices once instead of growing them sample by sample, and
+	// it narrows the read-ahead window for long series.
+	lastLen atomic.Int64
+}
+
+// maxSizeHint caps the preallocation from lastLen, so that one long series
+// cannot make every following short one allocate 1 MiB.
+const maxSizeHint = 1 << 16
+
+// fetched is one series read: its samples, or in a chunked set its chunks.
+type fetched struct {
+	series *listSeries
+	chks   []chunks.Meta
+	err    error
+}
+
+func newSeriesSet(ctx context.Context, s *Store, refs []*index.Series, start, end int64, reads *sync.WaitGroup, chunked bool) *seriesSet {
+	// The rows of a metric whose own name ends in ExemplarSuffix hold no
+	// sample: such a series is known empty without a read.
+	refs = slices.DeleteFunc(refs, func(ref *index.Series) bool {
+		return !slices.ContainsFunc(ref.Rows, func(r index.Row) bool { return r.DataType != codec.TypeExemplar })
+	})
+	for _, ref := range refs {
+		// In row order the samples of a one-type series come sorted.
+		// Sorted here, once, because a series may be read twice at once
+		// (asked for again while a read ahead of it still runs).
+		slices.SortFunc(ref.Rows, func(a, b index.Row) int {
+			return cmp.Or(cmp.Compare(a.RowTime, b.RowTime), strings.Compare(a.DataType, b.DataType))
+		})
+	}
+	ss := &seriesSet{ctx: ctx, s: s, refs: refs, start: start, end: end, budget: budgetOf(ctx), chunked: chunked, ahead: map[int]chan fetched{}, reads: reads}
+	ss.mu.Lock()
+	ss.fill(0)
+	ss.mu.Unlock()
+	return ss
+}
+
+// fill launches reads from series from on until the read-ahead window is
+// full. Called with mu held.
+func (ss *seriesSet) fill(from int) {
+	window := int64(ss.s.opts.ReadConcurrency)
+	n := ss.lastLen.Load()
+	if n > 0 {
+		window = max(1, min(window, ss.s.opts.ReadAheadSamples/n))
+	}
+	// Reads ahead never go past what the query may still load: beyond its
+	// limit they would be work and memory thrown away, inside a request
+	// that is being refused.
+	switch left := ss.budget.left(); {
+	case left <= 0:
+		window = 0
+	case n > 0:
+		window = min(window, max(1, left/n))
+	}
+	ss.launched = max(ss.launched, from)
+	for ss.launched < len(ss.refs) && int64(len(ss.ahead)) < window {
+		ss.ahead[ss.launched] = ss.launch(ss.launched)
+		ss.launched++
+	}
+}
+
+func (ss *seriesSet) launch(i int) chan fetched {
+	ch := make(chan fetched, 1)
+	ref := ss.refs[i]
+	hint := int(min(ss.lastLen.Load(), maxSizeHint))
+	ss.reads.Add(1)
+	go func() {
+		defer ss.reads.Done()
+		if ss.chunked {
+			chks, n, err := ss.s.readChunks(ss.ctx, ref, ss.start, ss.end, hint, ss.budget)
+			if err == nil {
+				ss.lastLen.Store(int64(n))
+			}
+			ch <- fetched{chks: chks, err: err}
+			return
+		}
+		series, err := ss.s.readSeries(ss.ctx, ref, ss.start, ss.end, hint, ss.budget)
+		if err == nil {
+			ss.lastLen.Store(int64(len(series.ts)))
+		}
+		ch <- fetched{series: series, err: err}
+	}()
+	return ch
+}
+
+// take returns the samples of series i: the read launched ahead of it, or
+// a new one when there is none (a series asked for again, or out of order).
+// Reads ahead of series before i are dropped: the consumer moved past them.
+func (ss *seriesSet) take(i int) fetched {
+	ss.mu.Lock()
+	ch, ok := ss.ahead[i]
+	if !ok {
+		ch = ss.launch(i)
+	}
+	for j := range ss.ahead {
+		if j <= i {
+			delete(ss.ahead, j)
+		}
+	}
+	ss.fill(i + 1)
+	ss.mu.Unlock()
+	select {
+	case r := <-ch:
+		return r
+	case <-ss.ctx.Done():
+		return fetched{err: ss.ctx.Err()}
+	}
+}
+
+func (ss *seriesSet) Next() bool {
+	if ss.next >= len(ss.refs) {
+		return false
+	}
+	ss.cur = &lazySeries{set: ss, i: ss.next, lset: ss.refs[ss.next].Labels}
+	ss.next++
+	return true
+}
+
+func (ss *seriesSet) At() storage.Series                { return ss.cur }
+func (ss *seriesSet) Err() error                        { return nil }
+func (ss *seriesSet) Warnings() annotations.Annotations { return nil }
+
+// lazySeries is one series of a seriesSet; it holds no sample.
+type lazySeries struct {
+	set  *seriesSet
+	i    int
+	lset labels.Labels
+}
+
+func (l *lazySeries) Labels() labels.Labels { return l.lset }
+
+// Iterator reads the series' samples (or takes them from the read ahead)
+// into an iterator; reusing it drops the samples of the series it iterated
+// before. A read error is the iterator's Err.
+func (l *lazySeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
+	r := l.set.take(l.i)
+	if r.err != nil {
+		r.series = &listSeries{lset: l.lset}
+	}
+	li, ok := it.(*listIterator)
+	if !ok {
+		li = &listIterator{}
+	}
+	*li = listIterator{s: r.series, i: -1, err: r.err}
+	return li
+}
