@@ -354,7 +354,9 @@ func (q *narrowing) Select(ctx context.Context, sortSeries bool, hints *storage.
 }
 
 // check parses a query's expression within the limits, and counts the steps
-// of its subqueries, before the engine sees it.
+// of its subqueries, before the engine sees it. The engine then parses the
+// text again: its NewInstantQuery and NewRangeQuery take no parsed
+// expression, and the limits keep a parse to milliseconds.
 func (a *API) check(q string, start, end time.Time, step time.Duration) *apiError {
 	expr, err := a.parse(q)
 	if err != nil {
