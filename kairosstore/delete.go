@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/common/model"
@@ -80,6 +81,17 @@ func (s *Store) Delete(ctx context.Context, start, end int64, ms ...*labels.Matc
 		d.MetricNames = append(d.MetricNames, metrics...)
 	}
 	err = s.eng.Delete(ctx, d)
+	if s.opts.OnChange != nil {
+		changes := make([]Change, 0, len(metrics))
+		for _, m := range metrics {
+			// Side metrics (exemplars, non-finite values) change with
+			// their metric, which the selection names too.
+			if name, ok := strings.CutPrefix(m, s.mapper.Prefix); ok && !strings.HasSuffix(m, codec.ExemplarSuffix) && !strings.HasSuffix(m, NonFiniteSuffix) {
+				changes = append(changes, Change{Metric: name, MinT: start, MaxT: end, Deleted: true})
+			}
+		}
+		s.opts.OnChange(changes)
+	}
 	// Index rows are gone, so this process must write them again on the
 	// next sample of those rows (§8 step 4, for every cache: KairosDB
 	// clears the metric cache only on delete-all and can lose index rows).

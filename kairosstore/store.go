@@ -67,6 +67,19 @@ type Options struct {
 	// Now is the clock for write timestamps and the caches' ages; nil means
 	// time.Now.
 	Now func() time.Time
+	// OnChange, when set, hears of every commit and delete: which metrics
+	// and which times they touched, so that what is derived from stored
+	// samples (rollups, cached query results) can be redone. It is called
+	// after the engine returns, also when it failed (some rows may be
+	// stored), on the caller's goroutine: it must not block.
+	OnChange func([]Change)
+}
+
+// Change is the samples of one metric a commit or a delete touched.
+type Change struct {
+	Metric     string // the Prometheus metric name, without --store.metric-prefix
+	MinT, MaxT int64  // inclusive, ms
+	Deleted    bool
 }
 
 // Store is the KairosDB layout over an Engine.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -51,6 +52,13 @@ type Appender struct {
 	values  []byte // backing store of all cell values
 	batch   engine.Batch
 	meta    map[string]pendingMetadata // by metric family
+
+	// The times appended per metric, for Options.OnChange; chgOf is the
+	// series changes[chg] was last looked up for.
+	changes []Change
+	chgPos  map[string]int
+	chgOf   *series
+	chg     int
 }
 
 type pendingRow struct {
@@ -155,6 +163,7 @@ func (a *Appender) appendFloat(t int64, v float64) error {
 	if err := a.s.checkTime(t); err != nil {
 		return err
 	}
+	a.noteTime(t)
 	off := len(a.values)
 	a.values = codec.AppendDouble(a.values, v)
 	if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -220,6 +229,7 @@ func (a *Appender) AppendHistogram(ref storage.SeriesRef, ls labels.Labels, t in
 	if err := a.use(ref, ls); err != nil {
 		return 0, err
 	}
+	a.noteTime(t)
 	off := len(a.values)
 	dataType := codec.TypeHistogram
 	if h != nil {
@@ -281,6 +291,29 @@ func (e *timeRangeError) Error() string {
 }
 func (e *timeRangeError) Is(target error) bool { return target == storage.ErrOutOfBounds }
 func (e *timeRangeError) RefusesItemOnly()     {}
+
+// noteTime widens the current series' metric's Change to t.
+func (a *Appender) noteTime(t int64) {
+	if a.s.opts.OnChange == nil {
+		return
+	}
+	if a.chgOf != a.cur {
+		a.chgOf = a.cur
+		name := a.cur.ls.Get(model.MetricNameLabel)
+		i, ok := a.chgPos[name]
+		if !ok {
+			if a.chgPos == nil {
+				a.chgPos = map[string]int{}
+			}
+			i = len(a.changes)
+			a.chgPos[name] = i
+			a.changes = append(a.changes, Change{Metric: name, MinT: t, MaxT: t})
+		}
+		a.chg = i
+	}
+	c := &a.changes[a.chg]
+	c.MinT, c.MaxT = min(c.MinT, t), max(c.MaxT, t)
+}
 
 // addCell adds the cell at time t of the current series' row of metric and
 // dataType, indexed under indexMetric; its value is a.values[off:].
@@ -434,6 +467,9 @@ func (a *Appender) Commit(ctx context.Context) error {
 		// listing must not hide them.
 		s.idx.NoteWritten(b.RowKeys)
 		a.release()
+		if len(a.changes) > 0 {
+			s.opts.OnChange(a.changes)
+		}
 		if err != nil {
 			return fmt.Errorf("store %d samples: %w", n, err)
 		}

@@ -1,0 +1,321 @@
+// Package rollup is the layout of the adapter's rollups, shared by the job
+// that writes them (rollup/job), the store that reads them (kairosstore) and
+// the query API that decides when to read them (queryapi): how a rollup
+// series is named and tagged, which raw samples fall in a bucket, how each
+// aggregate is computed from them, where the job keeps its progress in
+// service_index, and the matcher by which a query tells the store how to read
+// one selector. Pure functions, no I/O. docs/kairosdb-layout.md §12 and
+// docs/rollups.md describe the same rules for a reader of the keyspace.
+package rollup
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+)
+
+// The tags a rollup series carries besides its raw series' tags. SavedFrom
+// is KairosDB's own roll-up convention (a roll-up task's save_as metric is
+// tagged saved_from=<source metric>); the other two say which of the ten
+// rollup series of a raw series this is.
+const (
+	SavedFrom     = "saved_from"
+	ResolutionTag = "rollup_resolution"
+	AggregateTag  = "rollup_aggregate"
+	// NameSuffix is KairosDB's conventional save_as name: <metric>_rollup.
+	NameSuffix = "_rollup"
+)
+
+// Aggregate is one of the five values kept per bucket, Thanos's set.
+type Aggregate string
+
+const (
+	Count Aggregate = "count"
+	Sum   Aggregate = "sum"
+	Min   Aggregate = "min"
+	Max   Aggregate = "max"
+	// Counter is the increase of a counter over the bucket, resets applied
+	// (Compute says from where). Read back, the store turns the increases
+	// into a running sum, a counter without resets, so rate and increase
+	// over it need no knowledge of rollups.
+	Counter Aggregate = "counter"
+)
+
+// Aggregates is every aggregate, in the order the job writes them.
+var Aggregates = []Aggregate{Count, Sum, Min, Max, Counter}
+
+// Resolution is a bucket width. Buckets are aligned to the Unix epoch.
+type Resolution time.Duration
+
+// String is the resolution as a Prometheus duration ("5m", "1h"), the
+// value of the rollup_resolution tag.
+func (r Resolution) String() string { return model.Duration(r).String() }
+
+// Millis is the resolution in milliseconds.
+func (r Resolution) Millis() int64 { return time.Duration(r).Milliseconds() }
+
+// ParseResolution reads a resolution as written by String.
+func ParseResolution(s string) (Resolution, error) {
+	d, err := model.ParseDuration(s)
+	if err != nil || d <= 0 || time.Duration(d)%time.Minute != 0 || time.Duration(d) > 24*time.Hour || (24*time.Hour)%time.Duration(d) != 0 {
+		return 0, fmt.Errorf("rollup resolution %q: want a whole number of minutes that divides 24h", s)
+	}
+	return Resolution(d), nil
+}
+
+// Bucket is the bucket of a sample at t: buckets are left-open and
+// right-closed, (end-r, end], like a PromQL range (t-range, t], and a
+// bucket's value is written at its end. So an aggregate over the buckets
+// ending in (t-range, t] is exactly the aggregate over the raw samples in
+// that range whenever t and range are multiples of r.
+func (r Resolution) Bucket(t int64) (end int64) {
+	m := r.Millis()
+	q := t / m // truncated towards zero: the ceiling already when t < 0
+	if t > 0 && t%m != 0 {
+		q++
+	}
+	return q * m
+}
+
+// Rollable says whether a raw series is rolled up: not a rollup itself, and
+// not a series whose labels would collide with the rollup tags (KairosDB's
+// own roll-ups carry saved_from; they are read raw).
+func Rollable(ls labels.Labels) bool {
+	return !ls.Has(SavedFrom) && !ls.Has(ResolutionTag) && !ls.Has(AggregateTag) && ls.Get(model.MetricNameLabel) != ""
+}
+
+// SeriesLabels are the labels of raw series ls's rollup at r of a.
+func SeriesLabels(ls labels.Labels, r Resolution, a Aggregate) labels.Labels {
+	b := labels.NewBuilder(ls)
+	name := ls.Get(model.MetricNameLabel)
+	b.Set(model.MetricNameLabel, name+NameSuffix)
+	b.Set(SavedFrom, name)
+	b.Set(ResolutionTag, r.String())
+	b.Set(AggregateTag, string(a))
+	return b.Labels()
+}
+
+// RawLabels are the labels of the raw series a rollup series was made from,
+// and whether ls is a rollup series at all.
+func RawLabels(ls labels.Labels) (labels.Labels, bool) {
+	from := ls.Get(SavedFrom)
+	if from == "" || !ls.Has(ResolutionTag) || !ls.Has(AggregateTag) || ls.Get(model.MetricNameLabel) != from+NameSuffix {
+		return labels.EmptyLabels(), false
+	}
+	b := labels.NewBuilder(ls)
+	b.Set(model.MetricNameLabel, from)
+	b.Del(SavedFrom, ResolutionTag, AggregateTag)
+	return b.Labels(), true
+}
+
+// Point is one bucket's aggregates.
+type Point struct {
+	End                           int64 // the bucket's end, the timestamp of its values
+	Count, Sum, Min, Max, Counter float64
+}
+
+// Value is the point's value of a.
+func (p Point) Value(a Aggregate) float64 {
+	switch a {
+	case Count:
+		return p.Count
+	case Sum:
+		return p.Sum
+	case Min:
+		return p.Min
+	case Max:
+		return p.Max
+	default:
+		return p.Counter
+	}
+}
+
+// Compute aggregates float samples (ts ascending, no duplicates) into the
+// buckets of r that end in (from, to]. Samples at or before from are
+// only read for the counter: the last of them in the bucket before the
+// first is where the first bucket's increase starts. Stale markers are not
+// samples here, as PromQL's range functions do not see them; NaN is,
+// as min_over_time and friends see it: Sum is NaN, Min and Max are NaN only
+// when every value is. Counter skips NaN. An empty bucket has no point.
+func Compute(r Resolution, from, to int64, ts []int64, vs []float64) []Point {
+	var out []Point
+	m := r.Millis()
+	var (
+		cur      *Point
+		prev     float64 // the last counter value seen, for resets
+		havePrev bool
+		prevEnd  int64 // the bucket prev belongs to
+	)
+	for i, t := range ts {
+		v := vs[i]
+		if value.IsStaleNaN(v) {
+			continue
+		}
+		end := r.Bucket(t)
+		if t <= from {
+			if !math.IsNaN(v) {
+				prev, havePrev, prevEnd = v, true, end
+			}
+			continue
+		}
+		if end > to {
+			break
+		}
+		if cur == nil || cur.End != end {
+			out = append(out, Point{End: end, Min: v, Max: v})
+			cur = &out[len(out)-1]
+			// An increase starts from the previous bucket's last value,
+			// not one older: across an empty bucket there is none.
+			if havePrev && prevEnd != end-m {
+				havePrev = false
+			}
+		}
+		cur.Count++
+		cur.Sum += v
+		if v < cur.Min || math.IsNaN(cur.Min) {
+			cur.Min = v
+		}
+		if v > cur.Max || math.IsNaN(cur.Max) {
+			cur.Max = v
+		}
+		if math.IsNaN(v) {
+			continue
+		}
+		if havePrev {
+			if v < prev {
+				cur.Counter += v // a reset: the counter restarted from zero
+			} else {
+				cur.Counter += v - prev
+			}
+		}
+		prev, havePrev, prevEnd = v, true, end
+	}
+	return out
+}
+
+// ReadMatcher is the label of the matcher by which the query API tells the
+// store how to read one selector (Plan). The store removes it before
+// matching; a query that names it in its own text is refused by the query
+// API, so no user can reach it.
+const ReadMatcher = "__kairos_read__"
+
+// Plan is how the store reads one selector.
+type Plan struct {
+	// Aggregate and Resolution choose the rollup series to read; the zero
+	// Resolution means raw samples. For Count over raw samples the store
+	// returns 1 for each sample, so the query's sum_over_time (the query
+	// API rewrites count_over_time to it) counts them; for Counter it
+	// returns a running sum of increases, resets applied.
+	Aggregate  Aggregate
+	Resolution Resolution
+	// Windows, when set, limits the cells read to the windows the engine
+	// evaluates: (t-Range, t] for t = Start+Range-1+k*Step (the SelectHints'
+	// Start, Step and Range), so a long range at a long step does not read
+	// every cell in between.
+	Windows bool
+	// WindowMillis is the width of each window: the selector's range, or
+	// the lookback delta for an instant selector (whose hints' Range is 0).
+	WindowMillis int64
+	// ShardCount > 0 keeps only the series whose labels hash (labels.Hash)
+	// to ShardIndex modulo ShardCount, so that one aggregation can be
+	// evaluated in ShardCount parts in parallel (the query API's sharding).
+	ShardIndex, ShardCount uint64
+}
+
+// String encodes p as the value of a ReadMatcher.
+func (p Plan) String() string {
+	var parts []string
+	if p.Resolution != 0 {
+		parts = append(parts, string(p.Aggregate)+"@"+p.Resolution.String())
+	} else if p.Aggregate != "" {
+		parts = append(parts, string(p.Aggregate)+"@raw")
+	}
+	if p.Windows {
+		parts = append(parts, "windows="+strconv.FormatInt(p.WindowMillis, 10))
+	}
+	if p.ShardCount > 0 {
+		parts = append(parts, "shard="+strconv.FormatUint(p.ShardIndex, 10)+"/"+strconv.FormatUint(p.ShardCount, 10))
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParsePlan reads a ReadMatcher's value.
+func ParsePlan(s string) (Plan, error) {
+	var p Plan
+	for _, part := range strings.Split(s, ",") {
+		if w, ok := strings.CutPrefix(part, "windows="); ok {
+			n, err := strconv.ParseInt(w, 10, 64)
+			if err != nil || n <= 0 {
+				return Plan{}, fmt.Errorf("read plan %q: bad window %q", s, w)
+			}
+			p.Windows, p.WindowMillis = true, n
+			continue
+		}
+		if sh, ok := strings.CutPrefix(part, "shard="); ok {
+			i, n, ok := strings.Cut(sh, "/")
+			var err1, err2 error
+			p.ShardIndex, err1 = strconv.ParseUint(i, 10, 64)
+			p.ShardCount, err2 = strconv.ParseUint(n, 10, 64)
+			if !ok || err1 != nil || err2 != nil || p.ShardCount == 0 || p.ShardIndex >= p.ShardCount {
+				return Plan{}, fmt.Errorf("read plan %q: bad shard %q", s, sh)
+			}
+			continue
+		}
+		agg, res, ok := strings.Cut(part, "@")
+		if !ok {
+			return Plan{}, fmt.Errorf("read plan %q: unknown part %q", s, part)
+		}
+		switch a := Aggregate(agg); a {
+		case Count, Sum, Min, Max, Counter:
+			p.Aggregate = a
+		default:
+			return Plan{}, fmt.Errorf("read plan %q: unknown aggregate %q", s, agg)
+		}
+		if res != "raw" {
+			r, err := ParseResolution(res)
+			if err != nil {
+				return Plan{}, err
+			}
+			p.Resolution = r
+		}
+	}
+	return p, nil
+}
+
+// Progress keys in service_index (§12): service Service, service key
+// ServiceKey; one key per resolution for the forward watermark and the
+// backfill position, a lease per resolution, and one key per (unit,
+// metric) marked for recomputation.
+const (
+	Service    = "_Rollups"
+	ServiceKey = "PrometheusAdapter"
+)
+
+// DoneKey holds, for r, the range of bucket ends [from, to] whose buckets
+// are all written ("<from> <to>", ms). Reads use rollups inside it only.
+func DoneKey(r Resolution) string { return "done." + r.String() }
+
+// FormatDone and ParseDone encode DoneKey's value.
+func FormatDone(from, to int64) string {
+	return strconv.FormatInt(from, 10) + " " + strconv.FormatInt(to, 10)
+}
+
+func ParseDone(s string) (from, to int64, err error) {
+	a, b, ok := strings.Cut(s, " ")
+	if ok {
+		from, err = strconv.ParseInt(a, 10, 64)
+		if err == nil {
+			to, err = strconv.ParseInt(b, 10, 64)
+		}
+	}
+	if !ok || err != nil || from > to {
+		return 0, 0, fmt.Errorf("rollup progress %q: want \"<from> <to>\"", s)
+	}
+	return from, to, nil
+}

@@ -1,0 +1,77 @@
+package rollup
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/stretchr/testify/require"
+)
+
+func TestBucket(t *testing.T) {
+	r := Resolution(5 * time.Minute)
+	for _, c := range []struct{ t, end int64 }{
+		{0, 0}, {1, 300000}, {300000, 300000}, {300001, 600000}, {-1, 0}, {-300000, -300000}, {-300001, -300000},
+	} {
+		require.Equal(t, c.end, r.Bucket(c.t), "t=%d", c.t)
+	}
+}
+
+func TestPlanRoundTrip(t *testing.T) {
+	for _, p := range []Plan{
+		{Aggregate: Max, Resolution: Resolution(time.Hour)},
+		{Aggregate: Count},
+		{Windows: true, WindowMillis: 300000},
+		{Aggregate: Counter, Resolution: Resolution(5 * time.Minute), Windows: true, WindowMillis: 3600000, ShardIndex: 2, ShardCount: 4},
+	} {
+		got, err := ParsePlan(p.String())
+		require.NoError(t, err, p.String())
+		require.Equal(t, p, got)
+	}
+	for _, bad := range []string{"", "avg@5m", "max@7m", "windows=0", "shard=4/4", "shard=1"} {
+		_, err := ParsePlan(bad)
+		require.Error(t, err, bad)
+	}
+}
+
+func TestLabels(t *testing.T) {
+	raw := labels.FromStrings("__name__", "x", "job", "a")
+	ls := SeriesLabels(raw, Resolution(time.Hour), Sum)
+	require.Equal(t, labels.FromStrings("__name__", "x_rollup", "job", "a", "rollup_aggregate", "sum", "rollup_resolution", "1h", "saved_from", "x"), ls)
+	back, ok := RawLabels(ls)
+	require.True(t, ok)
+	require.Equal(t, raw, back)
+	require.True(t, Rollable(raw))
+	require.False(t, Rollable(ls))
+	require.False(t, Rollable(labels.FromStrings("__name__", "y_rollup", "saved_from", "y"))) // KairosDB's own roll-up
+	_, ok = RawLabels(labels.FromStrings("__name__", "y_rollup", "saved_from", "y"))
+	require.False(t, ok)
+}
+
+func TestCompute(t *testing.T) {
+	r := Resolution(time.Minute)
+	m := int64(60000)
+	nan := math.NaN()
+	stale := math.Float64frombits(value.StaleNaN)
+	// The sample at 0 is before from: only the counter's start.
+	ts := []int64{0, 10000, m, m + 1, m + 30000, 2 * m, 4*m - 1, 4 * m}
+	vs := []float64{5, 7, 9, 2, stale, nan, 3, 4}
+	got := Compute(r, 0, 4*m, ts, vs)
+	require.Len(t, got, 3)
+	// (0, 1m]: 7, 9; counter from 5: +2 +2.
+	require.Equal(t, Point{End: m, Count: 2, Sum: 16, Min: 7, Max: 9, Counter: 4}, got[0])
+	// (1m, 2m]: 2 (a reset after 9: +2), stale skipped, NaN counted.
+	require.Equal(t, 2*m, got[1].End)
+	require.Equal(t, 2.0, got[1].Count)
+	require.True(t, math.IsNaN(got[1].Sum))
+	require.Equal(t, 2.0, got[1].Min)
+	require.Equal(t, 2.0, got[1].Max)
+	require.Equal(t, 2.0, got[1].Counter)
+	// (3m, 4m]: the bucket (2m, 3m] is empty, so the increase starts at 3.
+	require.Equal(t, Point{End: 4 * m, Count: 2, Sum: 7, Min: 3, Max: 4, Counter: 1}, got[2])
+	// All NaN: min and max NaN.
+	got = Compute(r, 0, m, []int64{1, 2}, []float64{nan, nan})
+	require.True(t, math.IsNaN(got[0].Min) && math.IsNaN(got[0].Max))
+}
