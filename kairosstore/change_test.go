@@ -2,6 +2,7 @@ package kairosstore_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
+	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
 // TestOnChange: every commit reports each metric it wrote with the times of
@@ -41,4 +43,37 @@ func TestOnChange(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 	require.Equal(t, []ks.Change{{Metric: "a", MinT: 20, MaxT: 60, Deleted: true}}, got[1])
+}
+
+// TestShardPlan: the shards of a selector partition its series, each series
+// in exactly one shard, and a malformed plan is refused.
+func TestShardPlan(t *testing.T) {
+	eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { eng.Close() })
+	s := openStore(t, eng, ks.Options{})
+	data := map[string][]sample{}
+	for i := range 40 {
+		data[lbl("__name__", "sh", "i", fmt.Sprint(i))] = []sample{{10, bits(float64(i))}}
+	}
+	write(t, s, data)
+	seen := map[string]int{}
+	for i := range 4 {
+		plan := rollup.Plan{ShardIndex: uint64(i), ShardCount: 4}
+		got := read(t, s, 0, 100, eq("__name__", "sh"), eq(rollup.ReadMatcher, plan.String()))
+		require.NotEmpty(t, got, "shard %d of 40 series", i)
+		require.Less(t, len(got), 40)
+		for _, g := range got {
+			seen[g.Labels]++
+		}
+	}
+	require.Len(t, seen, 40)
+	for ls, n := range seen {
+		require.Equal(t, 1, n, ls)
+	}
+	q, err := s.Querier(0, 100)
+	require.NoError(t, err)
+	set := q.Select(context.Background(), true, nil, eq("__name__", "sh"), eq(rollup.ReadMatcher, "shard=4/4"))
+	require.False(t, set.Next())
+	require.ErrorContains(t, set.Err(), "bad shard")
 }

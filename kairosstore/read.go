@@ -2,12 +2,14 @@ package kairosstore
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
+	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
 // Querier returns a querier over [mint, maxt] (inclusive, ms).
@@ -51,6 +53,10 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 // sel is Select; with chunked, the series set's reads encode XOR chunks
 // (chunks.go) instead of keeping samples.
 func (q *querier) sel(ctx context.Context, hints *storage.SelectHints, ms []*labels.Matcher, chunked bool) storage.SeriesSet {
+	plan, ms, err := takePlan(ms)
+	if err != nil {
+		return storage.ErrSeriesSet(err)
+	}
 	if hints != nil && hints.Func == "series" {
 		return q.selectIndex(ctx, ms) // labels.go: no sample needed
 	}
@@ -58,6 +64,7 @@ func (q *querier) sel(ctx context.Context, hints *storage.SelectHints, ms []*lab
 	if err != nil {
 		return storage.ErrSeriesSet(err)
 	}
+	series = plan.shard(series)
 	if len(series) == 0 {
 		return storage.EmptySeriesSet()
 	}
@@ -66,6 +73,34 @@ func (q *querier) sel(ctx context.Context, hints *storage.SelectHints, ms []*lab
 	q.cancels = append(q.cancels, cancel)
 	q.mu.Unlock()
 	return newSeriesSet(ctx, q.s, series, q.mint, q.maxt, &q.reads, chunked)
+}
+
+// readPlan is how a selector asks to be read (rollup.Plan): the query API
+// adds it as a matcher on rollup.ReadMatcher.
+type readPlan struct{ rollup.Plan }
+
+// takePlan removes the read plan's matcher from ms.
+func takePlan(ms []*labels.Matcher) (readPlan, []*labels.Matcher, error) {
+	i := slices.IndexFunc(ms, func(m *labels.Matcher) bool { return m.Name == rollup.ReadMatcher })
+	if i < 0 {
+		return readPlan{}, ms, nil
+	}
+	if ms[i].Type != labels.MatchEqual {
+		return readPlan{}, nil, badRequest("the matcher on %s must be =", rollup.ReadMatcher)
+	}
+	p, err := rollup.ParsePlan(ms[i].Value)
+	if err != nil {
+		return readPlan{}, nil, badRequest("%w", err)
+	}
+	return readPlan{p}, slices.Delete(slices.Clone(ms), i, i+1), nil
+}
+
+// shard keeps the series of the plan's shard, by the hash of their labels.
+func (p readPlan) shard(series []*index.Series) []*index.Series {
+	if p.ShardCount == 0 {
+		return series
+	}
+	return slices.DeleteFunc(series, func(s *index.Series) bool { return s.Labels.Hash()%p.ShardCount != p.ShardIndex })
 }
 
 // selectSeries is the series a query selects (index.Index.Select), at most
