@@ -112,6 +112,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		LookbackDelta:  time.Duration(cfg.Query.LookbackDelta),
 		MaxConcurrency: cfg.Query.MaxConcurrency,
 		MaxSamples:     cfg.Query.MaxSamples,
+		EnableAdminAPI: cfg.Web.EnableAdminAPI,
 		Limits: queryapi.Limits{
 			MaxLength:        cfg.Query.MaxLength,
 			MaxDepth:         cfg.Query.MaxDepth,
@@ -142,7 +143,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		MaxConcurrentReads:    cfg.Web.MaxConcurrentReads,
 		MaxSamplesPerQuery:    cfg.Query.MaxSamples,
 		Gatherer:              reg,
-		EnableAdminAPI:        cfg.Web.EnableAdminAPI,
 		SeriesCacheSize:       cfg.KairosDB.IndexCacheSize,
 		SeriesCacheTTL:        time.Duration(cfg.KairosDB.IndexCacheTTL),
 		Routes: func(handle func(string, string, http.Handler)) {

@@ -1,6 +1,7 @@
 // Package adapter is the HTTP side of the remote-storage adapter: remote
-// write 1.0 and 2.0, remote read (SAMPLES and STREAMED_XOR_CHUNKS), metadata,
-// health and the adapter's own metrics. It knows nothing of Cassandra: it
+// write 1.0 and 2.0, remote read (SAMPLES and STREAMED_XOR_CHUNKS), health,
+// the profiler and the adapter's own metrics; the query API (package
+// queryapi) serves every other /api/v1/ path on the same mux. It knows nothing of Cassandra: it
 // talks to the Store interface declared in store.go.
 //
 // Choices where the specs leave room (docs/remote-protocols.md):
@@ -28,18 +29,13 @@ package adapter
 
 import (
 	"cmp"
-	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
-	"slices"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/prometheus/prometheus/model/metadata"
 )
 
 // Defaults for zero Options fields.
@@ -79,10 +75,6 @@ type Options struct {
 	// ReadTimeout bounds one remote-read request (all of its queries); 0
 	// means only the client's own timeout applies.
 	ReadTimeout time.Duration
-	// EnableAdminAPI serves POST/PUT /api/v1/admin/tsdb/delete_series when
-	// the store implements Deleter. Off by default, as in Prometheus: it
-	// deletes data without asking.
-	EnableAdminAPI bool
 	// SeriesCacheSize bounds the series whose store ref the write handler
 	// remembers, per generation (two are kept). It should exceed the
 	// series count of the senders; default 50,000.
@@ -93,8 +85,9 @@ type Options struct {
 	SeriesCacheTTL time.Duration
 	// Routes, when set, is called with the function New registers its own
 	// routes with (a ServeMux pattern, a name for the request metrics, the
-	// handler), so another package's endpoints (the query API) share the
-	// mux and the metrics.
+	// handler), so another package's endpoints (the query API, which serves
+	// every other /api/v1/ path, and the web UI) share the mux and the
+	// metrics.
 	Routes func(handle func(pattern, name string, h http.Handler))
 }
 
@@ -153,7 +146,6 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	handle("POST /write", "write", wh)
 	handle("POST /api/v1/read", "read", rh)
 	handle("POST /read", "read", rh)
-	handle("GET /api/v1/metadata", "metadata", metadataHandler(store, logger))
 	handle("GET /-/healthy", "healthy", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("Healthy.\n"))
@@ -168,11 +160,6 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	}))
 	if opts.Routes != nil {
 		opts.Routes(handle)
-	}
-	if d, ok := store.(Deleter); ok && opts.EnableAdminAPI {
-		h := deleteSeriesHandler(d, logger)
-		handle("POST /api/v1/admin/tsdb/delete_series", "delete_series", h)
-		handle("PUT /api/v1/admin/tsdb/delete_series", "delete_series", h)
 	}
 	// Go's profiler, served as Prometheus serves it: what an operator asks
 	// for first when the adapter is slow, and where BENCHMARKS.md's profiles
@@ -220,61 +207,4 @@ func (l limiter) release() {
 	if l != nil {
 		<-l
 	}
-}
-
-// metadataHandler serves GET /api/v1/metadata?metric=&limit= in the shape of
-// Prometheus's HTTP API, so Grafana and promtool can use it: limit absent or
-// negative means all families, 0 means none (as Prometheus does).
-func metadataHandler(store Store, logger *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		limit := -1
-		if s := r.FormValue("limit"); s != "" {
-			var err error
-			if limit, err = strconv.Atoi(s); err != nil {
-				writeAPIError(w, http.StatusBadRequest, errors.New("limit must be a number"))
-				return
-			}
-		}
-		res := map[string][]metadata.Metadata{}
-		if limit != 0 {
-			got, err := store.Metadata(r.Context(), r.FormValue("metric"), max(limit, 0))
-			if err != nil {
-				status := statusOf(err, http.StatusInternalServerError)
-				logger.Warn("Metadata query failed", "status", status, "err", err)
-				writeAPIError(w, status, err)
-				return
-			}
-			// Enforce the limit even if the store returns more, keeping
-			// the alphabetically first families so answers are stable.
-			names := make([]string, 0, len(got))
-			for name := range got {
-				names = append(names, name)
-			}
-			slices.Sort(names)
-			if limit > 0 && len(names) > limit {
-				names = names[:limit]
-			}
-			for _, name := range names {
-				res[name] = got[name]
-			}
-		}
-		writeAPIJSON(w, http.StatusOK, map[string]any{"status": "success", "data": res})
-	})
-}
-
-func writeAPIError(w http.ResponseWriter, status int, err error) {
-	errorType := "internal"
-	switch {
-	case status >= 400 && status < 500:
-		errorType = "bad_data"
-	case status == http.StatusServiceUnavailable:
-		errorType = "unavailable"
-	}
-	writeAPIJSON(w, status, map[string]any{"status": "error", "errorType": errorType, "error": err.Error()})
-}
-
-func writeAPIJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }

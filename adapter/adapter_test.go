@@ -1,7 +1,6 @@
 package adapter
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -9,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/model"
-	"github.com/prometheus/prometheus/model/metadata"
 	"github.com/stretchr/testify/require"
 )
 
@@ -33,7 +30,6 @@ func TestRouting(t *testing.T) {
 		{method: http.MethodDelete, path: "/read", wantCode: http.StatusMethodNotAllowed, wantAllow: "POST"},
 		{method: http.MethodPost, path: "/metrics", wantCode: http.StatusMethodNotAllowed, wantAllow: "GET, HEAD"},
 		{method: http.MethodPost, path: "/-/healthy", wantCode: http.StatusMethodNotAllowed, wantAllow: "GET, HEAD"},
-		{method: http.MethodPost, path: "/api/v1/metadata", wantCode: http.StatusMethodNotAllowed, wantAllow: "GET, HEAD"},
 		{method: http.MethodGet, path: "/", wantCode: http.StatusNotFound},
 		{method: http.MethodPost, path: "/api/v2/write", wantCode: http.StatusNotFound},
 		{method: http.MethodPost, path: "/api/v1/write/", wantCode: http.StatusNotFound},
@@ -41,7 +37,6 @@ func TestRouting(t *testing.T) {
 		{method: http.MethodHead, path: "/-/healthy", wantCode: http.StatusOK},
 		{method: http.MethodGet, path: "/-/ready", wantCode: http.StatusOK},
 		{method: http.MethodGet, path: "/metrics", wantCode: http.StatusOK},
-		{method: http.MethodGet, path: "/api/v1/metadata", wantCode: http.StatusOK},
 		{method: http.MethodGet, path: "/debug/pprof/", wantCode: http.StatusOK},
 		{method: http.MethodGet, path: "/debug/pprof/heap", wantCode: http.StatusOK},
 		{method: http.MethodPost, path: "/debug/pprof/heap", wantCode: http.StatusMethodNotAllowed, wantAllow: "GET, HEAD"},
@@ -97,56 +92,4 @@ func TestMetricsEndpoint(t *testing.T) {
 	require.Contains(t, serve(h2, http.MethodGet, "/metrics").Body.String(), "other_total 0")
 	h3 := New(s, Options{}, nil, nil)
 	require.Equal(t, http.StatusNotFound, serve(h3, http.MethodGet, "/metrics").Code)
-}
-
-func TestMetadataEndpoint(t *testing.T) {
-	s := newFakeStore()
-	s.meta = map[string][]metadata.Metadata{
-		"http_requests_total": {{Type: model.MetricTypeCounter, Help: "Requests."}},
-		"latency_seconds":     {{Type: model.MetricTypeHistogram, Help: "Latency.", Unit: "seconds"}},
-		"up":                  {{Type: model.MetricTypeGauge, Help: "Up."}},
-	}
-	h, _ := newTestHandler(t, s, Options{})
-
-	rec := serve(h, http.MethodGet, "/api/v1/metadata?metric=up")
-	require.Equal(t, http.StatusOK, rec.Code)
-	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
-	require.JSONEq(t, `{"status":"success","data":{"up":[{"type":"gauge","help":"Up.","unit":""}]}}`, rec.Body.String())
-
-	for _, tc := range []struct {
-		query string
-		want  []string
-	}{
-		{query: "", want: []string{"http_requests_total", "latency_seconds", "up"}},
-		{query: "?limit=-1", want: []string{"http_requests_total", "latency_seconds", "up"}},
-		{query: "?limit=2", want: []string{"http_requests_total", "latency_seconds"}},
-		{query: "?limit=0", want: nil},
-		{query: "?metric=nope", want: nil},
-	} {
-		t.Run(tc.query, func(t *testing.T) {
-			rec := serve(h, http.MethodGet, "/api/v1/metadata"+tc.query)
-			require.Equal(t, http.StatusOK, rec.Code)
-			var resp struct {
-				Status string                         `json:"status"`
-				Data   map[string][]metadata.Metadata `json:"data"`
-			}
-			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &resp))
-			require.Equal(t, "success", resp.Status)
-			require.NotNil(t, resp.Data, "data is {} when empty, not null")
-			var got []string
-			for name := range resp.Data {
-				got = append(got, name)
-			}
-			require.ElementsMatch(t, tc.want, got)
-		})
-	}
-
-	rec = serve(h, http.MethodGet, "/api/v1/metadata?limit=abc")
-	require.Equal(t, http.StatusBadRequest, rec.Code)
-	require.JSONEq(t, `{"status":"error","errorType":"bad_data","error":"limit must be a number"}`, rec.Body.String())
-
-	s.metadataErr = errors.New("cassandra down")
-	rec = serve(h, http.MethodGet, "/api/v1/metadata")
-	require.Equal(t, http.StatusInternalServerError, rec.Code)
-	require.JSONEq(t, `{"status":"error","errorType":"internal","error":"cassandra down"}`, rec.Body.String())
 }

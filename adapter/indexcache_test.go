@@ -18,6 +18,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/adapter"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
+	"github.com/kairos-remote/kairos-adapter/queryapi"
 )
 
 // TestAdminDeleteThenWriteIndexesAtOnce: the write handler keeps handles on
@@ -41,7 +42,10 @@ func TestAdminDeleteThenWriteIndexesAtOnce(t *testing.T) {
 			// index rows again.
 			store, err := kairosstore.Open(t.Context(), eng, kairosstore.Options{IndexCacheTTL: time.Hour}, nil, nil)
 			require.NoError(t, err)
-			srv := httptest.NewServer(adapter.New(kairosStore{store}, adapter.Options{EnableAdminAPI: true, SeriesCacheTTL: time.Hour}, nil, prometheus.NewRegistry()))
+			// The admin API is the query API's, on the adapter's mux as
+			// main.go puts it.
+			api := queryapi.New(store, queryapi.Options{EnableAdminAPI: true}, nil, prometheus.NewRegistry())
+			srv := httptest.NewServer(adapter.New(kairosStore{store}, adapter.Options{SeriesCacheTTL: time.Hour, Routes: api.Register}, nil, prometheus.NewRegistry()))
 			defer srv.Close()
 
 			ts := time.Now().UnixMilli()

@@ -27,9 +27,6 @@ type Store interface {
 	// samples in another form encodes them itself, where it can do so
 	// cheaper than iterating samples into an encoder.
 	ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error)
-	// Metadata returns the metadata per metric family name; metric "" means
-	// all families; limit <= 0 means no limit on the number of families.
-	Metadata(ctx context.Context, metric string, limit int) (map[string][]metadata.Metadata, error)
 	// Ready returns nil when the store can serve reads and writes.
 	Ready(ctx context.Context) error
 }

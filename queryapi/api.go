@@ -68,6 +68,10 @@ type Options struct {
 	// Limits bound the expressions themselves; zero fields take the
 	// defaults.
 	Limits Limits
+	// EnableAdminAPI serves POST/PUT /api/v1/admin/tsdb/delete_series when
+	// the store implements Deleter. Off by default, as in Prometheus: it
+	// deletes data without asking.
+	EnableAdminAPI bool
 }
 
 // API serves the query endpoints.
@@ -78,6 +82,7 @@ type API struct {
 	timeout      time.Duration
 	evalInterval int64 // ms
 	gate         gate
+	adminAPI     bool
 	engine       *promql.Engine
 	parser       parser.Parser
 	logger       *slog.Logger
@@ -122,7 +127,7 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	})
 	return &API{
 		store: store, maxSamples: maxSamples, limits: opts.Limits.withDefaults(), timeout: opts.Timeout,
-		evalInterval: interval, gate: g, engine: eng, parser: p, logger: logger, now: time.Now,
+		evalInterval: interval, gate: g, adminAPI: opts.EnableAdminAPI, engine: eng, parser: p, logger: logger, now: time.Now,
 	}
 }
 
@@ -155,15 +160,12 @@ func (a *API) Register(handle func(pattern, name string, h http.Handler)) {
 	}
 	handle("GET /api/v1/label/{name}/values", "label_values", a.handler(a.labelValues, "label_values"))
 	handle("GET /api/v1/status/buildinfo", "buildinfo", a.handler(a.buildInfo, "buildinfo"))
-}
-
-// Mount returns a handler that serves the query API and passes every other
-// request to next.
-func (a *API) Mount(next http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	a.Register(func(pattern, _ string, h http.Handler) { mux.Handle(pattern, h) })
-	mux.Handle("/", next)
-	return mux
+	handle("GET /api/v1/metadata", "metadata", a.handler(a.metadata, "metadata"))
+	if _, ok := a.store.(Deleter); ok && a.adminAPI {
+		h := a.handler(a.deleteSeries, "delete_series")
+		handle("POST /api/v1/admin/tsdb/delete_series", "delete_series", h)
+		handle("PUT /api/v1/admin/tsdb/delete_series", "delete_series", h)
+	}
 }
 
 // maxFormBytes bounds a request body of the query API. Go's form parser
@@ -178,10 +180,12 @@ const maxFormBytes = 10 << 20
 // the timeout parameter of a query if shorter, counted from the request's
 // arrival so that it covers parsing as well as evaluation.
 func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiError), name string) http.Handler {
-	strict := name == "series"
+	// A delete is refused whole on a malformed form, as Prometheus's is,
+	// rather than run on what could be read of it.
+	strict := name == "series" || name == "delete_series"
 	timeoutParam := name == "query" || name == "query_range"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if acceptsGzip(r) {
+		if acceptsGzip(r) && name != "delete_series" {
 			// Range queries over many series answer megabytes of
 			// JSON that compresses tenfold; Prometheus gzips too.
 			w.Header().Set("Content-Encoding", "gzip")
@@ -222,6 +226,10 @@ func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiE
 		q := r.FormValue("query")
 		if apiErr != nil {
 			respondError(w, a.logger, apiErr, ann, q)
+			return
+		}
+		if data == (noContent{}) {
+			w.WriteHeader(http.StatusNoContent)
 			return
 		}
 		respond(w, a.logger, data, ann, q)

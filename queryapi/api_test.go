@@ -86,7 +86,7 @@ func TestParseDuration(t *testing.T) {
 // from 0 to 600 s.
 func newTestAPI(t *testing.T, opts Options) http.Handler {
 	t.Helper()
-	return New(newTestStore(t), opts, nil, prometheus.NewRegistry()).Mount(http.NotFoundHandler())
+	return mount(New(newTestStore(t), opts, nil, prometheus.NewRegistry()), http.NotFoundHandler())
 }
 
 func newTestStore(t testing.TB) *kairosstore.Store {
@@ -293,7 +293,7 @@ func (r *rangeRecorder) Querier(mint, maxt int64) (storage.Querier, error) {
 // (offset, range, lookback), not over the range of the whole query.
 func TestSelectorRanges(t *testing.T) {
 	rec := &rangeRecorder{Store: newTestStore(t)}
-	h := New(rec, Options{}, nil, prometheus.NewRegistry()).Mount(http.NotFoundHandler())
+	h := mount(New(rec, Options{}, nil, prometheus.NewRegistry()), http.NotFoundHandler())
 	got := get(t, h, http.MethodGet, "/api/v1/query", url.Values{"query": {"c_total - c_total offset 5m + sum_over_time(c_total[1m] @ 100)"}, "time": {"600"}})
 	require.Equal(t, http.StatusOK, got.code, got.body)
 	slices.SortFunc(rec.ranges, func(a, b [2]int64) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
@@ -317,7 +317,7 @@ func (unavailableError) Is(target error) bool { return target == storeerr.ErrUna
 func (startingStore) Querier(int64, int64) (storage.Querier, error) { return nil, unavailableError{} }
 
 func TestStoreStarting(t *testing.T) {
-	h := New(startingStore{}, Options{}, nil, prometheus.NewRegistry()).Mount(http.NotFoundHandler())
+	h := mount(New(startingStore{}, Options{}, nil, prometheus.NewRegistry()), http.NotFoundHandler())
 	for _, c := range []struct {
 		path string
 		form url.Values
@@ -354,12 +354,21 @@ func TestGate(t *testing.T) {
 	require.NoError(t, <-done, "a freed slot admits the waiting query")
 }
 
-// TestUnknownPathsPassThrough checks that Mount leaves every other path to
-// the adapter's own handler.
+// mount serves the query API's routes as the adapter's mux does, and every
+// other request with next.
+func mount(a *API, next http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	a.Register(func(pattern, _ string, h http.Handler) { mux.Handle(pattern, h) })
+	mux.Handle("/", next)
+	return mux
+}
+
+// TestUnknownPathsPassThrough checks that the query API registers no route
+// beyond its own, so the adapter's mux keeps every other path.
 func TestUnknownPathsPassThrough(t *testing.T) {
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
-	h := New(startingStore{}, Options{}, nil, prometheus.NewRegistry()).Mount(next)
-	for _, p := range []string{"/api/v1/write", "/api/v1/metadata", "/metrics", "/api/v1/query/x"} {
+	h := mount(New(startingStore{}, Options{}, nil, prometheus.NewRegistry()), next)
+	for _, p := range []string{"/api/v1/write", "/api/v1/admin/tsdb/delete_series", "/metrics", "/api/v1/query/x"} {
 		require.Equal(t, http.StatusTeapot, get(t, h, http.MethodGet, p, nil).code, p)
 	}
 }

@@ -37,7 +37,7 @@ func BenchmarkQueryRange(b *testing.B) {
 		}
 	}
 	require.NoError(b, app.Commit(ctx))
-	h := New(store, Options{}, nil, prometheus.NewRegistry()).Mount(http.NotFoundHandler())
+	h := mount(New(store, Options{}, nil, prometheus.NewRegistry()), http.NotFoundHandler())
 	form := url.Values{"query": {"sum by (job) (rate(bench_requests_total[5m]))"}, "start": {"300"}, "end": {"21600"}, "step": {"60"}}
 	b.ResetTimer()
 	for b.Loop() {

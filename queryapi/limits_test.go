@@ -58,7 +58,7 @@ func TestTreeDepth(t *testing.T) {
 // count_over_time of a subquery over vector(1) answers.
 func TestSubqueryStepsAsTheEngineCounts(t *testing.T) {
 	api := New(newTestStore(t), Options{EvaluationInterval: 30 * time.Second}, nil, prometheus.NewRegistry())
-	h := api.Mount(http.NotFoundHandler())
+	h := mount(api, http.NotFoundHandler())
 	for _, c := range []struct {
 		sub  string
 		time string
@@ -97,7 +97,7 @@ func TestSubqueryStepsAsTheEngineCounts(t *testing.T) {
 // Prometheus's shape and naming the flag; and what every dashboard needs
 // still passes.
 func TestExpressionLimits(t *testing.T) {
-	h := New(newTestStore(t), Options{}, nil, prometheus.NewRegistry()).Mount(http.NotFoundHandler())
+	h := mount(New(newTestStore(t), Options{}, nil, prometheus.NewRegistry()), http.NotFoundHandler())
 	for _, c := range []struct {
 		path string
 		form url.Values

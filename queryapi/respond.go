@@ -88,6 +88,17 @@ func classify(err error) *apiError {
 	return &apiError{errExec, err}
 }
 
+// storeError is classify for a store call outside PromQL (metadata,
+// deletes): an error of no known kind is the store's failure, 500
+// internal, where a query's would be its evaluation's.
+func storeError(err error) *apiError {
+	e := classify(err)
+	if e.typ == errExec {
+		e.typ = errInternal
+	}
+	return e
+}
+
 // response is Prometheus's API envelope.
 type response struct {
 	Status    string    `json:"status"`

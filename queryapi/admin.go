@@ -1,0 +1,137 @@
+package queryapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/metadata"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// MetadataStore is what /api/v1/metadata reads; without it the endpoint
+// answers no family.
+type MetadataStore interface {
+	// Metadata returns the metadata per metric family name; metric ""
+	// means every family, limit 0 no limit.
+	Metadata(ctx context.Context, metric string, limit int) (map[string][]metadata.Metadata, error)
+}
+
+// Deleter is what the admin API needs of a store that can delete series.
+type Deleter interface {
+	// Delete removes the samples of the series selected by ms in
+	// [start, end] (inclusive, ms) and reports how many rows it touched.
+	Delete(ctx context.Context, start, end int64, ms ...*labels.Matcher) (int, error)
+}
+
+// noContent is the data of an answer that has none: 204, as Prometheus
+// answers a delete.
+type noContent struct{}
+
+// metadata serves GET /api/v1/metadata?metric=&limit= as Prometheus does,
+// so Grafana and promtool can use it: limit absent or negative means all
+// families, 0 means none.
+func (a *API) metadata(r *http.Request) (any, annotations.Annotations, *apiError) {
+	limit := -1
+	if s := r.FormValue("limit"); s != "" {
+		var err error
+		if limit, err = strconv.Atoi(s); err != nil {
+			return nil, nil, badData(errors.New("limit must be a number"))
+		}
+	}
+	res := map[string][]metadata.Metadata{}
+	ms, ok := a.store.(MetadataStore)
+	if limit == 0 || !ok {
+		return res, nil, nil
+	}
+	got, err := ms.Metadata(r.Context(), r.FormValue("metric"), max(limit, 0))
+	if err != nil {
+		apiErr := storeError(err)
+		a.logger.Warn("Metadata query failed", "status", apiErr.typ.status(), "err", err)
+		return nil, nil, apiErr
+	}
+	// Enforce the limit even if the store returns more, keeping the
+	// alphabetically first families so answers are stable.
+	names := make([]string, 0, len(got))
+	for name := range got {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	if limit > 0 && len(names) > limit {
+		names = names[:limit]
+	}
+	for _, name := range names {
+		res[name] = got[name]
+	}
+	return res, nil, nil
+}
+
+// deleteSeries serves Prometheus's delete_series admin call with the same
+// parameters: one or more match[] selectors, optional start and end as RFC
+// 3339 or Unix seconds (default: all time). Like Prometheus it answers 204
+// and is off unless the operator turns the admin API on.
+func (a *API) deleteSeries(r *http.Request) (any, annotations.Annotations, *apiError) {
+	d := a.store.(Deleter) // Register serves this route only for a Deleter
+	selectors := r.Form["match[]"]
+	if len(selectors) == 0 {
+		return nil, nil, badData(errors.New("no match[] parameter: name the series to delete, e.g. match[]={job=\"old\"}"))
+	}
+	start, err := deleteTime(r.Form.Get("start"), math.MinInt64)
+	if err != nil {
+		return nil, nil, badData(fmt.Errorf("invalid start: %w", err))
+	}
+	end, err := deleteTime(r.Form.Get("end"), math.MaxInt64)
+	if err != nil {
+		return nil, nil, badData(fmt.Errorf("invalid end: %w", err))
+	}
+	if start > end {
+		return nil, nil, badData(errors.New("start is after end"))
+	}
+	// Parse every selector before deleting anything.
+	sets := make([][]*labels.Matcher, 0, len(selectors))
+	for _, s := range selectors {
+		ms, err := a.parser.ParseMetricSelector(s)
+		if err != nil {
+			return nil, nil, badData(fmt.Errorf("invalid match[] %q: %v", s, err))
+		}
+		// A selector whose every matcher also matches the empty string
+		// selects every series ({} parses too): refused, by the rule
+		// Prometheus applies to the match[] of /api/v1/series, so a typo
+		// cannot wipe a keyspace other writers share. (Prometheus's own
+		// delete_series does not check it.)
+		if !slices.ContainsFunc(ms, func(m *labels.Matcher) bool { return !m.Matches("") }) {
+			return nil, nil, badData(fmt.Errorf("invalid match[] %q: match[] must contain at least one non-empty matcher", s))
+		}
+		sets = append(sets, ms)
+	}
+	for i, ms := range sets {
+		n, err := d.Delete(r.Context(), start, end, ms...)
+		if err != nil {
+			a.logger.Warn("Delete failed", "match", selectors[i], "err", err)
+			apiErr := storeError(err)
+			apiErr.err = fmt.Errorf("delete %s: %w", selectors[i], err)
+			return nil, nil, apiErr
+		}
+		a.logger.Info("Deleted series", "match", selectors[i], "start", start, "end", end, "rows", n)
+	}
+	return noContent{}, nil, nil
+}
+
+// deleteTime reads a time of delete_series, in ms; empty means def, so
+// that a delete without bounds covers every time the layout can hold, not
+// only the range of the query API's default bounds.
+func deleteTime(s string, def int64) (int64, error) {
+	if s == "" {
+		return def, nil
+	}
+	t, err := parseTime(s)
+	if err != nil {
+		return 0, err
+	}
+	return t.UnixMilli(), nil
+}
