@@ -112,6 +112,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		LookbackDelta:  time.Duration(cfg.Query.LookbackDelta),
 		MaxConcurrency: cfg.Query.MaxConcurrency,
 		MaxSamples:     cfg.Query.MaxSamples,
+		SampleLimit:    kairosstore.WithSampleLimit,
 		EnableAdminAPI: cfg.Web.EnableAdminAPI,
 		Limits: queryapi.Limits{
 			MaxLength:        cfg.Query.MaxLength,

@@ -2,14 +2,16 @@ package kairosstore
 
 import (
 	"context"
-	"errors"
 	"math"
 	"sync/atomic"
+
+	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 )
 
 // ErrTooManySamples fails the reads of a query past the limit given with
-// WithSampleLimit.
-var ErrTooManySamples = errors.New("the query loaded more samples than its limit")
+// WithSampleLimit. It is storeerr's, so that the query API recognises it
+// without importing the store.
+var ErrTooManySamples = storeerr.ErrTooManySamples
 
 type sampleLimitKey struct{}
 
@@ -26,8 +28,10 @@ const budgetStep = 1024
 // WithSampleLimit returns a context under which the series read by every
 // Select given it together load at most limit samples (0: no limit); past
 // it their iterators fail with ErrTooManySamples. The query API gives each
-// PromQL query one, so that the samples a query holds are bounded whatever
-// the engine keeps of them. Counted are the samples inside the querier's
+// PromQL query one (main.go passes this function as its
+// Options.SampleLimit): it is how --query.max-samples bounds a PromQL query,
+// so that the samples a query holds are bounded whatever the engine keeps
+// of them. Counted are the samples inside the querier's
 // range, as read: a series iterated twice counts twice.
 func WithSampleLimit(ctx context.Context, limit int) context.Context {
 	if limit <= 0 {

@@ -32,8 +32,6 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
-
-	"github.com/kairos-remote/kairos-adapter/kairosstore"
 )
 
 // Store is what the query API reads: the adapter's Store has it.
@@ -59,9 +57,20 @@ type Options struct {
 	// for a slot (until their timeout). Default 20.
 	MaxConcurrency int
 	// MaxSamples is the number of samples one query may load from the
-	// store, and hold in the engine at once (over either: 422 execution);
-	// 0 means no limit.
+	// store, all its selectors together (over it: 422 execution, with
+	// Prometheus's too-many-samples answer); 0 means no limit. It is
+	// enforced by the store's budget that SampleLimit puts in the query's
+	// context, and by nothing else: the engine's own count of the samples
+	// it holds at once is off, as one limit has one mechanism. What the
+	// engine holds beyond what was loaded is bounded by the 11,000 points
+	// per series of a range query and --query.max-subquery-steps.
 	MaxSamples int
+	// SampleLimit returns a context under which the store's reads of one
+	// query load at most limit samples in all and then fail with
+	// storeerr.ErrTooManySamples (kairosstore.WithSampleLimit, passed by
+	// main.go, so that this package does not import the store). Required
+	// when MaxSamples is set.
+	SampleLimit func(ctx context.Context, limit int) context.Context
 	// EvaluationInterval is the step of a subquery that gives none, as
 	// Prometheus's global evaluation_interval; default 1m.
 	EvaluationInterval time.Duration
@@ -78,6 +87,7 @@ type Options struct {
 type API struct {
 	store        Store
 	maxSamples   int
+	sampleLimit  func(context.Context, int) context.Context
 	limits       Limits
 	timeout      time.Duration
 	evalInterval int64 // ms
@@ -104,18 +114,18 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	if opts.MaxConcurrency <= 0 {
 		opts.MaxConcurrency = 20
 	}
-	maxSamples := opts.MaxSamples
-	if opts.MaxSamples <= 0 {
-		// The engine has no "no limit" value.
-		opts.MaxSamples, maxSamples = math.MaxInt, 0
+	if opts.MaxSamples > 0 && opts.SampleLimit == nil {
+		panic("queryapi: Options.MaxSamples needs Options.SampleLimit, the store's budget")
 	}
 	p := parser.NewParser(parser.Options{})
 	interval := opts.EvaluationInterval.Milliseconds()
 	g := newGate(opts.MaxConcurrency)
 	eng := promql.NewEngine(promql.EngineOpts{
-		Logger:                   logger,
-		Reg:                      reg,
-		MaxSamples:               opts.MaxSamples,
+		Logger: logger,
+		Reg:    reg,
+		// The engine has no "no limit" value; MaxSamples is the store's
+		// to enforce.
+		MaxSamples:               math.MaxInt,
 		Timeout:                  opts.Timeout,
 		ActiveQueryTracker:       g,
 		LookbackDelta:            opts.LookbackDelta,
@@ -126,7 +136,7 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		Parser:               p,
 	})
 	return &API{
-		store: store, maxSamples: maxSamples, limits: opts.Limits.withDefaults(), timeout: opts.Timeout,
+		store: store, maxSamples: max(opts.MaxSamples, 0), sampleLimit: opts.SampleLimit, limits: opts.Limits.withDefaults(), timeout: opts.Timeout,
 		evalInterval: interval, gate: g, adminAPI: opts.EnableAdminAPI, engine: eng, parser: p, logger: logger, now: time.Now,
 	}
 }
@@ -374,11 +384,15 @@ func (a *API) check(q string, start, end time.Time, step time.Duration) *apiErro
 }
 
 // sampleBudget gives a PromQL query a budget of --query.max-samples samples
-// for what its selectors load. The engine counts only the samples it keeps,
-// after its selectors have read every series they select, so without the
-// budget a query's memory would follow the data it covers, not the limit.
+// for what its selectors load. The engine's own limit (off, see
+// Options.MaxSamples) counts only the samples it keeps, after its selectors
+// have read every series they select, so with it a query's memory would
+// follow the data it covers, not the limit.
 func (a *API) sampleBudget(ctx context.Context) context.Context {
-	return kairosstore.WithSampleLimit(ctx, a.maxSamples)
+	if a.maxSamples == 0 {
+		return ctx
+	}
+	return a.sampleLimit(ctx, a.maxSamples)
 }
 
 // newQueryError is the answer to an engine that would not start a query:

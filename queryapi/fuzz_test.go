@@ -36,7 +36,7 @@ func FuzzQuery(f *testing.F) {
 		f.Add(q, "600", "0", "600", "15", "")
 	}
 	f.Add(`sum(`, "x", "1", "0", "-1", "1ms")
-	h := mount(New(newTestStore(f), Options{Timeout: time.Second, MaxSamples: 100_000, Limits: Limits{MaxSubquerySteps: 200_000}}, nil, prometheus.NewRegistry()), http.NotFoundHandler())
+	h := mount(New(newTestStore(f), withBudget(Options{Timeout: time.Second, MaxSamples: 100_000, Limits: Limits{MaxSubquerySteps: 200_000}}), nil, prometheus.NewRegistry()), http.NotFoundHandler())
 	const slack = time.Second
 	f.Fuzz(func(t *testing.T, q, ts, start, end, step, timeout string) {
 		for _, c := range []struct {

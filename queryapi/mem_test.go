@@ -74,7 +74,7 @@ func TestQueryMemoryBoundedBySamples(t *testing.T) {
 		t.Run(fmt.Sprintf("%d samples, limit %d", 100*c.perSeries, c.limit), func(t *testing.T) {
 			store := stores[c.perSeries]
 			bound := int64(c.limit*perSample + constant)
-			h := mount(New(store, Options{MaxSamples: c.limit}, nil, prometheus.NewRegistry()), http.NotFoundHandler())
+			h := mount(New(store, withBudget(Options{MaxSamples: c.limit}), nil, prometheus.NewRegistry()), http.NotFoundHandler())
 			end := int64(c.perSeries-1) * 15
 			form := url.Values{"query": {fmt.Sprintf("mem_total[%ds]", end+1)}, "time": {fmt.Sprint(end)}}
 			got, rise, alloc := peakHeapRise(t, h, form)

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
-	"github.com/kairos-remote/kairos-adapter/kairosstore"
 )
 
 // errorType is the errorType field of an error answer; each has the HTTP
@@ -66,9 +65,10 @@ func classify(err error) *apiError {
 		timeout  promql.ErrQueryTimeout
 	)
 	switch {
-	case errors.Is(err, kairosstore.ErrTooManySamples):
-		// The store's budget (timeoutContext) refuses what the engine
-		// would: same answer.
+	case errors.Is(err, storeerr.ErrTooManySamples):
+		// The store's budget (Options.SampleLimit) is how
+		// --query.max-samples bounds a query: Prometheus's answer to a
+		// query over its own --query.max-samples.
 		return &apiError{errExec, promql.ErrTooManySamples("query execution")}
 	case errors.As(err, &canceled):
 		return &apiError{errCanceled, err}

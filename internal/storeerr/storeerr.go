@@ -16,6 +16,9 @@ var (
 	// ErrUnavailable: the store cannot answer now but may soon: it is still
 	// connecting, or the backend is overloaded. Worth retrying.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrTooManySamples: the reads of one query loaded more samples than
+	// the limit its context carries (--query.max-samples).
+	ErrTooManySamples = errors.New("the query loaded more samples than its limit")
 )
 
 // Invalid marks err as ErrInvalid, keeping its message.
