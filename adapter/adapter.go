@@ -119,7 +119,7 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		logger:   logger,
 		m:        m,
 		maxBytes: opts.MaxRequestBytes,
-		limit:    newLimiter(opts.MaxConcurrentWrites),
+		limit:    newRequestSlots(opts.MaxConcurrentWrites),
 		budget:   newByteBudget(opts.MaxWriteBytesInFlight),
 		series:   newSeriesCache(cmp.Or(opts.SeriesCacheSize, 50_000), cmp.Or(opts.SeriesCacheTTL, 5*time.Minute)),
 		// A series has a few symbols of its own (instance, pod...); the
@@ -131,7 +131,7 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		logger:     logger,
 		m:          m,
 		maxBytes:   opts.MaxRequestBytes,
-		limit:      newLimiter(opts.MaxConcurrentReads),
+		limit:      newRequestSlots(opts.MaxConcurrentReads),
 		maxSamples: opts.MaxSamplesPerQuery,
 		maxFrame:   opts.MaxBytesInFrame,
 		timeout:    opts.ReadTimeout,
@@ -180,18 +180,19 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	return mux
 }
 
-// limiter bounds concurrent requests without queueing: a full limiter
-// answers 503 at once. A nil limiter admits everything.
-type limiter chan struct{}
+// requestSlots bounds the requests served at once without queueing: when
+// every slot is taken the next request is answered 503 at once. Nil admits
+// everything.
+type requestSlots chan struct{}
 
-func newLimiter(n int) limiter {
+func newRequestSlots(n int) requestSlots {
 	if n <= 0 {
 		return nil
 	}
-	return make(limiter, n)
+	return make(requestSlots, n)
 }
 
-func (l limiter) tryAcquire() bool {
+func (l requestSlots) tryAcquire() bool {
 	if l == nil {
 		return true
 	}
@@ -203,7 +204,7 @@ func (l limiter) tryAcquire() bool {
 	}
 }
 
-func (l limiter) release() {
+func (l requestSlots) release() {
 	if l != nil {
 		<-l
 	}

@@ -48,7 +48,7 @@ func announcedCost(r *http.Request, limit int64) int64 {
 }
 
 // byteBudget bounds the estimated bytes of the requests in flight. Like the
-// concurrency limiter it never queues: a request that does not fit is
+// concurrency slots (requestSlots) it never queues: a request that does not fit is
 // answered 503 at once and Prometheus retries it with backoff. A request
 // larger than the whole budget is served when it is alone, since
 // --web.max-request-bytes already admitted it and refusing it for ever would

@@ -35,7 +35,7 @@ type readHandler struct {
 	logger     *slog.Logger
 	m          *metrics
 	maxBytes   int64
-	limit      limiter
+	limit      requestSlots
 	maxSamples int // per query, 0 = unlimited
 	maxFrame   int
 	timeout    time.Duration

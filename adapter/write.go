@@ -43,7 +43,7 @@ type writeHandler struct {
 	logger   *slog.Logger
 	m        *metrics
 	maxBytes int64
-	limit    limiter
+	limit    requestSlots
 	budget   *byteBudget // bytes of writes in flight (budget.go)
 	states   sync.Pool   // *writeState
 	series   *seriesCache

@@ -83,14 +83,3 @@ func (ss *indexSeriesSet) At() storage.Series {
 
 func (ss *indexSeriesSet) Err() error                        { return nil }
 func (ss *indexSeriesSet) Warnings() annotations.Annotations { return nil }
-
-// CountSeries counts the series the matchers select (every series without
-// matchers) per KairosDB metric and row window overlapping [start, end]
-// (inclusive, ms), from the indexes alone: no sample is read.
-func (s *Store) CountSeries(ctx context.Context, start, end int64, ms ...*labels.Matcher) ([]index.SeriesCount, error) {
-	counts, err := s.idx.CountSeries(ctx, index.Query{Matchers: ms, Start: start, End: end})
-	if err != nil {
-		return nil, fromIndex(err)
-	}
-	return counts, nil
-}

@@ -12,7 +12,6 @@ import (
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
 )
 
 // TestLabelLookups checks the label names and values the query API reads
@@ -81,11 +80,11 @@ func TestLabelLookups(t *testing.T) {
 	})
 }
 
-// TestCountSeries: series are counted per metric and row window from the
-// indexes, once per series whatever its rows in the window (a non-finite
-// sample adds a row under the side index), the same from row_keys and
-// from a kept listing.
-func TestCountSeries(t *testing.T) {
+// TestSeriesCounts: series are counted per metric and row window from the
+// indexes, one row_keys entry per series of a type (a non-finite sample's
+// row under the side index is not counted), the same from row_keys and from
+// a kept listing.
+func TestSeriesCounts(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		ctx := context.Background()
 		s := openStore(t, eng, ks.Options{RowKeysCacheBytes: 64 << 20})
@@ -108,23 +107,32 @@ func TestCountSeries(t *testing.T) {
 		}
 		require.NoError(t, app.Commit(ctx))
 
-		for _, tc := range []struct {
-			name string
-			ms   []*labels.Matcher
-			want []index.SeriesCount
-		}{
-			{"all", nil, []index.SeriesCount{{Metric: "a", RowTime: base, Series: 2}, {Metric: "a", RowTime: base + hour, Series: 1}, {Metric: "b", RowTime: base, Series: 1}}},
-			{"one tag value", []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "i", "1")}, []index.SeriesCount{{Metric: "a", RowTime: base, Series: 1}, {Metric: "b", RowTime: base, Series: 1}}},
-			{"one metric", []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "__name__", "a"), labels.MustNewMatcher(labels.MatchRegexp, "i", "[23]")}, []index.SeriesCount{{Metric: "a", RowTime: base, Series: 1}, {Metric: "a", RowTime: base + hour, Series: 1}}},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				// Listed, listed again (and kept), then from the kept listing.
-				for range 3 {
-					got, err := s.CountSeries(ctx, base, base+2*hour-1, tc.ms...)
-					require.NoError(t, err)
-					require.Equal(t, tc.want, got)
-				}
-			})
+		type window struct {
+			metric  string
+			rowTime int64
+		}
+		want := map[window]int{{"a", base}: 2, {"a", base + hour}: 1, {"b", base}: 1}
+		// Listed; then after reads that list the windows and keep them
+		// (a window is kept once listed twice), from the kept listings.
+		for round := range 3 {
+			got, cached := map[window]int{}, map[bool]int{}
+			for _, m := range []string{"a", "b", "c"} {
+				require.NoError(t, s.SeriesCounts(ctx, m, base, base+2*hour-1, func(rt int64, _ string, n int, c bool) {
+					got[window{m, rt}] += n
+					cached[c]++
+				}))
+			}
+			require.Equal(t, want, got, "round %d", round)
+			if round == 2 {
+				require.Zero(t, cached[false], "every window from its kept listing")
+			}
+			q, err := s.Querier(base, base+2*hour-1)
+			require.NoError(t, err)
+			set := q.Select(ctx, false, nil, labels.MustNewMatcher(labels.MatchRegexp, "__name__", "a|b|c"))
+			for set.Next() {
+			}
+			require.NoError(t, set.Err())
+			require.NoError(t, q.Close())
 		}
 	})
 }

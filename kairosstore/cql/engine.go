@@ -47,7 +47,7 @@ type Engine struct {
 	// Config.MaxInFlight at once for the process (write.go), and fewer while
 	// limit says Cassandra is overloaded (overload.go).
 	pool  *pool
-	limit *limiter
+	limit *adaptiveLimit
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -69,7 +69,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Engine, error)
 		return nil, err
 	}
 	e.pool = newPool(set.maxInFlight)
-	e.limit = newLimiter(set.maxInFlight, set.slow, set.queueWait)
+	e.limit = newAdaptiveLimit(set.maxInFlight, set.slow, set.queueWait)
 	exists, err := keyspaceExists(ctx, boot, set.keyspace)
 	if err != nil {
 		boot.Close()

@@ -45,7 +45,7 @@ type job struct {
 	call  *call
 	fail  *failures
 	wg    *sync.WaitGroup
-	limit *limiter
+	limit *adaptiveLimit
 	start time.Time
 }
 

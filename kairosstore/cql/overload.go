@@ -65,11 +65,11 @@ func isType[T error](err error) bool {
 	return ok
 }
 
-// errSaturated fails a request that found no free slot in the limiter
+// errSaturated fails a request that found no free slot in the adaptiveLimit
 // within the queue timeout.
 var errSaturated = errors.New("cassandra: overloaded: no request slot freed within the queue timeout")
 
-// limiter bounds the requests the engine has in flight with a limit that
+// adaptiveLimit bounds the requests the engine has in flight with a limit that
 // adapts to Cassandra (additive increase, multiplicative decrease): a
 // request that failed with an overload symptom, or took longer than slow,
 // halves the limit; every limit requests that did neither raise it by one,
@@ -77,7 +77,7 @@ var errSaturated = errors.New("cassandra: overloaded: no request slot freed with
 // then they fail with errSaturated (503) instead of queueing into Cassandra's
 // timeouts. With 128 requests in flight a single node facing new series
 // timed out writes (BENCHMARKS.md, "New-series ingest at high cardinality").
-type limiter struct {
+type adaptiveLimit struct {
 	max          int
 	slow         time.Duration
 	queueTimeout time.Duration
@@ -102,13 +102,13 @@ type waiter struct {
 // minLimit is the floor of the adaptive limit.
 const minLimit = 1
 
-func newLimiter(max int, slow, queueTimeout time.Duration) *limiter {
-	return &limiter{max: max, slow: slow, queueTimeout: queueTimeout, limit: float64(max)}
+func newAdaptiveLimit(max int, slow, queueTimeout time.Duration) *adaptiveLimit {
+	return &adaptiveLimit{max: max, slow: slow, queueTimeout: queueTimeout, limit: float64(max)}
 }
 
 // acquire takes a slot, waiting at most queueTimeout, and returns when the
 // request started.
-func (l *limiter) acquire(ctx context.Context) (time.Time, error) {
+func (l *adaptiveLimit) acquire(ctx context.Context) (time.Time, error) {
 	l.mu.Lock()
 	if len(l.queue) == 0 && l.inUse < l.current() {
 		l.inUse++
@@ -151,7 +151,7 @@ func (l *limiter) acquire(ctx context.Context) (time.Time, error) {
 
 // release frees the slot of a request that started at start and ended
 // with err, adapts the limit, and hands free slots to waiters.
-func (l *limiter) release(start time.Time, err error) {
+func (l *adaptiveLimit) release(start time.Time, err error) {
 	now := time.Now()
 	congested := overloaded(err) || (l.slow > 0 && now.Sub(start) > l.slow)
 	l.mu.Lock()
@@ -173,10 +173,10 @@ func (l *limiter) release(start time.Time, err error) {
 	}
 }
 
-func (l *limiter) current() int { return int(l.limit) }
+func (l *adaptiveLimit) current() int { return int(l.limit) }
 
 // Limit is the current adaptive limit, for metrics and tests.
-func (l *limiter) Limit() int {
+func (l *adaptiveLimit) Limit() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.current()

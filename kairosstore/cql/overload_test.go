@@ -64,7 +64,7 @@ func TestOverloadErrorsAre503(t *testing.T) {
 // request halves it, once for the requests in flight at the time, and
 // successes raise it by one per limit requests, up to the ceiling.
 func TestLimiterAdapts(t *testing.T) {
-	l := newLimiter(16, time.Hour, time.Second)
+	l := newAdaptiveLimit(16, time.Hour, time.Second)
 	var starts []time.Time
 	for range 4 {
 		s, err := l.acquire(t.Context())
@@ -91,7 +91,7 @@ func TestLimiterAdapts(t *testing.T) {
 	}
 	require.Equal(t, 6, l.Limit())
 
-	slow := newLimiter(16, time.Nanosecond, time.Second)
+	slow := newAdaptiveLimit(16, time.Nanosecond, time.Second)
 	s, err = slow.acquire(t.Context())
 	require.NoError(t, err)
 	time.Sleep(time.Millisecond)
@@ -103,7 +103,7 @@ func TestLimiterAdapts(t *testing.T) {
 // most the queue timeout and then fails as saturated (503), and that a
 // freed slot goes to the first waiter.
 func TestLimiterQueueTimeout(t *testing.T) {
-	l := newLimiter(1, 0, 50*time.Millisecond)
+	l := newAdaptiveLimit(1, 0, 50*time.Millisecond)
 	s, err := l.acquire(t.Context())
 	require.NoError(t, err)
 	_, err = l.acquire(t.Context())
@@ -112,7 +112,7 @@ func TestLimiterQueueTimeout(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, statusOf(classify(err)))
 
 	got := make(chan error, 1)
-	l2 := newLimiter(1, 0, time.Minute)
+	l2 := newAdaptiveLimit(1, 0, time.Minute)
 	s2, err := l2.acquire(t.Context())
 	require.NoError(t, err)
 	go func() {

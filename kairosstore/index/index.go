@@ -11,7 +11,7 @@
 // Select is the one way from matchers to rows: reads, chunked reads, the
 // series API, deletes and exemplar queries all take their series from it,
 // and the metric names it read (Selection.Metrics: what a delete touches).
-// The label lookups and CountSeries plan and walk the same phases
+// The label lookups plan and walk the same phases
 // (eachEntry, labels.go) without building series.
 package index
 

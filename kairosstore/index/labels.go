@@ -1,7 +1,6 @@
 package index
 
 import (
-	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -12,7 +11,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
 
-// The label lookups (/api/v1/labels, /label/<name>/values) and CountSeries
+// The label lookups (/api/v1/labels, /label/<name>/values)
 // come from the indexes alone, like Select, but build no series: kept
 // listings answer whole, from their pair index where no tag matcher
 // narrows the lookup. A series counts when it has a row in a window that
@@ -72,51 +71,6 @@ func (x *Index) LabelValues(ctx context.Context, name string, q Query) ([]string
 		})
 	}
 	return sorted(set), err
-}
-
-// SeriesCount is how many series of a KairosDB metric have a row in one row
-// window.
-type SeriesCount struct {
-	Metric  string // as stored, with Mapper.Prefix
-	RowTime int64
-	Series  int
-}
-
-// CountSeries counts the series q selects (every series without matchers)
-// per metric and row window, from the indexes alone: no sample is read. A
-// series with rows of several types in a window counts once. Counts are
-// sorted by metric and row time.
-func (x *Index) CountSeries(ctx context.Context, q Query) ([]SeriesCount, error) {
-	type window struct {
-		metric  string
-		rowTime int64
-	}
-	seen := map[window]map[uint64]struct{}{}
-	add := func(metric string, rt int64, tags []codec.Tag) {
-		w := window{metric, rt}
-		if seen[w] == nil {
-			seen[w] = map[uint64]struct{}{}
-		}
-		seen[w][entryHash(x.seed, "", tags)] = struct{}{}
-	}
-	err := x.eachEntry(ctx, q, func(metric string, rt int64, l *listing, plan translate.Plan) {
-		l.match(plan, func(_ string, tags []codec.Tag) {
-			if translate.Readable(tags) {
-				add(metric, rt, tags)
-			}
-		})
-	}, add)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]SeriesCount, 0, len(seen))
-	for w, ids := range seen {
-		out = append(out, SeriesCount{Metric: w.metric, RowTime: w.rowTime, Series: len(ids)})
-	}
-	slices.SortFunc(out, func(a, b SeriesCount) int {
-		return cmp.Or(strings.Compare(a.Metric, b.Metric), cmp.Compare(a.RowTime, b.RowTime))
-	})
-	return out, nil
 }
 
 // eachEntry walks the index entries of the series q selects (every series
