@@ -29,6 +29,21 @@ type Deleter interface {
 	Delete(ctx context.Context, start, end int64, ms ...*labels.Matcher) (int, error)
 }
 
+// JSON serves f's answer in the query API's envelope, with its form
+// parsing, timeout and gzip, and f's error through classify (storeerr's
+// kinds; anything else 500 internal). The web UI's /api/v1/status/
+// endpoints are served through it, so that every /api/v1/ path answers
+// one way.
+func (a *API) JSON(name string, f func(*http.Request) (any, error)) http.Handler {
+	return a.handler(func(r *http.Request) (any, annotations.Annotations, *apiError) {
+		data, err := f(r)
+		if err != nil {
+			return nil, nil, storeError(err)
+		}
+		return data, nil, nil
+	}, name)
+}
+
 // noContent is the data of an answer that has none: 204, as Prometheus
 // answers a delete.
 type noContent struct{}

@@ -14,7 +14,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"embed"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math"
@@ -31,6 +31,8 @@ import (
 	"github.com/prometheus/prometheus/model/metadata"
 	"golang.org/x/sync/errgroup"
 	"gopkg.in/yaml.v3"
+
+	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 )
 
 //go:embed ui/static
@@ -64,6 +66,12 @@ type Options struct {
 	Status func() map[string]any
 	// Now is the clock of the explorer's default range; nil is time.Now.
 	Now func() time.Time
+	// API serves the JSON endpoints (/api/v1/status/...) in the envelope,
+	// error types and statuses of the rest of /api/v1/: main.go passes the
+	// query API's JSON method, so that every /api/v1/ path answers one way.
+	// f's errors marked storeerr.ErrInvalid answer 400 bad_data,
+	// ErrUnavailable 503 unavailable.
+	API func(name string, f func(*http.Request) (any, error)) http.Handler
 }
 
 // UI is the web UI's handlers.
@@ -138,8 +146,8 @@ func (u *UI) Register(handle func(pattern, name string, h http.Handler)) {
 		w.Header().Set("Content-Type", mime.TypeByExtension(path.Ext(name)))
 		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(gz))
 	})))
-	handle("GET /api/v1/status/metrics", "status_metrics", http.HandlerFunc(u.metrics))
-	handle("GET /api/v1/status/adapter", "status_adapter", http.HandlerFunc(u.status))
+	handle("GET /api/v1/status/metrics", "status_metrics", u.opts.API("status_metrics", u.metrics))
+	handle("GET /api/v1/status/adapter", "status_adapter", u.opts.API("status_adapter", u.status))
 }
 
 // WindowSeries is one row window of a metric in /api/v1/status/metrics.
@@ -165,44 +173,38 @@ type MetricInfo struct {
 }
 
 // metrics serves GET /api/v1/status/metrics?start=&end=&metric=&limit=.
-func (u *UI) metrics(w http.ResponseWriter, r *http.Request) {
-	s := u.store(w)
-	if s == nil {
-		return
+func (u *UI) metrics(r *http.Request) (any, error) {
+	s, err := u.store()
+	if err != nil {
+		return nil, err
 	}
 	now := u.opts.Now()
 	end, err := timeParam(r, "end", now)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_data", err.Error())
-		return
+		return nil, storeerr.Invalid(err)
 	}
 	start, err := timeParam(r, "start", end.Add(-time.Hour))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_data", err.Error())
-		return
+		return nil, storeerr.Invalid(err)
 	}
 	if start.After(end) {
-		writeError(w, http.StatusBadRequest, "bad_data", "end timestamp must not be before start time")
-		return
+		return nil, storeerr.Invalid(errors.New("end timestamp must not be before start time"))
 	}
 	limit := 0
 	if v := r.FormValue("limit"); v != "" {
 		if limit, err = strconv.Atoi(v); err != nil || limit < 0 {
-			writeError(w, http.StatusBadRequest, "bad_data", "limit must be a non-negative number")
-			return
+			return nil, storeerr.Invalid(errors.New("limit must be a non-negative number"))
 		}
 	}
 	names := []string{r.FormValue("metric")}
 	if names[0] == "" {
 		if names, err = s.MetricNames(r.Context()); err != nil {
-			writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
-			return
+			return nil, storeerr.Unavailable(err)
 		}
 	}
 	meta, err := s.Metadata(r.Context(), "", 0)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
-		return
+		return nil, storeerr.Unavailable(err)
 	}
 	scanned, selected := u.indexCounters()
 	out := make([]MetricInfo, len(names))
@@ -236,14 +238,13 @@ func (u *UI) metrics(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	if err := g.Wait(); err != nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
-		return
+		return nil, storeerr.Unavailable(err)
 	}
 	slices.SortStableFunc(out, func(a, b MetricInfo) int { return cmp.Or(b.Series-a.Series, cmp.Compare(a.Name, b.Name)) })
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
-	writeData(w, map[string]any{"start": start.UnixMilli(), "end": end.UnixMilli(), "metrics": out})
+	return map[string]any{"start": start.UnixMilli(), "end": end.UnixMilli(), "metrics": out}, nil
 }
 
 // indexCounters reads kairos_adapter_read_index_entries_{scanned,selected}_total
@@ -303,12 +304,11 @@ type Sample struct {
 }
 
 // status serves GET /api/v1/status/adapter.
-func (u *UI) status(w http.ResponseWriter, _ *http.Request) {
+func (u *UI) status(*http.Request) (any, error) {
 	data := map[string]any{}
 	cfg, err := yaml.Marshal(u.opts.Config)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
-		return
+		return nil, err
 	}
 	data["config"] = string(cfg)
 	store := map[string]any{"ready": false}
@@ -346,17 +346,16 @@ func (u *UI) status(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	data["metrics"] = samples
-	writeData(w, data)
+	return data, nil
 }
 
-func (u *UI) store(w http.ResponseWriter) Store {
+func (u *UI) store() (Store, error) {
 	if u.opts.Store != nil {
 		if s := u.opts.Store(); s != nil {
-			return s
+			return s, nil
 		}
 	}
-	writeError(w, http.StatusServiceUnavailable, "unavailable", "the store is still starting (connecting to Cassandra)")
-	return nil
+	return nil, storeerr.Unavailable(errors.New("the store is still starting (connecting to Cassandra)"))
 }
 
 // timeParam reads an optional time, as Prometheus's API takes them: Unix
@@ -380,16 +379,4 @@ type paramError struct{ name, value string }
 
 func (e *paramError) Error() string {
 	return "invalid parameter \"" + e.name + "\": cannot parse \"" + e.value + "\" to a valid timestamp"
-}
-
-// writeData and writeError answer in the envelope of Prometheus's API.
-func writeData(w http.ResponseWriter, data any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": data})
-}
-
-func writeError(w http.ResponseWriter, code int, typ, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]any{"status": "error", "errorType": typ, "error": msg})
 }

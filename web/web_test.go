@@ -19,6 +19,7 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
+	"github.com/kairos-remote/kairos-adapter/queryapi"
 	"github.com/kairos-remote/kairos-adapter/web"
 )
 
@@ -34,10 +35,16 @@ func newUI(t *testing.T) (http.Handler, *kairosstore.Store) {
 	s, err := kairosstore.Open(ctx, eng, kairosstore.Options{RowWidth: time.Hour, TagIndexed: map[string][]string{"b": nil}}, nil, reg)
 	require.NoError(t, err)
 	ui := web.New(web.Options{Store: func() web.Store { return s }, Gatherer: reg, Config: map[string]string{"k": "v"},
-		Status: func() map[string]any { return map[string]any{"engine": "embedded"} }})
+		Status: func() map[string]any { return map[string]any{"engine": "embedded"} }, API: api(s)})
 	mux := http.NewServeMux()
 	ui.Register(func(pattern, _ string, h http.Handler) { mux.Handle(pattern, h) })
 	return mux, s
+}
+
+// api serves the JSON endpoints in the query API's envelope, as main.go
+// wires them.
+func api(s queryapi.Store) func(string, func(*http.Request) (any, error)) http.Handler {
+	return queryapi.New(s, queryapi.Options{}, nil, prometheus.NewRegistry()).JSON
 }
 
 func get(t *testing.T, h http.Handler, url string) (int, map[string]any) {
@@ -135,7 +142,7 @@ func TestStatusAndStarting(t *testing.T) {
 	require.Equal(t, "MILLISECONDS", store["row_time_unit"])
 	require.Equal(t, true, store["ready"])
 
-	starting := web.New(web.Options{Store: func() web.Store { return nil }})
+	starting := web.New(web.Options{Store: func() web.Store { return nil }, API: api(nil)})
 	mux := http.NewServeMux()
 	starting.Register(func(pattern, _ string, h http.Handler) { mux.Handle(pattern, h) })
 	code, body = get(t, mux, "/api/v1/status/metrics")
