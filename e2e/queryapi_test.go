@@ -334,6 +334,7 @@ func compareQueryAPI(t *testing.T, prom, adapterURL string, t0 time.Time) {
 	require.LessOrEqual(t, empty, len(exprs)/10, "too many expressions answer nothing")
 
 	compareBytes(t, prom, adapterURL, t0)
+	compareStats(t, prom, adapterURL, t0)
 	compareCompliance(t, prom, adapterURL, t0)
 
 	// A shorter lookback, as a request parameter: a series is gone sooner

@@ -186,7 +186,7 @@ func webUI(t *testing.T, chrome string, storage func(dir string) storageArgs, us
 	// The query page: type prefixes, take the completions (metric name,
 	// label name, label value: all from the adapter's /api/v1), run.
 	endParam := fmt.Sprint(end.Unix())
-	var editorText, dataSeries, dataPoints string
+	var editorText, dataSeries, dataPoints, samplesRead, peakSamples, statsText string
 	var legend []string
 	complete := func(typed, want string) chromedp.Tasks {
 		return chromedp.Tasks{
@@ -213,9 +213,18 @@ func webUI(t *testing.T, chrome string, storage func(dir string) storageArgs, us
 		chromedp.AttributeValue("#graph", "data-series", &dataSeries, nil, chromedp.ByQuery),
 		chromedp.AttributeValue("#graph", "data-points", &dataPoints, nil, chromedp.ByQuery),
 		chromedp.Evaluate(`[...document.querySelectorAll('.u-legend .u-series th')].slice(1).map(e => e.textContent.trim())`, &legend),
+		chromedp.WaitVisible("#query-stats", chromedp.ByQuery),
+		chromedp.AttributeValue("#query-stats", "data-samples", &samplesRead, nil, chromedp.ByQuery),
+		chromedp.AttributeValue("#query-stats", "data-peak", &peakSamples, nil, chromedp.ByQuery),
+		chromedp.Text("#query-stats", &statsText, chromedp.ByQuery),
 	))
 	// 30 minutes at 15 s: 121 steps, each with a sample, for each series.
 	require.Equal(t, "242", dataPoints)
+	// The query's cost from the stats parameter: the engine read one
+	// sample per step and series, and held them all at once.
+	require.Equal(t, "242", samplesRead)
+	require.Equal(t, "242", peakSamples)
+	require.Regexp(t, `^Query time: [0-9.]+ms \(evaluation [0-9.]+ms, queued [0-9.]+ms\)\s+Samples: 242 queried, \d+ read, 242 at peak$`, statsText)
 	require.Equal(t, []string{`ui_requests_total{instance="a", job="api"}`, `ui_requests_total{instance="b", job="api"}`}, legend)
 	screenshot("ui-query.png")
 

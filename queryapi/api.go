@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
+	"github.com/prometheus/prometheus/util/stats"
 )
 
 // Store is what the query API reads: the adapter's Store has it.
@@ -283,7 +284,7 @@ func (a *API) query(r *http.Request) (any, annotations.Annotations, *apiError) {
 	if err != nil {
 		return nil, nil, newQueryError(ctx, err)
 	}
-	return a.exec(ctx, qry, limit)
+	return a.exec(ctx, qry, limit, r.FormValue("stats") != "")
 }
 
 func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiError) {
@@ -324,7 +325,7 @@ func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiErr
 	if err != nil {
 		return nil, nil, newQueryError(ctx, err)
 	}
-	return a.exec(ctx, qry, limit)
+	return a.exec(ctx, qry, limit, r.FormValue("stats") != "")
 }
 
 // queryable opens the store's querier for the range the engine asks for:
@@ -418,8 +419,10 @@ type execResult struct {
 
 // exec evaluates a query and answers at its deadline at the latest: the
 // engine goes on until its next check of the context, which the limits keep
-// short, and then closes the query and frees its slot.
-func (a *API) exec(ctx context.Context, qry promql.Query, limit int) (any, annotations.Annotations, *apiError) {
+// short, and then closes the query and frees its slot. With withStats the
+// answer carries the engine's statistics (timings and samples), as
+// Prometheus's does for any non-empty stats parameter.
+func (a *API) exec(ctx context.Context, qry promql.Query, limit int, withStats bool) (any, annotations.Annotations, *apiError) {
 	done := make(chan execResult, 1)
 	go func() {
 		defer func() {
@@ -427,7 +430,7 @@ func (a *API) exec(ctx context.Context, qry promql.Query, limit int) (any, annot
 				done <- execResult{err: &apiError{errInternal, fmt.Errorf("query panicked: %v", p)}}
 			}
 		}()
-		done <- run(ctx, qry, limit)
+		done <- run(ctx, qry, limit, withStats)
 	}()
 	var res execResult
 	select {
@@ -454,7 +457,7 @@ func deadlineError(ctx context.Context) *apiError {
 	return classify(promql.ErrQueryCanceled("expression evaluation"))
 }
 
-func run(ctx context.Context, qry promql.Query, limit int) execResult {
+func run(ctx context.Context, qry promql.Query, limit int, withStats bool) execResult {
 	defer qry.Close()
 	res := qry.Exec(ctx)
 	if res.Err != nil {
@@ -464,9 +467,13 @@ func run(ctx context.Context, qry promql.Query, limit int) execResult {
 	if limit > 0 && truncate(res, limit) {
 		ann = ann.Add(errors.New("results truncated due to limit"))
 	}
+	var qs stats.QueryStats
+	if withStats {
+		qs = stats.NewQueryStats(qry.Stats())
+	}
 	// The result refers to the engine's pooled slices, reused after
 	// Close: encode it now.
-	b, err := encodeResult(res.Value)
+	b, err := encodeResult(res.Value, qs)
 	if err != nil {
 		return execResult{ann: ann, err: &apiError{errInternal, err}}
 	}
@@ -499,7 +506,10 @@ func queryOpts(r *http.Request) (promql.QueryOpts, *apiError) {
 		}
 		lookback = d
 	}
-	return promql.NewPrometheusQueryOpts(false, lookback), nil
+	// Per-step statistics, as Prometheus asks them for stats=all; the
+	// engine, like Prometheus's without --enable-feature=promql-per-step-stats,
+	// does not collect them.
+	return promql.NewPrometheusQueryOpts(r.FormValue("stats") == "all", lookback), nil
 }
 
 // labelParams are the parameters /labels, /label/<name>/values and /series

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/util/jsonutil"
+	"github.com/prometheus/prometheus/util/stats"
 )
 
 // The answers are written as Prometheus's API writes them, byte for byte:
@@ -19,8 +20,9 @@ import (
 // the package doc), and registers its encoders globally.
 var jsonAPI = jsoniter.ConfigCompatibleWithStandardLibrary
 
-// encodeResult writes the data of a query answer.
-func encodeResult(v parser.Value) (json.RawMessage, error) {
+// encodeResult writes the data of a query answer, with the query's
+// statistics when qs is not nil (Prometheus's stats parameter).
+func encodeResult(v parser.Value, qs stats.QueryStats) (json.RawMessage, error) {
 	s := jsonAPI.BorrowStream(nil)
 	defer jsonAPI.ReturnStream(s)
 	s.WriteObjectStart()
@@ -37,6 +39,11 @@ func encodeResult(v parser.Value) (json.RawMessage, error) {
 		// Scalars and strings: Prometheus writes them with their own
 		// MarshalJSON.
 		s.WriteVal(v)
+	}
+	if qs != nil {
+		s.WriteMore()
+		s.WriteObjectField("stats")
+		s.WriteVal(qs)
 	}
 	s.WriteObjectEnd()
 	return finish(s)

@@ -13,9 +13,16 @@ interface Series {
   histogram?: [number, unknown];
   histograms?: [number, unknown][];
 }
+// The statistics Prometheus's API adds for the stats parameter: timings in
+// seconds.
+interface QueryStats {
+  timings: { evalTotalTime: number; execQueueTime: number; execTotalTime: number };
+  samples: { totalQueryableSamples: number; samplesRead: number; peakSamples: number };
+}
 interface QueryData {
   resultType: 'matrix' | 'vector' | 'scalar' | 'string';
   result: Series[] | Sample;
+  stats?: QueryStats;
 }
 
 // The range steps of the - and + buttons, as Prometheus offers them.
@@ -142,7 +149,7 @@ export function graphPage(root: HTMLElement) {
     }
     // Prometheus's default resolution: about 250 points over the range.
     const step = stepMs ?? Math.max(Math.floor(rangeMs / 250 / 1000), 1) * 1000;
-    const p = new URLSearchParams({ query: st.expr });
+    const p = new URLSearchParams({ query: st.expr, stats: 'all' });
     if (st.tab === 'graph') {
       p.set('start', String((endMs - rangeMs) / 1000));
       p.set('end', String(endMs / 1000));
@@ -161,6 +168,25 @@ export function graphPage(root: HTMLElement) {
       const n = Array.isArray(res.data.result) && res.data.resultType !== 'scalar' && res.data.resultType !== 'string' ? res.data.result.length : 1;
       stats.textContent =
         `Load time: ${took}ms` + (st.tab === 'graph' ? `   Resolution: ${step / 1000}s` : `   Evaluation time: ${formatTime(endMs)}`) + `   Result series: ${n}`;
+      const qs = res.data.stats;
+      if (qs) {
+        // What the query cost on the server: the engine's own time and
+        // the samples its selectors read.
+        const ms = (sec: number) => `${Math.round(sec * 1000 * 10) / 10}ms`;
+        stats.append(
+          h(
+            'div',
+            {
+              id: 'query-stats',
+              'data-samples': qs.samples.totalQueryableSamples,
+              'data-read': qs.samples.samplesRead,
+              'data-peak': qs.samples.peakSamples,
+            },
+            `Query time: ${ms(qs.timings.execTotalTime)} (evaluation ${ms(qs.timings.evalTotalTime)}, queued ${ms(qs.timings.execQueueTime)})` +
+              `   Samples: ${qs.samples.totalQueryableSamples} queried, ${qs.samples.samplesRead} read, ${qs.samples.peakSamples} at peak`,
+          ),
+        );
+      }
       if (st.tab === 'graph') drawGraph(res.data, endMs - rangeMs, endMs, step);
       else drawTable(res.data);
     } catch (e) {
