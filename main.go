@@ -85,6 +85,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}()
 	store := &lazyStore{}
 	var cqlCfg cql.Config
+	var embedded *pebblekv.Engine // for the status page's block cache
 	switch cfg.Storage.Type {
 	case "embedded":
 		// A local store either opens now or never: fail fast.
@@ -92,7 +93,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		opts.CacheSize = cfg.Storage.EmbeddedCacheBytes
 		e, err := pebblekv.Open(cfg.Storage.Path, opts, logger)
 		if err == nil {
-			eng = e // not before: a nil *pebblekv.Engine is a non-nil Engine
+			eng, embedded = e, e // not before: a nil *pebblekv.Engine is a non-nil Engine
 			err = openStore(ctx, cfg, e, store, logger, reg)
 		}
 		if err != nil {
@@ -133,6 +134,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			st := map[string]any{"engine": cfg.Storage.Type, "keyspace": cfg.Cassandra.Keyspace, "path": cfg.Storage.Path}
 			if e := cqlEngine.Load(); e != nil {
 				st["hosts"] = e.Hosts()
+			}
+			if embedded != nil {
+				st["block_cache"] = embedded.CacheStatus()
 			}
 			return st
 		},

@@ -307,7 +307,12 @@ func webUI(t *testing.T, chrome string, storage func(dir string) storageArgs, us
 		require.Contains(t, storeInfo, "embedded")
 		require.Contains(t, hosts, "The embedded store has no hosts.")
 		require.NotContains(t, caches, "in-flight limit")
+		// The embedded engine's block cache, in bytes against its size.
+		require.Regexp(t, `Pebble block cache\s+[0-9.]+ (B|KiB|MiB) of 64\.0 MiB`, caches)
 	}
+	// The kept listings in bytes against --kairosdb.row-keys-cache-bytes
+	// (the query above kept some).
+	require.Regexp(t, `Kept row_keys listings\s+[1-9]\d* listings?, [0-9.]+ (B|KiB|MiB) of 512\.0 MiB`, caches)
 	require.Contains(t, config, "listen_address: "+addr)
 	screenshot("ui-status.png")
 

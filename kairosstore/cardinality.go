@@ -42,21 +42,23 @@ func (s *Store) TagIndexed(metric string) bool {
 	return ok || all
 }
 
-// Layout describes the keyspace's row spec in force (§3.3), the sample TTL
-// and the entries each cache holds.
+// Layout describes the keyspace's row spec in force (§3.3), the sample TTL,
+// the entries each cache holds, and the bytes of the kept row_keys listings
+// (the cache bounded in bytes) against their budget.
 func (s *Store) Layout() map[string]any {
 	width := time.Duration(s.spec.Width) * time.Millisecond
 	if s.spec.Unit == codec.Seconds {
 		width = time.Duration(s.spec.Width) * time.Second
 	}
 	out := map[string]any{
-		"row_time_unit":      unitFlag(s.spec.Unit),
-		"row_width":          model.Duration(width).String(),
-		"datapoint_ttl_s":    s.opts.TTL,
-		"metric_prefix":      s.mapper.Prefix,
-		"cache_entries":      map[string]int{"series": s.series.Len(), "row_keys_written": s.rowKeys.Len(), "metric_rows_written": s.metricRows.Len(), "metadata": s.meta.Len()},
-		"row_keys_listings":  s.idx.Listings(),
-		"row_keys_cache_max": s.opts.RowKeysCacheBytes,
+		"row_time_unit":        unitFlag(s.spec.Unit),
+		"row_width":            model.Duration(width).String(),
+		"datapoint_ttl_s":      s.opts.TTL,
+		"metric_prefix":        s.mapper.Prefix,
+		"cache_entries":        map[string]int{"series": s.series.Len(), "row_keys_written": s.rowKeys.Len(), "metric_rows_written": s.metricRows.Len(), "metadata": s.meta.Len()},
+		"row_keys_listings":    s.idx.Listings(),
+		"row_keys_cache_bytes": s.idx.ListingBytes(),
+		"row_keys_cache_max":   s.opts.RowKeysCacheBytes,
 	}
 	return out
 }

@@ -32,7 +32,7 @@ func newUI(t *testing.T) (http.Handler, *kairosstore.Store) {
 	t.Cleanup(func() { require.NoError(t, eng.Close()) })
 	require.NoError(t, eng.Setup(ctx))
 	reg := prometheus.NewRegistry()
-	s, err := kairosstore.Open(ctx, eng, kairosstore.Options{RowWidth: time.Hour, TagIndexed: map[string][]string{"b": nil}}, nil, reg)
+	s, err := kairosstore.Open(ctx, eng, kairosstore.Options{RowWidth: time.Hour, TagIndexed: map[string][]string{"b": nil}, RowKeysCacheBytes: 64 << 20}, nil, reg)
 	require.NoError(t, err)
 	ui := web.New(web.Options{Store: func() web.Store { return s }, Gatherer: reg, Config: map[string]string{"k": "v"},
 		Status: func() map[string]any { return map[string]any{"engine": "embedded"} }, API: api(s)})
@@ -196,4 +196,30 @@ func TestPages(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, plain.Body.Bytes(), unzipped)
 	require.Less(t, rec.Body.Len(), plain.Body.Len()/2)
+}
+
+// TestStatusCacheBytes: the status reports the kept row_keys listings in
+// bytes against their budget once a read kept one.
+func TestStatusCacheBytes(t *testing.T) {
+	h, s := newUI(t)
+	app := s.NewAppender()
+	_, err := app.Append(0, labels.FromStrings("__name__", "a", "i", "1"), 10, 1)
+	require.NoError(t, err)
+	require.NoError(t, app.Commit(context.Background()))
+	_, body := get(t, h, "/api/v1/status/adapter")
+	require.Equal(t, 0.0, body["data"].(map[string]any)["store"].(map[string]any)["row_keys_cache_bytes"])
+	for range 2 { // a window is kept from its second listing
+		q, err := s.Querier(0, 3599)
+		require.NoError(t, err)
+		ss := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, "__name__", "a"))
+		for ss.Next() {
+		}
+		require.NoError(t, ss.Err())
+		require.NoError(t, q.Close())
+	}
+	_, body = get(t, h, "/api/v1/status/adapter")
+	store := body["data"].(map[string]any)["store"].(map[string]any)
+	require.Equal(t, 1.0, store["row_keys_listings"])
+	require.Greater(t, store["row_keys_cache_bytes"], 0.0)
+	require.LessOrEqual(t, store["row_keys_cache_bytes"], store["row_keys_cache_max"])
 }

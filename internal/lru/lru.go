@@ -232,3 +232,19 @@ func (c *Cache[K, V]) Len() int {
 	defer c.mu.RUnlock()
 	return len(c.cur) + len(c.old)
 }
+
+// Weight is the weight of the entries held, expired ones included: bytes
+// for a cache of NewWeighted that weighs bytes, entries for one of New. An
+// entry promoted from the old generation counts once. It walks the
+// entries: for status pages, not for a hot path.
+func (c *Cache[K, V]) Weight() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	w := c.curWeight
+	for k, e := range c.old {
+		if _, ok := c.cur[k]; !ok {
+			w += c.weigh(e.v)
+		}
+	}
+	return w
+}

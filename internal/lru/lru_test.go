@@ -221,3 +221,25 @@ func TestWeighted(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, 10, v)
 }
+
+// TestWeight: the weight held counts both generations, an entry promoted
+// from the old one once.
+func TestWeight(t *testing.T) {
+	c := NewWeighted[string, int](10, time.Minute, nil, func(v int) int64 { return int64(v) })
+	c.Add("a", 6)
+	c.Add("b", 3)
+	require.Equal(t, int64(9), c.Weight())
+	c.Add("c", 4) // a and b become the old generation
+	require.Equal(t, int64(13), c.Weight())
+	_, ok := c.Get("a") // promoted: in both maps, counted once
+	require.True(t, ok)
+	require.Equal(t, int64(13), c.Weight())
+	c.Remove("b")
+	require.Equal(t, int64(10), c.Weight())
+	c.Clear()
+	require.Zero(t, c.Weight())
+
+	n := New[int, string](2, time.Minute, nil)
+	n.AddAll([]int{1, 2, 3}, "x")
+	require.Equal(t, int64(3), n.Weight(), "entries, for a cache of New")
+}

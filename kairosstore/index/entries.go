@@ -75,3 +75,12 @@ func (x *Index) Listings() int {
 	}
 	return x.listings.Len()
 }
+
+// ListingBytes is the weight of the kept row_keys listings, the bytes that
+// Options.ListingBytes bounds.
+func (x *Index) ListingBytes() int64 {
+	if x.listings == nil {
+		return 0
+	}
+	return x.listings.Weight()
+}

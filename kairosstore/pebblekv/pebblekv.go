@@ -342,3 +342,12 @@ func eventListener(l *slog.Logger) *pebble.EventListener {
 		},
 	}
 }
+
+// CacheStatus is the block cache's bytes in use against its size, and its
+// hits and misses since the store opened: what the status page shows of
+// the embedded engine's memory. It reads Pebble's metrics, which walks its
+// levels: for status pages, not for a hot path.
+func (e *Engine) CacheStatus() map[string]int64 {
+	m := e.db.Metrics().BlockCache
+	return map[string]int64{"bytes": m.Size, "max_bytes": e.opts.CacheSize, "hits": m.Hits, "misses": m.Misses}
+}

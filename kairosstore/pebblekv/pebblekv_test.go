@@ -449,3 +449,25 @@ func BenchmarkCellsOnDisk(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows*perRow), "ns/cell")
 	})
 }
+
+// TestCacheStatus: the block cache reports its size as configured, and
+// bytes and lookups once a read went through it.
+func TestCacheStatus(t *testing.T) {
+	ctx := t.Context()
+	opts := DefaultOptions()
+	opts.CacheSize = 8 << 20
+	e := open(t, t.TempDir(), opts)
+	require.NoError(t, e.Setup(ctx))
+	require.Equal(t, map[string]int64{"bytes": 0, "max_bytes": 8 << 20, "hits": 0, "misses": 0}, e.CacheStatus())
+	require.NoError(t, e.Write(ctx, &engine.Batch{WriteTime: time.Now().UnixMilli(), Cells: []engine.Cell{{Key: []byte("k"), Column: 1, Value: []byte("v")}}}))
+	require.NoError(t, e.Settle(ctx)) // into an sstable, read through the cache
+	it, err := e.db.NewIter(nil)
+	require.NoError(t, err)
+	for it.First(); it.Valid(); it.Next() {
+	}
+	require.NoError(t, it.Close())
+	st := e.CacheStatus()
+	require.Positive(t, st["bytes"])
+	require.LessOrEqual(t, st["bytes"], st["max_bytes"])
+	require.Positive(t, st["hits"]+st["misses"])
+}

@@ -111,8 +111,18 @@ export async function statusPage(root: HTMLElement) {
   caches.push(['Kept row_keys listings: hits', pct(val('kairos_adapter_read_row_keys_cache_lookups_total', { result: 'hit' }), lk)]);
   const entries = (s.cache_entries ?? {}) as Record<string, number>;
   for (const [k, v] of Object.entries(entries)) caches.push([`Cache entries: ${k}`, v]);
-  caches.push(['Kept row_keys listings', s.row_keys_listings]);
-  caches.push(['Row_keys listings budget', bytes(Number(s.row_keys_cache_max ?? 0))]);
+  const keptMax = Number(s.row_keys_cache_max ?? 0);
+  caches.push([
+    'Kept row_keys listings',
+    keptMax > 0
+      ? `${s.row_keys_listings} listing${s.row_keys_listings === 1 ? '' : 's'}, ${bytes(Number(s.row_keys_cache_bytes ?? 0))} of ${bytes(keptMax)}`
+      : 'off',
+  ]);
+  const bc = s.block_cache as { bytes: number; max_bytes: number; hits: number; misses: number } | undefined;
+  if (bc) {
+    caches.push(['Pebble block cache', `${bytes(bc.bytes)} of ${bytes(bc.max_bytes)}`]);
+    caches.push(['Pebble block cache: hits', pct(bc.hits, bc.hits + bc.misses)]);
+  }
   caches.push(['Resident memory', bytes(val('process_resident_memory_bytes'))]);
   caches.push(['Go heap in use', bytes(val('go_memstats_heap_inuse_bytes'))]);
   root.append(h('h3', {}, 'Limits and caches'), kv('caches', caches));
