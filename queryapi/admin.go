@@ -30,17 +30,21 @@ type Deleter interface {
 }
 
 // JSON serves f's answer in the query API's envelope, with its form
-// parsing, timeout and gzip, and f's error through classify (storeerr's
-// kinds; anything else 500 internal). The web UI's /api/v1/status/
-// endpoints are served through it, so that every /api/v1/ path answers
-// one way.
-func (a *API) JSON(name string, f func(*http.Request) (any, error)) http.Handler {
+// parsing, timeout and gzip, f's warnings as the envelope's, and f's error
+// through classify (storeerr's kinds; anything else 500 internal). The web
+// UI's /api/v1/status/ endpoints are served through it, so that every
+// /api/v1/ path answers one way.
+func (a *API) JSON(name string, f func(*http.Request) (data any, warnings []string, err error)) http.Handler {
 	return a.handler(func(r *http.Request) (any, annotations.Annotations, *apiError) {
-		data, err := f(r)
-		if err != nil {
-			return nil, nil, storeError(err)
+		data, warnings, err := f(r)
+		var ann annotations.Annotations
+		for _, w := range warnings {
+			ann = ann.Add(errors.New(w))
 		}
-		return data, nil, nil
+		if err != nil {
+			return nil, ann, storeError(err)
+		}
+		return data, ann, nil
 	}, name)
 }
 

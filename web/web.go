@@ -70,8 +70,13 @@ type Options struct {
 	// error types and statuses of the rest of /api/v1/: main.go passes the
 	// query API's JSON method, so that every /api/v1/ path answers one way.
 	// f's errors marked storeerr.ErrInvalid answer 400 bad_data,
-	// ErrUnavailable 503 unavailable.
-	API func(name string, f func(*http.Request) (any, error)) http.Handler
+	// ErrUnavailable 503 unavailable; its warnings are the envelope's.
+	API func(name string, f func(*http.Request) (data any, warnings []string, err error)) http.Handler
+	// MaxMetrics bounds the metrics the explorer counts when no metric is
+	// named (--query.max-metrics): past it the answer holds the first
+	// MaxMetrics names in byte order, marked truncated, with a warning, as
+	// Prometheus's limit parameter truncates. 0 means no limit.
+	MaxMetrics int
 }
 
 // UI is the web UI's handlers.
@@ -173,38 +178,46 @@ type MetricInfo struct {
 }
 
 // metrics serves GET /api/v1/status/metrics?start=&end=&metric=&limit=.
-func (u *UI) metrics(r *http.Request) (any, error) {
+func (u *UI) metrics(r *http.Request) (any, []string, error) {
 	s, err := u.store()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	now := u.opts.Now()
 	end, err := timeParam(r, "end", now)
 	if err != nil {
-		return nil, storeerr.Invalid(err)
+		return nil, nil, storeerr.Invalid(err)
 	}
 	start, err := timeParam(r, "start", end.Add(-time.Hour))
 	if err != nil {
-		return nil, storeerr.Invalid(err)
+		return nil, nil, storeerr.Invalid(err)
 	}
 	if start.After(end) {
-		return nil, storeerr.Invalid(errors.New("end timestamp must not be before start time"))
+		return nil, nil, storeerr.Invalid(errors.New("end timestamp must not be before start time"))
 	}
 	limit := 0
 	if v := r.FormValue("limit"); v != "" {
 		if limit, err = strconv.Atoi(v); err != nil || limit < 0 {
-			return nil, storeerr.Invalid(errors.New("limit must be a non-negative number"))
+			return nil, nil, storeerr.Invalid(errors.New("limit must be a non-negative number"))
 		}
 	}
 	names := []string{r.FormValue("metric")}
+	var warnings []string
+	total := 1
 	if names[0] == "" {
 		if names, err = s.MetricNames(r.Context()); err != nil {
-			return nil, storeerr.Unavailable(err)
+			return nil, nil, storeerr.Unavailable(err)
+		}
+		// Each metric counted is a listing of its row_keys per window: a
+		// keyspace of many metrics would cost as many listings.
+		if total = len(names); u.opts.MaxMetrics > 0 && total > u.opts.MaxMetrics {
+			names = names[:u.opts.MaxMetrics]
+			warnings = append(warnings, fmt.Sprintf("results truncated: %d of %d metrics counted (--query.max-metrics); name one with metric= to count it", len(names), total))
 		}
 	}
 	meta, err := s.Metadata(r.Context(), "", 0)
 	if err != nil {
-		return nil, storeerr.Unavailable(err)
+		return nil, nil, storeerr.Unavailable(err)
 	}
 	scanned, selected := u.indexCounters()
 	out := make([]MetricInfo, len(names))
@@ -238,13 +251,13 @@ func (u *UI) metrics(r *http.Request) (any, error) {
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, storeerr.Unavailable(err)
+		return nil, nil, storeerr.Unavailable(err)
 	}
 	slices.SortStableFunc(out, func(a, b MetricInfo) int { return cmp.Or(b.Series-a.Series, cmp.Compare(a.Name, b.Name)) })
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
-	return map[string]any{"start": start.UnixMilli(), "end": end.UnixMilli(), "metrics": out}, nil
+	return map[string]any{"start": start.UnixMilli(), "end": end.UnixMilli(), "metrics": out, "truncated": len(names) < total, "metricsTotal": total}, warnings, nil
 }
 
 // indexCounters reads kairos_adapter_read_index_entries_{scanned,selected}_total
@@ -304,11 +317,11 @@ type Sample struct {
 }
 
 // status serves GET /api/v1/status/adapter.
-func (u *UI) status(*http.Request) (any, error) {
+func (u *UI) status(*http.Request) (any, []string, error) {
 	data := map[string]any{}
 	cfg, err := yaml.Marshal(u.opts.Config)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	data["config"] = string(cfg)
 	store := map[string]any{"ready": false}
@@ -346,7 +359,7 @@ func (u *UI) status(*http.Request) (any, error) {
 		}
 	}
 	data["metrics"] = samples
-	return data, nil
+	return data, nil, nil
 }
 
 func (u *UI) store() (Store, error) {

@@ -26,6 +26,11 @@ import (
 // newUI serves the UI over a real store on the embedded engine, with
 // one-hour row windows.
 func newUI(t *testing.T) (http.Handler, *kairosstore.Store) {
+	return newUIMax(t, 0)
+}
+
+// newUIMax is newUI with --query.max-metrics at maxMetrics.
+func newUIMax(t *testing.T, maxMetrics int) (http.Handler, *kairosstore.Store) {
 	ctx := context.Background()
 	eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
 	require.NoError(t, err)
@@ -35,7 +40,7 @@ func newUI(t *testing.T) (http.Handler, *kairosstore.Store) {
 	s, err := kairosstore.Open(ctx, eng, kairosstore.Options{RowWidth: time.Hour, TagIndexed: map[string][]string{"b": nil}, RowKeysCacheBytes: 64 << 20}, nil, reg)
 	require.NoError(t, err)
 	ui := web.New(web.Options{Store: func() web.Store { return s }, Gatherer: reg, Config: map[string]string{"k": "v"},
-		Status: func() map[string]any { return map[string]any{"engine": "embedded"} }, API: api(s)})
+		Status: func() map[string]any { return map[string]any{"engine": "embedded"} }, API: api(s), MaxMetrics: maxMetrics})
 	mux := http.NewServeMux()
 	ui.Register(func(pattern, _ string, h http.Handler) { mux.Handle(pattern, h) })
 	return mux, s
@@ -43,7 +48,7 @@ func newUI(t *testing.T) (http.Handler, *kairosstore.Store) {
 
 // api serves the JSON endpoints in the query API's envelope, as main.go
 // wires them.
-func api(s queryapi.Store) func(string, func(*http.Request) (any, error)) http.Handler {
+func api(s queryapi.Store) func(string, func(*http.Request) (any, []string, error)) http.Handler {
 	return queryapi.New(s, queryapi.Options{}, nil, prometheus.NewRegistry()).JSON
 }
 
@@ -196,6 +201,44 @@ func TestPages(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, plain.Body.Bytes(), unzipped)
 	require.Less(t, rec.Body.Len(), plain.Body.Len()/2)
+}
+
+// TestMetricsBoundedByMaxMetrics: without metric=, the explorer counts at
+// most --query.max-metrics metrics, the first in byte order, and says so
+// (truncated, the total, a warning); a named metric is counted whatever
+// the bound.
+func TestMetricsBoundedByMaxMetrics(t *testing.T) {
+	h, s := newUIMax(t, 2)
+	app := s.NewAppender()
+	for _, name := range []string{"c", "a", "b"} {
+		_, err := app.Append(0, labels.FromStrings("__name__", name), 10, 1)
+		require.NoError(t, err)
+	}
+	require.NoError(t, app.Commit(context.Background()))
+	names := func(body map[string]any) []string {
+		var out []string
+		for _, m := range body["data"].(map[string]any)["metrics"].([]any) {
+			out = append(out, m.(map[string]any)["name"].(string))
+		}
+		return out
+	}
+
+	code, body := get(t, h, "/api/v1/status/metrics?start=0&end=3599")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, []string{"a", "b"}, names(body))
+	require.Equal(t, true, body["data"].(map[string]any)["truncated"])
+	require.Equal(t, 3.0, body["data"].(map[string]any)["metricsTotal"])
+	require.Equal(t, []any{"results truncated: 2 of 3 metrics counted (--query.max-metrics); name one with metric= to count it"}, body["warnings"])
+
+	code, body = get(t, h, "/api/v1/status/metrics?start=0&end=3599&metric=c")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, []string{"c"}, names(body))
+	require.Equal(t, false, body["data"].(map[string]any)["truncated"])
+	require.Nil(t, body["warnings"])
+
+	h, _ = newUIMax(t, 3)
+	_, body = get(t, h, "/api/v1/status/metrics?start=0&end=3599")
+	require.Equal(t, false, body["data"].(map[string]any)["truncated"], "at the bound: not truncated")
 }
 
 // TestStatusCacheBytes: the status reports the kept row_keys listings in

@@ -88,6 +88,9 @@ export function explorePage(root: HTMLElement) {
     history.replaceState(null, '', '?' + u.toString());
     try {
       const res = await api<{ metrics: MetricInfo[] }>('status/metrics', q);
+      // A keyspace of more metrics than --query.max-metrics is counted in
+      // part: the warning says how much.
+      for (const w of res.warnings) messages.append(alertBox('warning', w));
       metrics = res.data.metrics;
       render();
     } catch (e) {
