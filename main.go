@@ -147,6 +147,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		MaxWriteBytesInFlight: cfg.Web.MaxWriteBytesInFlight,
 		MaxConcurrentReads:    cfg.Web.MaxConcurrentReads,
 		MaxSamplesPerQuery:    cfg.Query.MaxSamples,
+		SampleLimit:           kairosstore.WithSampleLimit,
 		Gatherer:              reg,
 		SeriesCacheSize:       cfg.KairosDB.IndexCacheSize,
 		SeriesCacheTTL:        time.Duration(cfg.KairosDB.IndexCacheTTL),

@@ -29,6 +29,7 @@ package adapter
 
 import (
 	"cmp"
+	"context"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
@@ -61,11 +62,19 @@ type Options struct {
 	// is answered 503 at once, unless nothing else is in flight. 0 means
 	// unlimited.
 	MaxWriteBytesInFlight int64
-	// MaxSamplesPerQuery bounds one remote-read query. Over the limit the
-	// answer is 400 "exceeded sample limit (N)" when no byte was sent yet;
-	// a stream already started is aborted. 0 means unlimited. (The store
-	// bounds the series of a query, --query.max-series, for every reader.)
+	// MaxSamplesPerQuery bounds the samples one remote-read query loads
+	// from the store (--query.max-samples), counted by the store's budget
+	// that SampleLimit puts in the query's context, as for a PromQL query:
+	// one mechanism for the flag. Over the limit the answer is 400
+	// "exceeded sample limit (N)" when no byte was sent yet; a stream
+	// already started is aborted. 0 means unlimited. (The store bounds the
+	// series of a query, --query.max-series, for every reader.)
 	MaxSamplesPerQuery int
+	// SampleLimit returns a context under which the store's reads of one
+	// query load at most limit samples and then fail with
+	// storeerr.ErrTooManySamples (kairosstore.WithSampleLimit, passed by
+	// main.go). Required when MaxSamplesPerQuery is set.
+	SampleLimit func(ctx context.Context, limit int) context.Context
 	// MaxBytesInFrame is the target size of a streamed-read frame; a frame
 	// overshoots it by at most one chunk. Default 1 MiB.
 	MaxBytesInFrame int
@@ -107,6 +116,9 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	if opts.MaxBytesInFrame <= 0 {
 		opts.MaxBytesInFrame = DefaultMaxBytesInFrame
 	}
+	if opts.MaxSamplesPerQuery > 0 && opts.SampleLimit == nil {
+		panic("adapter: Options.MaxSamplesPerQuery needs Options.SampleLimit, the store's budget")
+	}
 	if opts.Gatherer == nil {
 		if g, ok := reg.(prometheus.Gatherer); ok {
 			opts.Gatherer = g
@@ -132,7 +144,8 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		m:          m,
 		maxBytes:   opts.MaxRequestBytes,
 		limit:      newRequestSlots(opts.MaxConcurrentReads),
-		maxSamples: opts.MaxSamplesPerQuery,
+		maxSamples: max(opts.MaxSamplesPerQuery, 0),
+		budget:     opts.SampleLimit,
 		maxFrame:   opts.MaxBytesInFrame,
 		timeout:    opts.ReadTimeout,
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/exemplar"
@@ -422,7 +423,11 @@ func (q *fakeQuerier) Select(ctx context.Context, sortSeries bool, _ *storage.Se
 		if len(samples) == 0 {
 			continue
 		}
-		out = append(out, storage.NewListSeries(fs.ls, samples))
+		var series storage.Series = storage.NewListSeries(fs.ls, samples)
+		if b := fakeBudgetOf(ctx); b != nil {
+			series = budgetSeries{Series: series, b: b}
+		}
+		out = append(out, series)
 	}
 	if q.s.maxSeries > 0 && len(out) > q.s.maxSeries {
 		return storage.ErrSeriesSet(storeerr.Invalid(fmt.Errorf("the query selects %d series, more than the limit of %d (--query.max-series)", len(out), q.s.maxSeries)))
@@ -482,4 +487,56 @@ func validHistogram(h *histogram.Histogram, fh *histogram.FloatHistogram) error 
 		return h.Validate()
 	}
 	return fh.Validate()
+}
+
+// fakeBudget is the fake store's sample budget, counted as its series are
+// iterated, as kairosstore.WithSampleLimit's is counted as cells are read.
+type fakeBudget struct {
+	limit int64
+	used  atomic.Int64
+}
+
+type fakeBudgetKey struct{}
+
+func withFakeBudget(ctx context.Context, limit int) context.Context {
+	return context.WithValue(ctx, fakeBudgetKey{}, &fakeBudget{limit: int64(limit)})
+}
+
+func fakeBudgetOf(ctx context.Context) *fakeBudget {
+	b, _ := ctx.Value(fakeBudgetKey{}).(*fakeBudget)
+	return b
+}
+
+type budgetSeries struct {
+	storage.Series
+	b *fakeBudget
+}
+
+func (s budgetSeries) Iterator(chunkenc.Iterator) chunkenc.Iterator {
+	return &budgetIterator{Iterator: s.Series.Iterator(nil), b: s.b}
+}
+
+type budgetIterator struct {
+	chunkenc.Iterator
+	b   *fakeBudget
+	err error
+}
+
+func (it *budgetIterator) Next() chunkenc.ValueType {
+	if it.err != nil {
+		return chunkenc.ValNone
+	}
+	vt := it.Iterator.Next()
+	if vt != chunkenc.ValNone && it.b.used.Add(1) > it.b.limit {
+		it.err = storeerr.ErrTooManySamples
+		return chunkenc.ValNone
+	}
+	return vt
+}
+
+func (it *budgetIterator) Err() error {
+	if it.err != nil {
+		return it.err
+	}
+	return it.Iterator.Err()
 }

@@ -44,6 +44,9 @@ func encode(t testing.TB, m marshaler) []byte {
 
 func newTestHandler(t testing.TB, s Store, opts Options) (http.Handler, *prometheus.Registry) {
 	t.Helper()
+	if opts.SampleLimit == nil {
+		opts.SampleLimit = withFakeBudget // the fake store's, as main.go passes the store's
+	}
 	reg := prometheus.NewRegistry()
 	return New(s, opts, nil, reg), reg
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
 
+	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 	"github.com/kairos-remote/kairos-adapter/remotewrite"
 )
 
@@ -37,6 +38,7 @@ type readHandler struct {
 	maxBytes   int64
 	limit      requestSlots
 	maxSamples int // per query, 0 = unlimited
+	budget     func(context.Context, int) context.Context
 	maxFrame   int
 	timeout    time.Duration
 	states     sync.Pool // *readState
@@ -232,6 +234,25 @@ func convertQueries(pqs []*prompb.Query) ([]query, error) {
 }
 
 // limitError is the answer to a query over the sample or series limit.
+// sampleBudget gives one query a budget of --query.max-samples samples,
+// which the store counts as it reads (and reads ahead only within): the
+// flag's one mechanism, as for PromQL.
+func (h *readHandler) sampleBudget(ctx context.Context) context.Context {
+	if h.maxSamples == 0 {
+		return ctx
+	}
+	return h.budget(ctx, h.maxSamples)
+}
+
+// overBudget is the answer to a query the store refused past its budget,
+// in the words remote read has always used.
+func (h *readHandler) overBudget(err error) error {
+	if errors.Is(err, storeerr.ErrTooManySamples) {
+		return limitError("sample", h.maxSamples)
+	}
+	return err
+}
+
 func limitError(what string, limit int) error {
 	return newRequestError(http.StatusBadRequest, fmt.Sprintf("exceeded %s limit (%d)", what, limit))
 }
@@ -245,6 +266,7 @@ func (h *readHandler) samples(ctx context.Context, w http.ResponseWriter, st *re
 	for i, q := range qs {
 		res, err := h.querySamples(ctx, st, q, &nSeries, &nSamples)
 		if err != nil {
+			err = h.overBudget(err)
 			return h.fail(w, fmt.Errorf("query %d: %w", i, err), http.StatusInternalServerError)
 		}
 		resp.Results[i] = res
@@ -282,7 +304,7 @@ func (h *readHandler) querySamples(ctx context.Context, st *readState, q query, 
 	defer h.closeQuerier(querier)
 
 	res := &prompb.QueryResult{}
-	ss := querier.Select(ctx, true, q.hints, q.matchers...)
+	ss := querier.Select(h.sampleBudget(ctx), true, q.hints, q.matchers...)
 	var (
 		it                 chunkenc.Iterator
 		nSeries, nSamples  int
@@ -295,9 +317,7 @@ func (h *readHandler) querySamples(ctx context.Context, st *readState, q query, 
 		floats, histograms = floats[:0], histograms[:0]
 		it = series.Iterator(it)
 		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
-			if nSamples++; h.maxSamples > 0 && nSamples > h.maxSamples {
-				return nil, limitError("sample", h.maxSamples)
-			}
+			nSamples++
 			switch vt {
 			case chunkenc.ValFloat:
 				t, v := it.At()
@@ -356,7 +376,7 @@ func (h *readHandler) streamed(ctx context.Context, w http.ResponseWriter, st *r
 		if err == nil {
 			continue
 		}
-		err = fmt.Errorf("query %d: %w", i, err)
+		err = fmt.Errorf("query %d: %w", i, h.overBudget(err))
 		h.m.readSeries.WithLabelValues(typeLabel).Add(float64(nSeries))
 		h.m.readSamples.WithLabelValues(typeLabel).Add(float64(nSamples))
 		if !cw.started {
@@ -378,7 +398,7 @@ func (h *readHandler) streamQuery(ctx context.Context, cw *chunkedWriter, index 
 	}
 	defer h.closeQuerier(querier)
 
-	css := querier.Select(ctx, true, q.hints, q.matchers...)
+	css := querier.Select(h.sampleBudget(ctx), true, q.hints, q.matchers...)
 	var (
 		it                chunks.Iterator
 		prev              labels.Labels
@@ -413,9 +433,7 @@ func (h *readHandler) streamQuery(ctx context.Context, cw *chunkedWriter, index 
 			if meta.Chunk == nil {
 				return fmt.Errorf("series %s: store returned an unpopulated chunk", ls)
 			}
-			if nSamples += meta.Chunk.NumSamples(); h.maxSamples > 0 && nSamples > h.maxSamples {
-				return limitError("sample", h.maxSamples)
-			}
+			nSamples += meta.Chunk.NumSamples()
 			chks = append(chks, prompb.Chunk{
 				MinTimeMs: meta.MinTime,
 				MaxTimeMs: meta.MaxTime,
