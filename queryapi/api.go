@@ -1,7 +1,10 @@
 // Package queryapi serves Prometheus's query API (/api/v1/query,
 // /api/v1/query_range, /api/v1/series, /api/v1/labels, ...) over the store,
 // with PromQL evaluated by Prometheus's own engine, so Grafana's Prometheus
-// data source can point at the adapter directly.
+// data source can point at the adapter directly. It is the one place of
+// every /api/v1/ path but remote write and read: /api/v1/metadata and the
+// admin API's delete_series (admin.go) too, and the web UI's status
+// endpoints through JSON, all in one envelope.
 //
 // It does not import Prometheus's web/api/v1: that package brings the
 // scrape, rules, remote-storage and service-discovery code (cloud SDKs
@@ -196,6 +199,7 @@ func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiE
 	strict := name == "series" || name == "delete_series"
 	timeoutParam := name == "query" || name == "query_range"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A delete answers 204, with no body to compress.
 		if acceptsGzip(r) && name != "delete_series" {
 			// Range queries over many series answer megabytes of
 			// JSON that compresses tenfold; Prometheus gzips too.
