@@ -64,6 +64,9 @@ func compareBytes(t *testing.T, prom, adapterURL string, t0 time.Time) {
 		get("/api/v1/label/nothing/values", nil),
 		get("/api/v1/label/job/values", url.Values{"match[]": {"nonexistent_metric"}}),
 		get("/api/v1/query_exemplars", url.Values{"query": {"nonexistent_metric"}}),
+		// The envelope of /api/v1/metadata, now the query API's.
+		get("/api/v1/metadata", url.Values{"metric": {"nonexistent_metric"}}),
+		get("/api/v1/metadata", url.Values{"limit": {"abc"}}),
 		// Malformed parts of a form are ignored, except by /series.
 		request{method: http.MethodGet, path: "/api/v1/query?query=vector(1)&x=%zz&time=" + sec(0)},
 		request{method: http.MethodGet, path: "/api/v1/series?match[]=temperature&x=%zz"},
