@@ -69,6 +69,7 @@ type Options struct {
 	// API serves the JSON endpoints (/api/v1/status/...) in the envelope,
 	// error types and statuses of the rest of /api/v1/: main.go passes the
 	// query API's JSON method, so that every /api/v1/ path answers one way.
+	// Required.
 	// f's errors marked storeerr.ErrInvalid answer 400 bad_data,
 	// ErrUnavailable 503 unavailable; its warnings are the envelope's.
 	API func(name string, f func(*http.Request) (data any, warnings []string, err error)) http.Handler
