@@ -15,21 +15,22 @@ import (
 )
 
 // TestQueryMaxSamplesWired: --query.max-samples reaches the store's sample
-// budget, the one mechanism that enforces it for PromQL: a query reading 60
-// samples is refused with Prometheus's answer at --query.max-samples=59 and
-// answered at 60. Without the budget wired, the engine (whose own limit is
-// off) would answer both.
+// budget: a query reading 2 series of 30 samples is refused with
+// Prometheus's answer at --query.max-samples=59 and answered at 60. The
+// engine holds one series' 30 samples at a time, so without the budget
+// wired it would answer both.
 func TestQueryMaxSamplesWired(t *testing.T) {
 	for limit, code := range map[int]int{59: http.StatusUnprocessableEntity, 60: http.StatusOK} {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) {
 			p := startRun(t, "--storage=embedded", "--storage.path="+filepath.Join(t.TempDir(), "data"), fmt.Sprintf("--query.max-samples=%d", limit))
 			var samples []prompb.Sample
-			for i := range 60 {
-				samples = append(samples, prompb.Sample{Timestamp: int64(i) * 1000, Value: float64(i)})
+			for i := range 30 {
+				samples = append(samples, prompb.Sample{Timestamp: int64(i) * 2000, Value: float64(i)})
 			}
-			b, err := (&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{
-				Labels: []prompb.Label{{Name: "__name__", Value: "m"}}, Samples: samples,
-			}}}).Marshal()
+			b, err := (&prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+				{Labels: []prompb.Label{{Name: "__name__", Value: "m"}, {Name: "i", Value: "a"}}, Samples: samples},
+				{Labels: []prompb.Label{{Name: "__name__", Value: "m"}, {Name: "i", Value: "b"}}, Samples: samples},
+			}}).Marshal()
 			require.NoError(t, err)
 			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+p.addr+"/api/v1/write", bytes.NewReader(snappy.Encode(nil, b)))
 			require.NoError(t, err)
@@ -39,7 +40,7 @@ func TestQueryMaxSamplesWired(t *testing.T) {
 			resp.Body.Close()
 			require.Equal(t, http.StatusNoContent, resp.StatusCode)
 
-			resp, err = http.Get("http://" + p.addr + "/api/v1/query?" + url.Values{"query": {"count_over_time(m[1m])"}, "time": {"59"}}.Encode())
+			resp, err = http.Get("http://" + p.addr + "/api/v1/query?" + url.Values{"query": {"sum(count_over_time(m[1m]))"}, "time": {"59"}}.Encode())
 			require.NoError(t, err)
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()

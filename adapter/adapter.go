@@ -64,8 +64,8 @@ type Options struct {
 	MaxWriteBytesInFlight int64
 	// MaxSamplesPerQuery bounds the samples one remote-read query loads
 	// from the store (--query.max-samples), counted by the store's budget
-	// that SampleLimit puts in the query's context, as for a PromQL query:
-	// one mechanism for the flag. Over the limit the answer is 400
+	// that SampleLimit puts in the query's context, the same budget a PromQL
+	// query's selectors get. Over the limit the answer is 400
 	// "exceeded sample limit (N)" when no byte was sent yet; a stream
 	// already started is aborted. 0 means unlimited. (The store bounds the
 	// series of a query, --query.max-series, for every reader.)

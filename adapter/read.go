@@ -235,8 +235,8 @@ func convertQueries(pqs []*prompb.Query) ([]query, error) {
 
 // limitError is the answer to a query over the sample or series limit.
 // sampleBudget gives one query a budget of --query.max-samples samples,
-// which the store counts as it reads (and reads ahead only within): the
-// flag's one mechanism, as for PromQL.
+// which the store counts as it reads (and reads ahead only within), the
+// budget a PromQL query's selectors get too.
 func (h *readHandler) sampleBudget(ctx context.Context) context.Context {
 	if h.maxSamples == 0 {
 		return ctx

@@ -60,14 +60,15 @@ type Options struct {
 	// MaxConcurrency is the number of queries evaluated at once; more wait
 	// for a slot (until their timeout). Default 20.
 	MaxConcurrency int
-	// MaxSamples is the number of samples one query may load from the
-	// store, all its selectors together (over it: 422 execution, with
-	// Prometheus's too-many-samples answer); 0 means no limit. It is
-	// enforced by the store's budget that SampleLimit puts in the query's
-	// context, and by nothing else: the engine's own count of the samples
-	// it holds at once is off, as one limit has one mechanism. What the
-	// engine holds beyond what was loaded is bounded by the 11,000 points
-	// per series of a range query and --query.max-subquery-steps.
+	// MaxSamples bounds two quantities of one query, each checked in one
+	// place (over either: 422 execution, with Prometheus's too-many-samples
+	// answer); 0 means no limit. What its selectors read from the store,
+	// all together: the store's budget that SampleLimit puts in the
+	// query's context, which stops a read before it is made. And what the
+	// engine holds at once, Prometheus's own meaning of the flag: a sample
+	// read once can be held at every step of its lookback, so a range
+	// query of a million one-sample series at a 1 s step would hold 300
+	// points per sample; only the engine's count bounds that memory.
 	MaxSamples int
 	// SampleLimit returns a context under which the store's reads of one
 	// query load at most limit samples in all and then fail with
@@ -125,11 +126,9 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	interval := opts.EvaluationInterval.Milliseconds()
 	g := newGate(opts.MaxConcurrency)
 	eng := promql.NewEngine(promql.EngineOpts{
-		Logger: logger,
-		Reg:    reg,
-		// The engine has no "no limit" value; MaxSamples is the store's
-		// to enforce.
-		MaxSamples:               math.MaxInt,
+		Logger:                   logger,
+		Reg:                      reg,
+		MaxSamples:               engineMaxSamples(opts.MaxSamples),
 		Timeout:                  opts.Timeout,
 		ActiveQueryTracker:       g,
 		LookbackDelta:            opts.LookbackDelta,
@@ -143,6 +142,15 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		store: store, maxSamples: max(opts.MaxSamples, 0), sampleLimit: opts.SampleLimit, limits: opts.Limits.withDefaults(), timeout: opts.Timeout,
 		evalInterval: interval, gate: g, adminAPI: opts.EnableAdminAPI, engine: eng, parser: p, logger: logger, now: time.Now,
 	}
+}
+
+// engineMaxSamples is the engine's limit for --query.max-samples; the
+// engine has no "no limit" value.
+func engineMaxSamples(n int) int {
+	if n <= 0 {
+		return math.MaxInt
+	}
+	return n
 }
 
 func cmpOr(d, def time.Duration) time.Duration {
@@ -389,10 +397,10 @@ func (a *API) check(q string, start, end time.Time, step time.Duration) *apiErro
 }
 
 // sampleBudget gives a PromQL query a budget of --query.max-samples samples
-// for what its selectors load. The engine's own limit (off, see
-// Options.MaxSamples) counts only the samples it keeps, after its selectors
-// have read every series they select, so with it a query's memory would
-// follow the data it covers, not the limit.
+// for what its selectors load. The engine's own limit (Options.MaxSamples)
+// counts only the samples it keeps, after its selectors have read every
+// series they select, so with it alone a query's reads would follow the
+// data it covers, not the limit.
 func (a *API) sampleBudget(ctx context.Context) context.Context {
 	if a.maxSamples == 0 {
 		return ctx
