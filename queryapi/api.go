@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
 // Store is what the query API reads: the adapter's Store has it.
@@ -68,6 +69,11 @@ type Options struct {
 	// Limits bound the expressions themselves; zero fields take the
 	// defaults.
 	Limits Limits
+	// RollupResolutions are the resolutions rollups are kept at, and
+	// MaxSourceResolution the default of the max_source_resolution
+	// parameter ("" is auto): rollups.go.
+	RollupResolutions   []rollup.Resolution
+	MaxSourceResolution string
 }
 
 // API serves the query endpoints.
@@ -82,6 +88,10 @@ type API struct {
 	parser       parser.Parser
 	logger       *slog.Logger
 	now          func() time.Time
+	// What rollups.go plans reads with.
+	lookback    time.Duration
+	resolutions []rollup.Resolution // largest first
+	sourceRes   sourceResolution
 }
 
 // maxPoints is the most points a range query may return per series, as in
@@ -120,9 +130,14 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		EnableNegativeOffset: true,
 		Parser:               p,
 	})
+	src, err := parseSourceResolution(opts.MaxSourceResolution, opts.RollupResolutions)
+	if err != nil {
+		logger.Error("Reading raw samples only", "err", err)
+	}
 	return &API{
 		store: store, maxSamples: maxSamples, limits: opts.Limits.withDefaults(), timeout: opts.Timeout,
 		evalInterval: interval, gate: g, engine: eng, parser: p, logger: logger, now: time.Now,
+		lookback: opts.LookbackDelta, resolutions: sortResolutions(opts.RollupResolutions), sourceRes: src,
 	}
 }
 
@@ -257,11 +272,12 @@ func (a *API) query(r *http.Request) (any, annotations.Annotations, *apiError) {
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
-	if apiErr := a.check(r.FormValue("query"), ts, ts, 0); apiErr != nil {
+	q, apiErr := a.check(r, ts, ts, 0)
+	if apiErr != nil {
 		return nil, nil, apiErr
 	}
 	ctx := a.sampleBudget(r.Context())
-	qry, err := a.engine.NewInstantQuery(ctx, a.queryable(), opts, r.FormValue("query"), ts)
+	qry, err := a.engine.NewInstantQuery(ctx, a.queryable(), opts, q, ts)
 	if err != nil {
 		return nil, nil, newQueryError(ctx, err)
 	}
@@ -298,11 +314,12 @@ func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiErr
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
-	if apiErr := a.check(r.FormValue("query"), start, end, step); apiErr != nil {
+	q, apiErr := a.check(r, start, end, step)
+	if apiErr != nil {
 		return nil, nil, apiErr
 	}
 	ctx := a.sampleBudget(r.Context())
-	qry, err := a.engine.NewRangeQuery(ctx, a.queryable(), opts, r.FormValue("query"), start, end, step)
+	qry, err := a.engine.NewRangeQuery(ctx, a.queryable(), opts, q, start, end, step)
 	if err != nil {
 		return nil, nil, newQueryError(ctx, err)
 	}
@@ -353,16 +370,21 @@ func (q *narrowing) Select(ctx context.Context, sortSeries bool, hints *storage.
 	return sub.Select(ctx, sortSeries, hints, ms...)
 }
 
-// check parses a query's expression within the limits, and counts the steps
-// of its subqueries, before the engine sees it. The engine then parses the
-// text again: its NewInstantQuery and NewRangeQuery take no parsed
-// expression, and the limits keep a parse to milliseconds.
-func (a *API) check(q string, start, end time.Time, step time.Duration) *apiError {
+// check parses a request's query within the limits, and counts the steps
+// of its subqueries, before the engine sees it, and returns the text the
+// engine evaluates: the query with read plans (planReads). The engine then
+// parses the text again: its NewInstantQuery and NewRangeQuery take no
+// parsed expression, and the limits keep a parse to milliseconds.
+func (a *API) check(r *http.Request, start, end time.Time, step time.Duration) (string, *apiError) {
+	q := r.FormValue("query")
 	expr, err := a.parse(q)
 	if err != nil {
-		return badParam(err, "query")
+		return "", badParam(err, "query")
 	}
-	return a.checkSteps(expr, start, end, step)
+	if apiErr := a.checkSteps(expr, start, end, step); apiErr != nil {
+		return "", apiErr
+	}
+	return a.planReads(r, q, expr, start, step)
 }
 
 // sampleBudget gives a PromQL query a budget of --query.max-samples samples
