@@ -286,7 +286,7 @@ func keys(m map[string][][2]float64) []string {
 }
 
 // cellCounts is kairos_adapter_read_cells_total by kind.
-func cellCounts(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+func cellCounts(t testing.TB, reg *prometheus.Registry) map[string]float64 {
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	out := map[string]float64{}
