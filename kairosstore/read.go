@@ -70,8 +70,9 @@ func (q *querier) sel(ctx context.Context, hints *storage.SelectHints, ms []*lab
 	}
 	var planned *plannedRead
 	if !chunked {
-		// Remote read gets no plan from the query API; one a client wrote
-		// itself only shards (README: rollups are not served to remote read).
+		// Chunked reads (remote read's streamed answers) encode raw cells
+		// only: of a plan they apply the shard. Plans come from the query
+		// API; remote read adds none (README, "Long ranges").
 		if planned, err = q.s.planRead(ctx, plan.Plan, hints, q.mint, q.maxt); err != nil {
 			return storage.ErrSeriesSet(err)
 		}
