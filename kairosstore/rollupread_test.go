@@ -35,6 +35,26 @@ func rollupData(t0 int64) []rolluptest.Series {
 	return []rolluptest.Series{g, c}
 }
 
+// rollupStore is a store with rollupData written raw (no rollups yet).
+func rollupStore(t *testing.T, eng engine.Engine) (*ks.Store, *prometheus.Registry, int64, []rolluptest.Series) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	st, err := ks.Open(ctx, eng, ks.Options{RowWidth: 6 * time.Hour}, nil, reg)
+	require.NoError(t, err)
+	day := int64(24 * time.Hour / time.Millisecond)
+	t0 := 1_700_000_000_000 / day * day
+	data := rollupData(t0)
+	app := st.NewAppender()
+	for _, s := range data {
+		for i := range s.T {
+			_, err := app.Append(0, s.Labels, s.T[i], s.V[i])
+			require.NoError(t, err)
+		}
+	}
+	require.NoError(t, app.Commit(ctx))
+	return st, reg, t0, data
+}
+
 // TestRollupReadStitched reads with rollups done only for the middle of the
 // query's range: the raw samples before and after are stitched on, and
 // sums, counts, extremes and the counter's increase over the whole range
@@ -43,20 +63,7 @@ func rollupData(t0 int64) []rolluptest.Series {
 func TestRollupReadStitched(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		ctx := context.Background()
-		reg := prometheus.NewRegistry()
-		st, err := ks.Open(ctx, eng, ks.Options{RowWidth: 6 * time.Hour}, nil, reg)
-		require.NoError(t, err)
-		day := int64(24 * time.Hour / time.Millisecond)
-		t0 := 1_700_000_000_000 / day * day
-		data := rollupData(t0)
-		app := st.NewAppender()
-		for _, s := range data {
-			for i := range s.T {
-				_, err := app.Append(0, s.Labels, s.T[i], s.V[i])
-				require.NoError(t, err)
-			}
-		}
-		require.NoError(t, app.Commit(ctx))
+		st, reg, t0, data := rollupStore(t, eng)
 		h := rollup.Resolution(time.Hour)
 		require.NoError(t, rolluptest.Write(ctx, st, eng, []rollup.Resolution{h}, t0+10*hour, t0+30*hour, data))
 
@@ -124,18 +131,8 @@ func TestRollupReadStitched(t *testing.T) {
 func TestReadWindows(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
 		ctx := context.Background()
-		reg := prometheus.NewRegistry()
-		st, err := ks.Open(ctx, eng, ks.Options{RowWidth: 6 * time.Hour}, nil, reg)
-		require.NoError(t, err)
-		day := int64(24 * time.Hour / time.Millisecond)
-		t0 := 1_700_000_000_000 / day * day
-		g := rollupData(t0)[0]
-		app := st.NewAppender()
-		for i := range g.T {
-			_, err := app.Append(0, g.Labels, g.T[i], g.V[i])
-			require.NoError(t, err)
-		}
-		require.NoError(t, app.Commit(ctx))
+		st, reg, t0, data := rollupStore(t, eng)
+		g := data[0]
 		// rate(g[5m]) at a step of 3h from t0+1h: windows (t-5m, t].
 		w, step := int64(5*time.Minute/time.Millisecond), 3*hour
 		hints := &storage.SelectHints{Start: t0 + hour - w + 1, End: t0 + 46*hour, Step: step, Range: w}

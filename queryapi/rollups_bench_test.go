@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,12 +16,9 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	"github.com/kairos-remote/kairos-adapter/internal/rolluptest"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
 
 // BenchmarkLongRange is issue 23's figure: a query_range over a year at a
@@ -31,34 +29,19 @@ import (
 // runs under the default --query.max-samples (50 M), the raw side without
 // a limit. KAIROS_BENCH_CASSANDRA_SERIES scales the Cassandra side down
 // (writing 52 M samples to one shared node takes long), and
-// KAIROS_BENCH_PEBBLE_SERIES the embedded side; 0 skips Cassandra.
+// KAIROS_BENCH_PEBBLE_SERIES the embedded side; 0 skips a side.
 //
 //	go test -run '^$' -bench LongRange -benchtime 3x -timeout 2h ./queryapi/
 func BenchmarkLongRange(b *testing.B) {
-	b.Run("engine=pebble", func(b *testing.B) {
-		eng, err := pebblekv.Open(b.TempDir(), pebblekv.Options{}, nil)
-		require.NoError(b, err)
-		b.Cleanup(func() { require.NoError(b, eng.Close()) })
-		require.NoError(b, eng.Setup(context.Background()))
-		longRange(b, eng, benchSeries(b, "KAIROS_BENCH_PEBBLE_SERIES"))
-	})
-	b.Run("engine=cassandra", func(b *testing.B) {
-		n := benchSeries(b, "KAIROS_BENCH_CASSANDRA_SERIES")
-		if n == 0 {
-			b.Skip("KAIROS_BENCH_CASSANDRA_SERIES=0")
-		}
-		addr, keyspace := cassandratest.Keyspace(b)
-		eng, err := cql.Open(context.Background(), cql.Config{
-			Hosts: []string{addr}, Keyspace: keyspace,
-			Replication:      "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-			WriteConsistency: "ONE", ReadConsistency: "ONE",
-			Timeout: 60 * time.Second, ConnectTimeout: 15 * time.Second,
-		}, nil)
-		require.NoError(b, err)
-		b.Cleanup(func() { require.NoError(b, eng.Close()) })
-		require.NoError(b, eng.Setup(context.Background()))
-		longRange(b, eng, n)
-	})
+	for _, name := range []string{"pebble", "cassandra"} {
+		b.Run("engine="+name, func(b *testing.B) {
+			n := benchSeries(b, "KAIROS_BENCH_"+strings.ToUpper(name)+"_SERIES")
+			if n == 0 {
+				b.Skip("no series asked for")
+			}
+			longRange(b, openEngine(b, name), n)
+		})
+	}
 }
 
 // benchSeries is the series count env names, 100 by default.

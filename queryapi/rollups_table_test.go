@@ -137,28 +137,34 @@ func TestRollupTable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("62 days of samples")
 	}
-	t.Run("pebble", func(t *testing.T) {
-		t.Parallel()
-		eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, eng.Close()) })
-		require.NoError(t, eng.Setup(context.Background()))
-		rollupTable(t, eng)
-	})
-	t.Run("cassandra", func(t *testing.T) {
-		t.Parallel()
-		addr, keyspace := cassandratest.Keyspace(t)
-		eng, err := cql.Open(context.Background(), cql.Config{
+	for _, name := range []string{"pebble", "cassandra"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rollupTable(t, openEngine(t, name))
+		})
+	}
+}
+
+// openEngine opens a fresh engine: pebble in a temporary directory, or
+// cassandra in a keyspace of its own on the test node.
+func openEngine(tb testing.TB, name string) engine.Engine {
+	var eng engine.Engine
+	var err error
+	if name == "pebble" {
+		eng, err = pebblekv.Open(tb.TempDir(), pebblekv.Options{}, nil)
+	} else {
+		addr, keyspace := cassandratest.Keyspace(tb)
+		eng, err = cql.Open(context.Background(), cql.Config{
 			Hosts: []string{addr}, Keyspace: keyspace,
 			Replication:      "{'class': 'SimpleStrategy', 'replication_factor': 1}",
 			WriteConsistency: "ONE", ReadConsistency: "ONE",
-			Timeout: 30 * time.Second, ConnectTimeout: 15 * time.Second,
+			Timeout: 60 * time.Second, ConnectTimeout: 15 * time.Second,
 		}, nil)
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, eng.Close()) })
-		require.NoError(t, eng.Setup(context.Background()))
-		rollupTable(t, eng)
-	})
+	}
+	require.NoError(tb, err)
+	tb.Cleanup(func() { require.NoError(tb, eng.Close()) })
+	require.NoError(tb, eng.Setup(context.Background()))
+	return eng
 }
 
 func rollupTable(t *testing.T, eng engine.Engine) {
