@@ -25,8 +25,8 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
 
-// tableDays of data: gauges and counters, dense (60 s) and sparse (15 m,
-// irregular), counters that reset, series that start and stop.
+// tableDays of data: gauges and counters, dense (60 s to 150 s) and sparse
+// (5 m; 15 m irregular), counters that reset, series that start and stop.
 const tableDays = 62
 
 func tableData(t0 int64) []rolluptest.Series {
@@ -59,12 +59,12 @@ func tableData(t0 int64) []rolluptest.Series {
 		}
 	}
 	add(labels.FromStrings("__name__", "g", "job", "a", "inst", "1"), t0+7_000, end, 60_000, false, gauge)
-	add(labels.FromStrings("__name__", "g", "job", "a", "inst", "2"), t0+31_000, end, 60_000, false, gauge)
+	add(labels.FromStrings("__name__", "g", "job", "a", "inst", "2"), t0+31_000, end, 5*60_000, false, gauge)
 	add(labels.FromStrings("__name__", "g", "job", "b", "inst", "3"), t0, end, 15*60_000, true, gauge)
-	add(labels.FromStrings("__name__", "g", "job", "b", "inst", "4"), t0+10*day+123_000, t0+40*day, 60_000, false, gauge)
+	add(labels.FromStrings("__name__", "g", "job", "b", "inst", "4"), t0+10*day+123_000, t0+40*day, 120_000, false, gauge)
 	add(labels.FromStrings("__name__", "c_total", "job", "a", "inst", "1"), t0+11_000, end, 60_000, false, counter(90, 9*1440+17))
-	add(labels.FromStrings("__name__", "c_total", "job", "a", "inst", "2"), t0+43_000, end, 30_000, false, counter(30, 5*2880+3))
-	add(labels.FromStrings("__name__", "c_total", "job", "b", "inst", "5"), t0+20*day+5_000, t0+50*day, 60_000, false, counter(10, 1<<30))
+	add(labels.FromStrings("__name__", "c_total", "job", "a", "inst", "2"), t0+43_000, end, 150_000, false, counter(30, 5*576+3))
+	add(labels.FromStrings("__name__", "c_total", "job", "b", "inst", "5"), t0+20*day+5_000, t0+50*day, 120_000, false, counter(10, 1<<30))
 	return out
 }
 
