@@ -132,7 +132,8 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	})
 	src, err := parseSourceResolution(opts.MaxSourceResolution, opts.RollupResolutions)
 	if err != nil {
-		logger.Error("Reading raw samples only", "err", err)
+		logger.Error("Default max_source_resolution unusable, auto instead", "err", err)
+		src = sourceResolution{auto: true}
 	}
 	return &API{
 		store: store, maxSamples: maxSamples, limits: opts.Limits.withDefaults(), timeout: opts.Timeout,
