@@ -223,7 +223,7 @@ func (s *Store) readPlanned(ctx context.Context, ref *index.Series, p *plannedRe
 				return nil, err
 			}
 		}
-		return runningSum(ref.Labels, before, mid, seam, after), nil
+		return runningSum(ref.Labels, r, before, mid, seam, after), nil
 	}
 	out := &listSeries{lset: ref.Labels}
 	out.ts = slices.Concat(before.ts, mid.ts, after.ts)
@@ -259,7 +259,14 @@ func ones(l *listSeries) *listSeries {
 // starts from the total of the increments, so that rate's extrapolation
 // never takes the first value of a window for a counter just started (as
 // it would a value near zero).
-func runningSum(ls labels.Labels, before, mid, seam, after *listSeries) *listSeries {
+//
+// Each bucket (end-r, end] also gets the value before its increase, 1 ms
+// after its start: a window (t-R, t] aligned to buckets then starts with
+// the counter as it stood at t-R, and rate sees the whole increase of the
+// window instead of extrapolating its first bucket from the average
+// spacing of the points (which misleads it where hourly points and raw
+// samples meet in one window).
+func runningSum(ls labels.Labels, r int64, before, mid, seam, after *listSeries) *listSeries {
 	n := len(before.ts) + len(mid.ts) + len(after.ts)
 	ts, incs := make([]int64, 0, n), make([]float64, 0, n)
 	raw := func(l *listSeries, prev float64, have bool) {
@@ -280,7 +287,12 @@ func runningSum(ls labels.Labels, before, mid, seam, after *listSeries) *listSer
 		}
 	}
 	raw(before, 0, false)
-	ts, incs = append(ts, mid.ts...), append(incs, mid.vs...)
+	for i, end := range mid.ts {
+		if n := len(ts); n == 0 || ts[n-1] < end-r+1 {
+			ts, incs = append(ts, end-r+1), append(incs, 0)
+		}
+		ts, incs = append(ts, end), append(incs, mid.vs[i])
+	}
 	prev, have := 0.0, false
 	if seam != nil {
 		for i := len(seam.vs) - 1; i >= 0; i-- {
