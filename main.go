@@ -34,6 +34,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 	"github.com/kairos-remote/kairos-adapter/queryapi"
+	"github.com/kairos-remote/kairos-adapter/rollup"
 	webui "github.com/kairos-remote/kairos-adapter/web"
 )
 
@@ -115,6 +116,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		MaxSamples:     cfg.Query.MaxSamples,
 		SampleLimit:    kairosstore.WithSampleLimit,
 		EnableAdminAPI: cfg.Web.EnableAdminAPI,
+		// The resolutions the rollup job keeps; the job's flag replaces
+		// this list when it is wired in.
+		RollupResolutions:   []rollup.Resolution{rollup.Resolution(5 * time.Minute), rollup.Resolution(time.Hour)},
+		MaxSourceResolution: cfg.Query.MaxSourceResolution,
 		Limits: queryapi.Limits{
 			MaxLength:        cfg.Query.MaxLength,
 			MaxDepth:         cfg.Query.MaxDepth,

@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
+
+	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
 // Config is everything the adapter can be told. YAML keys mirror the flag
@@ -97,6 +99,9 @@ type Query struct {
 	Timeout        model.Duration `yaml:"timeout"`
 	LookbackDelta  model.Duration `yaml:"lookback_delta"`
 	MaxConcurrency int            `yaml:"max_concurrency"`
+	// MaxSourceResolution is the default of the query API's
+	// max_source_resolution: auto, raw (or 0), or a rollup resolution.
+	MaxSourceResolution string `yaml:"max_source_resolution"`
 	// What a PromQL expression may be, checked before it is evaluated.
 	MaxLength        int `yaml:"max_length"`
 	MaxDepth         int `yaml:"max_depth"`
@@ -267,6 +272,13 @@ func (c *Config) Validate() error {
 	}
 	if c.Query.LookbackDelta <= 0 {
 		bad("query.lookback-delta", "query.lookback_delta", "must be positive, got %s", c.Query.LookbackDelta)
+	}
+	switch s := c.Query.MaxSourceResolution; s {
+	case "auto", "raw", "0", "0s":
+	default:
+		if _, err := rollup.ParseResolution(s); err != nil {
+			bad("query.max-source-resolution", "query.max_source_resolution", "want auto, raw (or 0), or a rollup resolution such as 5m or 1h, got %q", s)
+		}
 	}
 	for _, q := range []struct {
 		flag, key string

@@ -112,6 +112,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{name: "unknown flag", args: []string{"--web.listen"}, want: "unknown long flag '--web.listen'"},
 		{name: "query timeout off", args: []string{"--query.timeout=0s"}, want: "invalid --query.timeout (query.timeout): must be positive"},
 		{name: "lookback off", file: "query:\n  lookback_delta: 0s\n", want: "invalid --query.lookback-delta (query.lookback_delta): must be positive"},
+		{name: "bad source resolution", file: "query:\n  max_source_resolution: 7m\n", want: "invalid --query.max-source-resolution (query.max_source_resolution): want auto, raw (or 0), or a rollup resolution"},
 		{name: "no query concurrency", args: []string{"--query.max-concurrency=0"}, want: "invalid --query.max-concurrency (query.max_concurrency): must be positive"},
 		{name: "no block cache", file: "storage:\n  embedded_cache_bytes: 0\n", want: "invalid --storage.embedded-cache-bytes (storage.embedded_cache_bytes): must be positive"},
 		{name: "password without user", args: []string{"--cassandra.password-file=/x"}, want: "needs --cassandra.username"},

@@ -18,6 +18,12 @@ import (
 // for data KairosDB wrote, or a series that was re-typed) are kept once: the
 // one of the row first in (row time, type name) order.
 func (s *Store) readSeries(ctx context.Context, ref *index.Series, start, end int64, sizeHint int, budget *sampleBudget) (*listSeries, error) {
+	return s.readSeriesIn(ctx, ref, []span{{start, end}}, sizeHint, budget)
+}
+
+// readSeriesIn is readSeries over the samples in spans (sorted, disjoint)
+// only.
+func (s *Store) readSeriesIn(ctx context.Context, ref *index.Series, spans []span, sizeHint int, budget *sampleBudget) (*listSeries, error) {
 	out := &listSeries{lset: ref.Labels}
 	sizeHint = int(min(int64(sizeHint), budget.left()))
 	if sizeHint > 0 {
@@ -25,7 +31,7 @@ func (s *Store) readSeries(ctx context.Context, ref *index.Series, start, end in
 	}
 	sorted := true
 	var customValues []float64 // the last custom bucket bounds, shared while they repeat
-	err := s.eachCell(ctx, ref, start, end, budget, func(r index.Row, t int64, col uint32, value []byte) (bool, error) {
+	err := s.eachCellIn(ctx, ref, spans, budget, func(r index.Row, t int64, col uint32, value []byte) (bool, error) {
 		var (
 			v   float64
 			h   *histogram.Histogram
@@ -75,33 +81,49 @@ func (s *Store) readSeries(ctx context.Context, ref *index.Series, start, end in
 // budgetStep samples a read; one already over it reads nothing. An error of
 // cell stops the read and is returned wrapped.
 func (s *Store) eachCell(ctx context.Context, ref *index.Series, start, end int64, budget *sampleBudget, cell func(r index.Row, t int64, col uint32, value []byte) (bool, error)) error {
+	return s.eachCellIn(ctx, ref, []span{{start, end}}, budget, cell)
+}
+
+// span is an inclusive time range, ms.
+type span struct{ lo, hi int64 }
+
+// eachCellIn is eachCell over the cells in spans (sorted, disjoint): one
+// data_points slice per row and span that overlap, so that a read limited
+// to the windows a query evaluates skips the cells between them.
+func (s *Store) eachCellIn(ctx context.Context, ref *index.Series, spans []span, budget *sampleBudget, cell func(r index.Row, t int64, col uint32, value []byte) (bool, error)) error {
 	if budget.left() < 0 {
 		return fmt.Errorf("read data_points of %s: %w", ref.Labels, ErrTooManySamples)
 	}
 	t0 := time.Now()
 	defer s.observe("data_points", t0)
-	uncounted := int64(0)
+	uncounted, read := int64(0), 0
+	defer func() { s.m.cellsRead.WithLabelValues("raw").Add(float64(read)) }()
+	w := s.spec.WidthMillis()
 	for _, r := range ref.Rows {
 		if r.DataType == codec.TypeExemplar {
 			continue // a metric whose own name ends in ExemplarSuffix: not samples
 		}
-		lo, hi := s.spec.SliceBounds(r.RowTime, start, end)
-		err := s.eng.Cells(ctx, r.Key, lo, hi, func(col uint32, value []byte) error {
-			t := s.spec.Timestamp(r.RowTime, col)
-			if t < start || t > end {
+		for _, sp := range overlapping(spans, r.RowTime, r.RowTime+w) {
+			start, end := sp.lo, sp.hi
+			lo, hi := s.spec.SliceBounds(r.RowTime, start, end)
+			err := s.eng.Cells(ctx, r.Key, lo, hi, func(col uint32, value []byte) error {
+				read++
+				t := s.spec.Timestamp(r.RowTime, col)
+				if t < start || t > end {
+					return nil
+				}
+				if kept, err := cell(r, t, col, value); !kept || err != nil {
+					return err
+				}
+				if uncounted++; uncounted == budgetStep {
+					uncounted = 0
+					return budget.take(budgetStep)
+				}
 				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("read data_points of %s: %w", ref.Labels, err)
 			}
-			if kept, err := cell(r, t, col, value); !kept || err != nil {
-				return err
-			}
-			if uncounted++; uncounted == budgetStep {
-				uncounted = 0
-				return budget.take(budgetStep)
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("read data_points of %s: %w", ref.Labels, err)
 		}
 	}
 	if err := budget.take(uncounted); err != nil {

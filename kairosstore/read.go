@@ -68,11 +68,20 @@ func (q *querier) sel(ctx context.Context, hints *storage.SelectHints, ms []*lab
 	if len(series) == 0 {
 		return storage.EmptySeriesSet()
 	}
+	var planned *plannedRead
+	if !chunked {
+		// Chunked reads (remote read's streamed answers) encode raw cells
+		// only: of a plan they apply the shard. Plans come from the query
+		// API; remote read adds none (README, "Long ranges").
+		if planned, err = q.s.planRead(ctx, plan.Plan, hints, q.mint, q.maxt); err != nil {
+			return storage.ErrSeriesSet(err)
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	q.mu.Lock()
 	q.cancels = append(q.cancels, cancel)
 	q.mu.Unlock()
-	return newSeriesSet(ctx, q.s, series, q.mint, q.maxt, &q.reads, chunked)
+	return newSeriesSet(ctx, q.s, series, q.mint, q.maxt, &q.reads, chunked, planned)
 }
 
 // readPlan is how a selector asks to be read (rollup.Plan): the query API

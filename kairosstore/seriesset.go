@@ -35,6 +35,7 @@ type seriesSet struct {
 	start, end int64
 	budget     *sampleBudget // nil: unlimited
 	chunked    bool          // reads encode chunks (readChunks), not samples
+	planned    *plannedRead  // non-nil: reads follow a read plan (rollupread.go)
 	next       int           // the series Next yields next
 	cur        *lazySeries
 
@@ -60,7 +61,7 @@ type fetched struct {
 	err    error
 }
 
-func newSeriesSet(ctx context.Context, s *Store, refs []*index.Series, start, end int64, reads *sync.WaitGroup, chunked bool) *seriesSet {
+func newSeriesSet(ctx context.Context, s *Store, refs []*index.Series, start, end int64, reads *sync.WaitGroup, chunked bool, planned *plannedRead) *seriesSet {
 	// The rows of a metric whose own name ends in ExemplarSuffix hold no
 	// sample: such a series is known empty without a read.
 	refs = slices.DeleteFunc(refs, func(ref *index.Series) bool {
@@ -74,7 +75,7 @@ func newSeriesSet(ctx context.Context, s *Store, refs []*index.Series, start, en
 			return cmp.Or(cmp.Compare(a.RowTime, b.RowTime), strings.Compare(a.DataType, b.DataType))
 		})
 	}
-	ss := &seriesSet{ctx: ctx, s: s, refs: refs, start: start, end: end, budget: budgetOf(ctx), chunked: chunked, ahead: map[int]chan fetched{}, reads: reads}
+	ss := &seriesSet{ctx: ctx, s: s, refs: refs, start: start, end: end, budget: budgetOf(ctx), chunked: chunked, planned: planned, ahead: map[int]chan fetched{}, reads: reads}
 	ss.mu.Lock()
 	ss.fill(0)
 	ss.mu.Unlock()
@@ -120,7 +121,13 @@ func (ss *seriesSet) launch(i int) chan fetched {
 			ch <- fetched{chks: chks, err: err}
 			return
 		}
-		series, err := ss.s.readSeries(ss.ctx, ref, ss.start, ss.end, hint, ss.budget)
+		var series *listSeries
+		var err error
+		if ss.planned != nil {
+			series, err = ss.s.readPlanned(ss.ctx, ref, ss.planned, hint, ss.budget)
+		} else {
+			series, err = ss.s.readSeries(ss.ctx, ref, ss.start, ss.end, hint, ss.budget)
+		}
 		if err == nil {
 			ss.lastLen.Store(int64(len(series.ts)))
 		}

@@ -108,6 +108,8 @@ type Store struct {
 	// writes carry a later one, as a tie goes to the tombstone (§5.4).
 	lastDeleteMillis atomic.Int64
 	m                storeMetrics
+	// done is the rollup progress reads trust (rollupread.go).
+	done doneCache
 }
 
 type storeMetrics struct {
@@ -121,6 +123,9 @@ type storeMetrics struct {
 	indexScanned, indexSelected *prometheus.CounterVec
 	scannedPerQuery             prometheus.Histogram
 	listingLookups              *prometheus.CounterVec
+	// cellsRead is the data_points cells reads fetched, raw or of rollups
+	// (rollupread.go): what a read plan is meant to reduce.
+	cellsRead *prometheus.CounterVec
 }
 
 // rowSpec is the spec table's form of a row width (§3.3): whole seconds
@@ -192,6 +197,10 @@ func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Log
 				Namespace: "kairos_adapter", Name: "read_row_keys_cache_lookups_total",
 				Help: "Lookups of cached row_keys listings: hit, miss, or too_many (more candidates than are checked one by one: the partition is listed again).",
 			}, []string{"result"}),
+			cellsRead: f.NewCounterVec(prometheus.CounterOpts{
+				Namespace: "kairos_adapter", Name: "read_cells_total",
+				Help: "data_points cells that reads fetched from the engine: of raw series, or of rollup series read in their place.",
+			}, []string{"kind"}),
 			skipped: f.NewCounterVec(prometheus.CounterOpts{
 				Namespace: "kairos_adapter", Name: "read_skipped_values_total",
 				Help: "Stored values a read skipped because they are not numbers (kairos_string, unknown types, empty null values).",

@@ -36,6 +36,8 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/prometheus/prometheus/util/stats"
+
+	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
 // Store is what the query API reads: the adapter's Store has it.
@@ -86,6 +88,11 @@ type Options struct {
 	// the store implements Deleter. Off by default, as in Prometheus: it
 	// deletes data without asking.
 	EnableAdminAPI bool
+	// RollupResolutions are the resolutions rollups are kept at, and
+	// MaxSourceResolution the default of the max_source_resolution
+	// parameter ("" is auto): rollups.go.
+	RollupResolutions   []rollup.Resolution
+	MaxSourceResolution string
 }
 
 // API serves the query endpoints.
@@ -102,6 +109,10 @@ type API struct {
 	parser       parser.Parser
 	logger       *slog.Logger
 	now          func() time.Time
+	// What rollups.go plans reads with.
+	lookback    time.Duration
+	resolutions []rollup.Resolution // largest first
+	sourceRes   sourceResolution
 }
 
 // maxPoints is the most points a range query may return per series, as in
@@ -138,9 +149,15 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		EnableNegativeOffset: true,
 		Parser:               p,
 	})
+	src, err := parseSourceResolution(opts.MaxSourceResolution, opts.RollupResolutions)
+	if err != nil {
+		logger.Error("Default max_source_resolution unusable, auto instead", "err", err)
+		src = sourceResolution{auto: true}
+	}
 	return &API{
 		store: store, maxSamples: max(opts.MaxSamples, 0), sampleLimit: opts.SampleLimit, limits: opts.Limits.withDefaults(), timeout: opts.Timeout,
 		evalInterval: interval, gate: g, adminAPI: opts.EnableAdminAPI, engine: eng, parser: p, logger: logger, now: time.Now,
+		lookback: opts.LookbackDelta, resolutions: sortResolutions(opts.RollupResolutions), sourceRes: src,
 	}
 }
 
@@ -288,11 +305,12 @@ func (a *API) query(r *http.Request) (any, annotations.Annotations, *apiError) {
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
-	if apiErr := a.check(r.FormValue("query"), ts, ts, 0); apiErr != nil {
+	q, apiErr := a.check(r, ts, ts, 0)
+	if apiErr != nil {
 		return nil, nil, apiErr
 	}
 	ctx := a.sampleBudget(r.Context())
-	qry, err := a.engine.NewInstantQuery(ctx, a.queryable(), opts, r.FormValue("query"), ts)
+	qry, err := a.engine.NewInstantQuery(ctx, a.queryable(), opts, q, ts)
 	if err != nil {
 		return nil, nil, newQueryError(ctx, err)
 	}
@@ -329,11 +347,12 @@ func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiErr
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
-	if apiErr := a.check(r.FormValue("query"), start, end, step); apiErr != nil {
+	q, apiErr := a.check(r, start, end, step)
+	if apiErr != nil {
 		return nil, nil, apiErr
 	}
 	ctx := a.sampleBudget(r.Context())
-	qry, err := a.engine.NewRangeQuery(ctx, a.queryable(), opts, r.FormValue("query"), start, end, step)
+	qry, err := a.engine.NewRangeQuery(ctx, a.queryable(), opts, q, start, end, step)
 	if err != nil {
 		return nil, nil, newQueryError(ctx, err)
 	}
@@ -384,16 +403,21 @@ func (q *narrowing) Select(ctx context.Context, sortSeries bool, hints *storage.
 	return sub.Select(ctx, sortSeries, hints, ms...)
 }
 
-// check parses a query's expression within the limits, and counts the steps
-// of its subqueries, before the engine sees it. The engine then parses the
-// text again: its NewInstantQuery and NewRangeQuery take no parsed
-// expression, and the limits keep a parse to milliseconds.
-func (a *API) check(q string, start, end time.Time, step time.Duration) *apiError {
+// check parses a request's query within the limits, and counts the steps
+// of its subqueries, before the engine sees it, and returns the text the
+// engine evaluates: the query with read plans (planReads). The engine then
+// parses the text again: its NewInstantQuery and NewRangeQuery take no
+// parsed expression, and the limits keep a parse to milliseconds.
+func (a *API) check(r *http.Request, start, end time.Time, step time.Duration) (string, *apiError) {
+	q := r.FormValue("query")
 	expr, err := a.parse(q)
 	if err != nil {
-		return badParam(err, "query")
+		return "", badParam(err, "query")
 	}
-	return a.checkSteps(expr, start, end, step)
+	if apiErr := a.checkSteps(expr, start, end, step); apiErr != nil {
+		return "", apiErr
+	}
+	return a.planReads(r, q, expr, start, step)
 }
 
 // sampleBudget gives a PromQL query a budget of --query.max-samples samples

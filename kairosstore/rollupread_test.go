@@ -1,0 +1,205 @@
+package kairosstore_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/internal/rolluptest"
+	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
+	"github.com/kairos-remote/kairos-adapter/rollup"
+)
+
+// rollupData is two days of one gauge and one counter (reset once, in the
+// rolled-up middle, and once in the raw tail) at 60 s from t0.
+func rollupData(t0 int64) []rolluptest.Series {
+	g := rolluptest.Series{Labels: labels.FromStrings("__name__", "g", "job", "a")}
+	c := rolluptest.Series{Labels: labels.FromStrings("__name__", "c", "job", "a")}
+	v := 1000.0
+	for i := int64(0); i < 48*60; i++ {
+		ts := t0 + 7_000 + i*60_000 // not on bucket ends: samples near both sides of a seam
+		g.T, g.V = append(g.T, ts), append(g.V, 50+40*math.Sin(float64(i)/37))
+		v += float64(i%7) + 0.5
+		if i == 20*60 || i == 40*60 {
+			v = 3
+		}
+		c.T, c.V = append(c.T, ts), append(c.V, v)
+	}
+	return []rolluptest.Series{g, c}
+}
+
+// rollupStore is a store with rollupData written raw (no rollups yet).
+func rollupStore(t *testing.T, eng engine.Engine) (*ks.Store, *prometheus.Registry, int64, []rolluptest.Series) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	st, err := ks.Open(ctx, eng, ks.Options{RowWidth: 6 * time.Hour}, nil, reg)
+	require.NoError(t, err)
+	day := int64(24 * time.Hour / time.Millisecond)
+	t0 := 1_700_000_000_000 / day * day
+	data := rollupData(t0)
+	app := st.NewAppender()
+	for _, s := range data {
+		for i := range s.T {
+			_, err := app.Append(0, s.Labels, s.T[i], s.V[i])
+			require.NoError(t, err)
+		}
+	}
+	require.NoError(t, app.Commit(ctx))
+	return st, reg, t0, data
+}
+
+// TestRollupReadStitched reads with rollups done only for the middle of the
+// query's range: the raw samples before and after are stitched on, and
+// sums, counts, extremes and the counter's increase over the whole range
+// equal the raw ones, which holds only without a gap or an overlap at
+// either seam.
+func TestRollupReadStitched(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
+		ctx := context.Background()
+		st, reg, t0, data := rollupStore(t, eng)
+		h := rollup.Resolution(time.Hour)
+		require.NoError(t, rolluptest.Write(ctx, st, eng, []rollup.Resolution{h}, t0+10*hour, t0+30*hour, data))
+
+		mint, maxt := t0+1, t0+48*hour
+		read := func(name string, p rollup.Plan) (ts []int64, vs []float64) {
+			q, err := st.Querier(mint, maxt)
+			require.NoError(t, err)
+			defer q.Close()
+			ss := q.Select(ctx, false, &storage.SelectHints{Start: mint, End: maxt},
+				labels.MustNewMatcher(labels.MatchEqual, "__name__", name),
+				labels.MustNewMatcher(labels.MatchEqual, rollup.ReadMatcher, p.String()))
+			require.True(t, ss.Next())
+			it := ss.At().Iterator(nil)
+			for it.Next() != 0 {
+				t, v := it.At()
+				ts, vs = append(ts, t), append(vs, v)
+			}
+			require.NoError(t, it.Err())
+			require.False(t, ss.Next())
+			require.NoError(t, ss.Err())
+			for i := 1; i < len(ts); i++ {
+				require.Less(t, ts[i-1], ts[i])
+			}
+			return ts, vs
+		}
+		g, c := data[0], data[1]
+		var rawSum, rawMin, rawMax, rawInc float64
+		rawMin, rawMax = math.Inf(1), math.Inf(-1)
+		for i, v := range g.V {
+			rawSum += v
+			rawMin, rawMax = min(rawMin, v), max(rawMax, v)
+			if i > 0 {
+				if c.V[i] < c.V[i-1] {
+					rawInc += c.V[i]
+				} else {
+					rawInc += c.V[i] - c.V[i-1]
+				}
+			}
+		}
+		// 10 raw hours before, 21 buckets, 18 raw hours after.
+		ts, vs := read("g", rollup.Plan{Aggregate: rollup.Sum, Resolution: h})
+		require.Len(t, ts, 9*60+21+18*60)
+		require.InEpsilon(t, rawSum, total(vs), 1e-12)
+		_, vs = read("g", rollup.Plan{Aggregate: rollup.Count, Resolution: h})
+		require.Equal(t, float64(len(g.T)), total(vs))
+		_, vs = read("g", rollup.Plan{Aggregate: rollup.Min, Resolution: h})
+		require.Equal(t, rawMin, minOf(vs))
+		_, vs = read("g", rollup.Plan{Aggregate: rollup.Max, Resolution: h})
+		require.Equal(t, rawMax, -minOf(negate(vs)))
+		_, vs = read("c", rollup.Plan{Aggregate: rollup.Counter, Resolution: h})
+		for i := 1; i < len(vs); i++ {
+			require.GreaterOrEqual(t, vs[i], vs[i-1], "the running sum never resets")
+		}
+		require.InEpsilon(t, rawInc, vs[len(vs)-1]-vs[0], 1e-12)
+		require.Positive(t, cellsRead(t, reg, "rollup"))
+
+		// A count over raw samples alone (no rollups at 5m) is 1 a sample.
+		_, vs = read("g", rollup.Plan{Aggregate: rollup.Count, Resolution: rollup.Resolution(5 * time.Minute)})
+		require.Equal(t, float64(len(g.T)), total(vs))
+	})
+}
+
+// TestReadWindows reads only the windows a selector is evaluated in: every
+// sample inside them and nothing else, from fewer cells.
+func TestReadWindows(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
+		ctx := context.Background()
+		st, reg, t0, data := rollupStore(t, eng)
+		g := data[0]
+		// rate(g[5m]) at a step of 3h from t0+1h: windows (t-5m, t].
+		w, step := int64(5*time.Minute/time.Millisecond), 3*hour
+		hints := &storage.SelectHints{Start: t0 + hour - w + 1, End: t0 + 46*hour, Step: step, Range: w}
+		q, err := st.Querier(hints.Start, hints.End)
+		require.NoError(t, err)
+		defer q.Close()
+		ss := q.Select(ctx, false, hints, labels.MustNewMatcher(labels.MatchEqual, "__name__", "g"),
+			labels.MustNewMatcher(labels.MatchEqual, rollup.ReadMatcher, rollup.Plan{Windows: true, WindowMillis: w}.String()))
+		require.True(t, ss.Next())
+		var got, want []int64
+		it := ss.At().Iterator(nil)
+		for it.Next() != 0 {
+			ts, _ := it.At()
+			got = append(got, ts)
+		}
+		require.NoError(t, it.Err())
+		for _, ts := range g.T {
+			if ts < hints.Start || ts > hints.End {
+				continue
+			}
+			if e := (ts - hints.Start) % step; e < w {
+				want = append(want, ts)
+			}
+		}
+		require.Equal(t, want, got)
+		require.Len(t, got, 16*5)
+		require.Less(t, cellsRead(t, reg, "raw"), float64(2*len(got)))
+	})
+}
+
+func cellsRead(t *testing.T, reg *prometheus.Registry, kind string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "kairos_adapter_read_cells_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == kind {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func total(vs []float64) float64 {
+	s := 0.0
+	for _, v := range vs {
+		s += v
+	}
+	return s
+}
+
+func minOf(vs []float64) float64 {
+	m := math.Inf(1)
+	for _, v := range vs {
+		m = min(m, v)
+	}
+	return m
+}
+
+func negate(vs []float64) []float64 {
+	out := make([]float64, len(vs))
+	for i, v := range vs {
+		out[i] = -v
+	}
+	return out
+}

@@ -1,0 +1,263 @@
+package queryapi
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/kairos-remote/kairos-adapter/rollup"
+)
+
+// The query API plans how the store reads each selector, and the store
+// obeys (kairosstore/rollupread.go): it adds a rollup.ReadMatcher to every
+// selector it can read more cheaply than raw, and gives the engine the
+// expression with those matchers (the engine takes text only). Two ways:
+//
+//   - Rollups. min_over_time, max_over_time and sum_over_time of x[R] read
+//     the rollup of that aggregate; count_over_time becomes sum_over_time
+//     over the count rollup, avg_over_time their quotient. Only where every
+//     window is a whole number of buckets (R, the step, and the first
+//     evaluation time minus the offset are multiples of the resolution), so
+//     the result is exactly the raw one. rate and increase read the counter
+//     rollup at a resolution of at most R/4: within about 1 % of raw, not
+//     exact. The largest resolution allowed wins; with
+//     max_source_resolution=auto it is at most step/5 (Thanos's rule; R for
+//     an instant query), with 5m or 1h at most that, with 0 or raw none.
+//   - Windows. A selector of a range query whose step is longer than what
+//     it reads at each step (R, or the lookback delta of an instant
+//     selector) reads only those windows, not the cells between them.
+//
+// A selector is planned only when its windows are those of the query's
+// steps and its own range: not inside a subquery, without @, not anchored
+// or smoothed, and naming its metric (so that the rollup series can be
+// named).
+
+// sourceResolution is a max_source_resolution: auto, or at most max (0:
+// raw only).
+type sourceResolution struct {
+	auto bool
+	max  rollup.Resolution
+}
+
+// parseSourceResolution reads max_source_resolution as Thanos names it:
+// auto, 0 or raw, or one of the resolutions rollups are kept at.
+func parseSourceResolution(s string, resolutions []rollup.Resolution) (sourceResolution, error) {
+	switch s {
+	case "", "auto":
+		return sourceResolution{auto: true}, nil
+	case "0", "0s", "raw":
+		return sourceResolution{}, nil
+	}
+	d, err := model.ParseDuration(s)
+	if err == nil {
+		r := rollup.Resolution(d)
+		if slices.Contains(resolutions, r) || r == rollup.Resolution(5*time.Minute) || r == rollup.Resolution(time.Hour) {
+			return sourceResolution{max: r}, nil
+		}
+	}
+	return sourceResolution{}, fmt.Errorf("max_source_resolution %q: want auto, 0 (or raw), or a rollup resolution such as 5m or 1h", s)
+}
+
+// planner plans the reads of one query.
+type planner struct {
+	start, step, lookback int64 // ms; step 0 for an instant query
+	src                   sourceResolution
+	resolutions           []rollup.Resolution // largest first
+	planned               bool
+}
+
+// planReads is the expression the engine evaluates for query text q,
+// already parsed to expr (check): q itself, or expr with read plans.
+func (a *API) planReads(r *http.Request, q string, expr parser.Expr, start time.Time, step time.Duration) (string, *apiError) {
+	refused := false
+	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok && slices.ContainsFunc(vs.LabelMatchers, func(m *labels.Matcher) bool { return m.Name == rollup.ReadMatcher }) {
+			refused = true
+		}
+		return nil
+	})
+	if refused {
+		return "", badParam(fmt.Errorf("the label %s is reserved for the adapter's read plans", rollup.ReadMatcher), "query")
+	}
+	src := a.sourceRes
+	if s := r.FormValue("max_source_resolution"); s != "" {
+		var err error
+		if src, err = parseSourceResolution(s, a.resolutions); err != nil {
+			return "", badParam(err, "max_source_resolution")
+		}
+	}
+	lookback := a.lookback
+	if s := r.FormValue("lookback_delta"); s != "" {
+		if d, err := parseDuration(s); err == nil && d > 0 {
+			lookback = d
+		}
+	}
+	p := &planner{start: start.UnixMilli(), step: step.Milliseconds(), lookback: lookback.Milliseconds(), src: src, resolutions: a.resolutions}
+	expr = p.expr(expr, false)
+	if !p.planned {
+		return q, nil
+	}
+	return expr.String(), nil
+}
+
+// expr plans the selectors of e, inSub when e is inside a subquery; it
+// returns e or what replaces it.
+func (p *planner) expr(e parser.Expr, inSub bool) parser.Expr {
+	switch n := e.(type) {
+	case *parser.AggregateExpr:
+		n.Expr = p.expr(n.Expr, inSub)
+		if n.Param != nil {
+			n.Param = p.expr(n.Param, inSub)
+		}
+	case *parser.BinaryExpr:
+		n.LHS, n.RHS = p.expr(n.LHS, inSub), p.expr(n.RHS, inSub)
+	case *parser.ParenExpr:
+		n.Expr = p.expr(n.Expr, inSub)
+	case *parser.UnaryExpr:
+		n.Expr = p.expr(n.Expr, inSub)
+	case *parser.SubqueryExpr:
+		n.Expr = p.expr(n.Expr, true)
+	case *parser.Call:
+		return p.call(n, inSub)
+	case *parser.VectorSelector:
+		if !inSub && p.step > p.lookback && safe(n) {
+			p.add(n, rollup.Plan{Windows: true, WindowMillis: p.lookback})
+		}
+	}
+	return e
+}
+
+// call plans a function call: a range function of a selector reads
+// rollups or windows, any other argument is planned as an expression.
+func (p *planner) call(c *parser.Call, inSub bool) parser.Expr {
+	for i, arg := range c.Args {
+		ms, ok := arg.(*parser.MatrixSelector)
+		if !ok {
+			c.Args[i] = p.expr(arg, inSub)
+			continue
+		}
+		vs, ok := ms.VectorSelector.(*parser.VectorSelector)
+		if !ok || inSub || !safe(vs) {
+			continue
+		}
+		rng := ms.Range.Milliseconds()
+		var plan rollup.Plan
+		if p.step > rng {
+			plan = rollup.Plan{Windows: true, WindowMillis: rng}
+		}
+		switch c.Func.Name {
+		case "min_over_time", "max_over_time", "sum_over_time", "count_over_time", "avg_over_time":
+			if r := p.aligned(rng, vs.OriginalOffset.Milliseconds()); r != 0 {
+				return p.rollupCall(c, ms, vs, plan, r)
+			}
+		case "rate", "increase":
+			if r := p.resolution(rng, func(r int64) bool { return r <= rng/4 }); r != 0 {
+				plan.Aggregate, plan.Resolution = rollup.Counter, r
+			}
+		}
+		if plan != (rollup.Plan{}) {
+			p.add(vs, plan)
+		}
+	}
+	return c
+}
+
+// rollupCall rewrites an aggregation over time of x[R] to read rollups at r.
+func (p *planner) rollupCall(c *parser.Call, ms *parser.MatrixSelector, vs *parser.VectorSelector, plan rollup.Plan, r rollup.Resolution) parser.Expr {
+	plan.Resolution = r
+	switch c.Func.Name {
+	case "min_over_time":
+		plan.Aggregate = rollup.Min
+	case "max_over_time":
+		plan.Aggregate = rollup.Max
+	case "sum_over_time":
+		plan.Aggregate = rollup.Sum
+	case "count_over_time":
+		plan.Aggregate = rollup.Count
+		c.Func = parser.Functions["sum_over_time"]
+	case "avg_over_time":
+		// sum / count of the same windows: both keep the series' labels
+		// but the name, so they match one to one.
+		countVS := *vs
+		countVS.LabelMatchers = slices.Clone(vs.LabelMatchers)
+		countMS := *ms
+		countMS.VectorSelector = &countVS
+		countPlan := plan
+		countPlan.Aggregate = rollup.Count
+		p.add(&countVS, countPlan)
+		plan.Aggregate = rollup.Sum
+		p.add(vs, plan)
+		sum := parser.Functions["sum_over_time"]
+		return &parser.ParenExpr{Expr: &parser.BinaryExpr{
+			Op:             parser.DIV,
+			LHS:            &parser.Call{Func: sum, Args: parser.Expressions{ms}},
+			RHS:            &parser.Call{Func: sum, Args: parser.Expressions{&countMS}},
+			VectorMatching: &parser.VectorMatching{Card: parser.CardOneToOne},
+		}}
+	}
+	p.add(vs, plan)
+	return c
+}
+
+// aligned is the largest resolution allowed whose buckets tile every
+// window of a range rng evaluated at the query's steps, offset by off; 0
+// when none does.
+func (p *planner) aligned(rng, off int64) rollup.Resolution {
+	return p.resolution(rng, func(r int64) bool {
+		return rng%r == 0 && p.stepOr(rng)%r == 0 && (p.start-off)%r == 0
+	})
+}
+
+// resolution is the largest resolution allowed that fits.
+func (p *planner) resolution(rng int64, fits func(r int64) bool) rollup.Resolution {
+	if !p.src.auto && p.src.max == 0 {
+		return 0
+	}
+	for _, r := range p.resolutions {
+		ms := r.Millis()
+		switch {
+		case p.src.auto && ms > p.stepOr(rng)/5:
+		case !p.src.auto && r > p.src.max:
+		case fits(ms):
+			return r
+		}
+	}
+	return 0
+}
+
+// stepOr is the query's step; an instant query's windows are one range
+// apart as far as the rules go.
+func (p *planner) stepOr(rng int64) int64 {
+	if p.step == 0 {
+		return rng
+	}
+	return p.step
+}
+
+func (p *planner) add(vs *parser.VectorSelector, plan rollup.Plan) {
+	vs.LabelMatchers = append(vs.LabelMatchers, labels.MustNewMatcher(labels.MatchEqual, rollup.ReadMatcher, plan.String()))
+	p.planned = true
+}
+
+// safe says whether a selector is read at the query's steps over its own
+// range, and names its metric.
+func safe(vs *parser.VectorSelector) bool {
+	return vs.Timestamp == nil && vs.StartOrEnd == 0 && !vs.Anchored && !vs.Smoothed &&
+		slices.ContainsFunc(vs.LabelMatchers, func(m *labels.Matcher) bool {
+			return m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual && m.Value != ""
+		})
+}
+
+// sortResolutions orders resolutions largest first, without duplicates.
+func sortResolutions(rs []rollup.Resolution) []rollup.Resolution {
+	rs = slices.Clone(rs)
+	slices.Sort(rs)
+	rs = slices.Compact(rs)
+	slices.Reverse(rs)
+	return rs
+}

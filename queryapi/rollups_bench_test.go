@@ -1,0 +1,111 @@
+package queryapi
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/internal/rolluptest"
+	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
+)
+
+// BenchmarkLongRange is issue 23's figure: a query_range over a year at a
+// step of 8 h (1,092 points) over 100 counters of 60 s samples (52.6 M),
+// with rollups (5m and 1h, all written) and with max_source_resolution=0
+// (raw cells, windows still applied), on both engines. It reports the
+// cells read per query (raw and rollup) beside the time. The rollup side
+// runs under the default --query.max-samples (50 M), the raw side without
+// a limit. KAIROS_BENCH_CASSANDRA_SERIES scales the Cassandra side down
+// (writing 52 M samples to one shared node takes long), and
+// KAIROS_BENCH_PEBBLE_SERIES the embedded side; 0 skips a side.
+//
+//	go test -run '^$' -bench LongRange -benchtime 3x -timeout 2h ./queryapi/
+func BenchmarkLongRange(b *testing.B) {
+	for _, name := range []string{"pebble", "cassandra"} {
+		b.Run("engine="+name, func(b *testing.B) {
+			n := benchSeries(b, "KAIROS_BENCH_"+strings.ToUpper(name)+"_SERIES")
+			if n == 0 {
+				b.Skip("no series asked for")
+			}
+			longRange(b, openEngine(b, name), n)
+		})
+	}
+}
+
+// benchSeries is the series count env names, 100 by default.
+func benchSeries(b *testing.B, env string) int {
+	s := os.Getenv(env)
+	if s == "" {
+		return 100
+	}
+	n, err := strconv.Atoi(s)
+	require.NoError(b, err)
+	return n
+}
+
+func longRange(b *testing.B, eng engine.Engine, series int) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	st, err := kairosstore.Open(ctx, eng, kairosstore.Options{}, nil, reg)
+	require.NoError(b, err)
+	day := int64(24 * time.Hour / time.Millisecond)
+	t0 := 1_700_000_000_000 / day * day
+	end := t0 + 366*day
+	rnd := rand.New(rand.NewPCG(3, 4))
+	t1 := time.Now()
+	for i := range series {
+		s := rolluptest.Series{Labels: labels.FromStrings("__name__", "x", "job", fmt.Sprint("j", i%4), "instance", fmt.Sprint("i", i))}
+		v := 0.0
+		for t := t0 + int64(i)*100; t < end; t += 60_000 {
+			if rnd.IntN(100_000) == 0 {
+				v = 0 // a restart
+			}
+			v += 5 + rnd.Float64()
+			s.T, s.V = append(s.T, t), append(s.V, v)
+		}
+		for lo := 0; lo < len(s.T); lo += 50_000 {
+			app := st.NewAppender()
+			for k := lo; k < min(lo+50_000, len(s.T)); k++ {
+				require.NoError(b, errOf(app.Append(0, s.Labels, s.T[k], s.V[k])))
+			}
+			require.NoError(b, app.Commit(ctx))
+		}
+		require.NoError(b, rolluptest.Write(ctx, st, eng, testResolutions, t0, end, []rolluptest.Series{s}))
+	}
+	b.Logf("%d series of a year written with their rollups in %s", series, time.Since(t1).Round(time.Second))
+	apis := map[string]http.Handler{
+		"rollups": mount(New(st, withBudget(Options{RollupResolutions: testResolutions, MaxSamples: 50_000_000}), nil, prometheus.NewRegistry()), http.NotFoundHandler()),
+		"raw":     mount(New(st, Options{RollupResolutions: testResolutions}, nil, prometheus.NewRegistry()), http.NotFoundHandler()),
+	}
+	for _, q := range []string{`sum by (job) (rate(x[8h1m]))`, `max_over_time(x[8h])`, `sum by (job) (rate(x[5m]))`} {
+		for _, read := range []string{"rollups", "raw"} {
+			b.Run(fmt.Sprintf("q=%s/read=%s", q, read), func(b *testing.B) {
+				form := url.Values{"query": {q}, "start": {strconv.FormatInt((t0+day)/1000, 10)}, "end": {strconv.FormatInt(end/1000, 10)}, "step": {"8h"}}
+				if read == "raw" {
+					form.Set("max_source_resolution", "0")
+				}
+				before := cellCounts(b, reg)
+				for b.Loop() {
+					if got := get(b, apis[read], http.MethodPost, "/api/v1/query_range", form); got.code != http.StatusOK {
+						b.Fatal(got.body)
+					}
+				}
+				after := cellCounts(b, reg)
+				b.ReportMetric((after["raw"]-before["raw"])/float64(b.N), "raw_cells/op")
+				b.ReportMetric((after["rollup"]-before["rollup"])/float64(b.N), "rollup_cells/op")
+			})
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package queryapi
+
+import (
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/rollup"
+)
+
+var testResolutions = []rollup.Resolution{rollup.Resolution(5 * time.Minute), rollup.Resolution(time.Hour)}
+
+// TestPlanReads holds the planner to its rules: which selectors read
+// rollups of which aggregate and resolution, which read windows, and which
+// are left alone.
+func TestPlanReads(t *testing.T) {
+	day := time.Unix(1_700_006_400, 0) // a multiple of 1h (and of 1d)
+	const r = `__kairos_read__=`
+	for _, c := range []struct {
+		name, q string
+		start   time.Time
+		step    time.Duration // 0: instant
+		src     string        // max_source_resolution
+		want    string        // "" = unchanged
+		err     string
+	}{
+		{name: "max 1h", q: `max_over_time(x[8h])`, start: day, step: 8 * time.Hour,
+			want: `max_over_time(x{` + r + `"max@1h"}[8h])`},
+		{name: "min 5m at step 30m", q: `min_over_time(x[1h])`, start: day, step: 30 * time.Minute,
+			want: `min_over_time(x{` + r + `"min@5m"}[1h])`},
+		{name: "sum windows", q: `sum_over_time(x[1h])`, start: day, step: 8 * time.Hour,
+			want: `sum_over_time(x{` + r + `"sum@1h,windows=3600000"}[1h])`},
+		{name: "count", q: `count_over_time(x{job="a"}[8h])`, start: day, step: 8 * time.Hour,
+			want: `sum_over_time(x{` + r + `"count@1h",job="a"}[8h])`},
+		{name: "avg", q: `2 ^ avg_over_time(x[8h])`, start: day, step: 8 * time.Hour,
+			want: `2 ^ (sum_over_time(x{` + r + `"sum@1h"}[8h]) / sum_over_time(x{` + r + `"count@1h"}[8h]))`},
+		{name: "offset aligned", q: `max_over_time(x[8h] offset 1h)`, start: day, step: 8 * time.Hour,
+			want: `max_over_time(x{` + r + `"max@1h"}[8h] offset 1h)`},
+		{name: "offset misaligned to 1h", q: `max_over_time(x[8h] offset 5m)`, start: day, step: 8 * time.Hour,
+			want: `max_over_time(x{` + r + `"max@5m"}[8h] offset 5m)`},
+		{name: "start misaligned", q: `max_over_time(x[8h])`, start: day.Add(time.Minute), step: 8 * time.Hour},
+		{name: "range misaligned", q: `max_over_time(x[8h1m])`, start: day, step: 8 * time.Hour},
+		{name: "step misaligned, windows", q: `max_over_time(x[1h])`, start: day, step: 8*time.Hour + time.Minute,
+			want: `max_over_time(x{` + r + `"windows=3600000"}[1h])`},
+		{name: "step too short for 1h", q: `max_over_time(x[1h])`, start: day, step: time.Hour,
+			want: `max_over_time(x{` + r + `"max@5m"}[1h])`},
+		{name: "step too short", q: `max_over_time(x[1h])`, start: day, step: 15 * time.Minute},
+		{name: "rate 1h", q: `sum by (job) (rate(x[8h1m]))`, start: day, step: 8 * time.Hour,
+			want: `sum by (job) (rate(x{` + r + `"counter@1h"}[8h1m]))`},
+		{name: "increase 5m", q: `increase(x[1h])`, start: day, step: 8 * time.Hour,
+			want: `increase(x{` + r + `"counter@5m,windows=3600000"}[1h])`},
+		{name: "rate too short, windows", q: `rate(x[5m])`, start: day, step: 8 * time.Hour,
+			want: `rate(x{` + r + `"windows=300000"}[5m])`},
+		{name: "rate step short", q: `rate(x[5m])`, start: day, step: time.Minute},
+		{name: "irate windows only", q: `irate(x[5m])`, start: day, step: time.Hour,
+			want: `irate(x{` + r + `"windows=300000"}[5m])`},
+		{name: "instant selector windows", q: `x + on() group_left y{a="b"}`, start: day, step: time.Hour,
+			want: `x{` + r + `"windows=300000"} + on () group_left () y{` + r + `"windows=300000",a="b"}`},
+		{name: "instant selector short step", q: `x`, start: day, step: time.Minute},
+		{name: "instant query", q: `max_over_time(x[1d])`, start: day,
+			want: `max_over_time(x{` + r + `"max@1h"}[1d])`},
+		{name: "instant query rate", q: `rate(x[1h])`, start: day,
+			want: `rate(x{` + r + `"counter@5m"}[1h])`},
+		{name: "subquery", q: `max_over_time(rate(x[5m])[1d:1h])`, start: day, step: 8 * time.Hour},
+		{name: "at", q: `max_over_time(x[8h] @ 1700006400)`, start: day, step: 8 * time.Hour},
+		{name: "at end", q: `max_over_time(x[8h] @ end())`, start: day, step: 8 * time.Hour},
+		{name: "no name", q: `max_over_time({job="a"}[8h])`, start: day, step: 8 * time.Hour},
+		{name: "name regexp", q: `max_over_time({__name__=~"x|y"}[8h])`, start: day, step: 8 * time.Hour},
+		{name: "raw", q: `max_over_time(x[8h])`, start: day, step: 8 * time.Hour, src: "raw"},
+		{name: "0", q: `rate(x[8h])`, start: day, step: 9 * time.Hour, src: "0",
+			want: `rate(x{` + r + `"windows=28800000"}[8h])`},
+		{name: "at most 5m", q: `max_over_time(x[8h])`, start: day, step: 8 * time.Hour, src: "5m",
+			want: `max_over_time(x{` + r + `"max@5m"}[8h])`},
+		{name: "1h beats step/5", q: `max_over_time(x[1h])`, start: day, step: time.Hour, src: "1h",
+			want: `max_over_time(x{` + r + `"max@1h"}[1h])`},
+		{name: "bad source resolution", q: `x`, start: day, step: time.Hour, src: "2m", err: `invalid parameter "max_source_resolution"`},
+		{name: "reserved", q: `x{__kairos_read__="max@1h"}`, start: day, step: time.Hour, err: `reserved`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := New(nil, Options{RollupResolutions: testResolutions}, nil, nil)
+			form := url.Values{"query": {c.q}}
+			if c.src != "" {
+				form.Set("max_source_resolution", c.src)
+			}
+			req := httptest.NewRequest("POST", "/api/v1/query_range", strings.NewReader(form.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			require.NoError(t, req.ParseForm())
+			got, apiErr := a.check(req, c.start, c.start.Add(30*24*time.Hour), c.step)
+			if c.err != "" {
+				require.NotNil(t, apiErr)
+				require.Equal(t, errBadData, apiErr.typ)
+				require.ErrorContains(t, apiErr.err, c.err)
+				return
+			}
+			require.Nil(t, apiErr)
+			if c.want == "" {
+				require.Equal(t, c.q, got)
+				return
+			}
+			require.Equal(t, c.want, got)
+		})
+	}
+}
