@@ -223,6 +223,10 @@ type group struct {
 	metric []byte
 	labels labels.Labels
 	vals   map[int64]float64
+	// comp is the compensation of a Neumaier sum per time, as the
+	// engine's own sum keeps one, so that a sum of shards that cancel
+	// loses no more than the whole query's sum.
+	comp map[int64]float64
 }
 
 // combine folds the shards' series by labels and time: sums (and counts)
@@ -235,7 +239,7 @@ func combine(op parser.ItemType, answers []*matrix) (map[string]*group, bool) {
 			k := string(s.labels.Bytes(nil))
 			g := out[k]
 			if g == nil {
-				g = &group{metric: s.metric, labels: s.labels, vals: make(map[int64]float64, len(s.floats))}
+				g = &group{metric: s.metric, labels: s.labels, vals: make(map[int64]float64, len(s.floats)), comp: map[int64]float64{}}
 				out[k] = g
 			}
 			for _, p := range s.floats {
@@ -248,7 +252,7 @@ func combine(op parser.ItemType, answers []*matrix) (map[string]*group, bool) {
 				case !ok:
 					g.vals[p.t] = v
 				case op == parser.SUM || op == parser.COUNT:
-					g.vals[p.t] = have + v
+					g.vals[p.t], g.comp[p.t] = neumaierAdd(have, v, g.comp[p.t])
 				case op == parser.MAX:
 					if have < v || math.IsNaN(have) {
 						g.vals[p.t] = v
@@ -264,9 +268,37 @@ func combine(op parser.ItemType, answers []*matrix) (map[string]*group, bool) {
 	return out, true
 }
 
+// neumaierAdd adds v to sum, carrying the lost low-order part in c.
+func neumaierAdd(sum, v, c float64) (float64, float64) {
+	t := sum + v
+	switch {
+	case math.IsInf(t, 0):
+		c = 0
+	case math.Abs(sum) >= math.Abs(v):
+		c += (sum - t) + v
+	default:
+		c += (v - t) + sum
+	}
+	return t, c
+}
+
+// settle adds each time's compensation to its sum.
+func (g *group) settle() {
+	for t, c := range g.comp {
+		if v := g.vals[t]; !math.IsInf(v, 0) && !math.IsNaN(c) {
+			g.vals[t] = v + c
+		}
+	}
+	clear(g.comp)
+}
+
 func divide(sums, counts map[string]*group) *matrix {
 	for k, g := range sums {
+		g.settle()
 		c := counts[k]
+		if c != nil {
+			c.settle()
+		}
 		for t, v := range g.vals {
 			if c == nil {
 				delete(g.vals, t)
@@ -283,6 +315,7 @@ func toMatrix(groups map[string]*group) *matrix {
 	s := json.BorrowStream(nil)
 	defer json.ReturnStream(s)
 	for _, g := range groups {
+		g.settle()
 		if len(g.vals) == 0 {
 			continue
 		}
