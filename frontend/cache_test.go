@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -251,4 +252,29 @@ func TestReservedLabelRefused(t *testing.T) {
 		want := ask(t, h.whole, f, nil)
 		require.Equal(t, want, ask(t, h.front, f, nil), fmt.Sprint(f))
 	}
+}
+
+// TestCacheBytesMeasured holds the cache's own estimate of its memory
+// (kairos_adapter_frontend_cache_bytes, what --query.results-cache-bytes
+// bounds) to the heap its extents keep alive: within 25 %.
+func TestCacheBytesMeasured(t *testing.T) {
+	h := newCacheHarness(t, Options{Shards: 1})
+	form := func(i int) url.Values {
+		return rangeForm(fmt.Sprintf(`http_requests_total * %d`, i), midnight.Add(-2*time.Hour), midnight.Add(2*time.Hour), 15*time.Second)
+	}
+	ask(t, h.front, form(0), nil) // pools and the engine's first allocations
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	held0 := h.count(t, "cache_bytes", "")
+	for i := 1; i <= 30; i++ {
+		require.Equal(t, http.StatusOK, ask(t, h.front, form(i), nil).code)
+	}
+	h.takeRanges()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := h.count(t, "cache_bytes", "") - held0
+	heap := float64(after.HeapAlloc) - float64(before.HeapAlloc)
+	t.Logf("cache_bytes grew by %.0f, the heap by %.0f (%.2f)", held, heap, heap/held)
+	require.InDelta(t, 1, heap/held, 0.25)
 }

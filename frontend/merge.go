@@ -85,6 +85,14 @@ func parsePoints(raw []jsoniter.RawMessage) ([]point, error) {
 		return nil, nil
 	}
 	out := make([]point, 0, len(raw))
+	size := 0
+	for _, p := range raw {
+		size += len(p)
+	}
+	// The values are copied into one array per series, so that what a
+	// cached extent holds is that array and the points, not one small
+	// allocation per point (cache.go's sizeOf counts it so).
+	arena := make([]byte, 0, size)
 	for _, p := range raw {
 		p = bytes.TrimSpace(p)
 		comma := bytes.IndexByte(p, ',')
@@ -95,7 +103,9 @@ func parsePoints(raw []jsoniter.RawMessage) ([]point, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, point{t: t, v: bytes.TrimSpace(p[comma+1 : len(p)-1])})
+		start := len(arena)
+		arena = append(arena, bytes.TrimSpace(p[comma+1:len(p)-1])...)
+		out = append(out, point{t: t, v: arena[start:len(arena):len(arena)]})
 	}
 	return out, nil
 }
