@@ -28,6 +28,7 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/adapter"
 	"github.com/kairos-remote/kairos-adapter/config"
+	"github.com/kairos-remote/kairos-adapter/frontend"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
@@ -72,42 +73,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	// The engine is closed once, on the way out, after the HTTP server has
-	// drained: the embedded one opens below, the Cassandra one in the store
-	// actor, which has returned by the time run does.
-	var eng engine.Engine
-	defer func() {
-		if eng == nil {
-			return
-		}
-		if err := eng.Close(); err != nil {
-			logger.Warn("Closing the store", "storage", cfg.Storage.Type, "err", err)
-		}
-	}()
 	store := &lazyStore{}
-	var cqlCfg cql.Config
-	var embedded *pebblekv.Engine // for the status page's block cache
-	switch cfg.Storage.Type {
-	case "embedded":
-		// A local store either opens now or never: fail fast.
-		opts := pebblekv.DefaultOptions()
-		opts.CacheSize = cfg.Storage.EmbeddedCacheBytes
-		e, err := pebblekv.Open(cfg.Storage.Path, opts, logger)
-		if err == nil {
-			eng, embedded = e, e // not before: a nil *pebblekv.Engine is a non-nil Engine
-			err = openStore(ctx, cfg, e, store, logger, reg)
-		}
-		if err != nil {
-			logger.Error("Cannot open the embedded store", "path", cfg.Storage.Path, "err", err)
-			return 1
-		}
-	case "cassandra":
-		if cqlCfg, err = cassandraConfig(cfg); err != nil {
-			logger.Error("Invalid Cassandra configuration", "err", err)
-			return 1
-		}
-	}
-
 	// Prometheus's query API, so Grafana can query the adapter directly.
 	queryAPI := queryapi.New(store, queryapi.Options{
 		Timeout:        time.Duration(cfg.Query.Timeout),
@@ -126,6 +92,61 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			MaxSubquerySteps: cfg.Query.MaxSubquerySteps,
 		},
 	}, logger, reg)
+	// Range queries go through the frontend: split by day, sharded, and
+	// cached; the store's change notices invalidate the cache, so the
+	// frontend exists before the store opens.
+	var queryRange http.Handler
+	queryAPI.Register(func(_, name string, h http.Handler) {
+		if name == "query_range" {
+			queryRange = h
+		}
+	})
+	front := frontend.New(queryRange, frontend.Options{
+		SplitInterval:  splitInterval(cfg),
+		Parallelism:    cfg.Query.Parallelism,
+		Shards:         cfg.Query.Shards,
+		CacheBytes:     cfg.Query.ResultsCacheBytes,
+		CacheFreshness: time.Duration(cfg.Query.ResultsCacheFreshness),
+		CacheTTL:       time.Duration(cfg.Query.ResultsCacheTTL),
+		AlignSteps:     cfg.Query.AlignSteps,
+		LookbackDelta:  time.Duration(cfg.Query.LookbackDelta),
+	}, reg, logger)
+
+	// The engine is closed once, on the way out, after the HTTP server has
+	// drained: the embedded one opens below, the Cassandra one in the store
+	// actor, which has returned by the time run does.
+	var eng engine.Engine
+	defer func() {
+		if eng == nil {
+			return
+		}
+		if err := eng.Close(); err != nil {
+			logger.Warn("Closing the store", "storage", cfg.Storage.Type, "err", err)
+		}
+	}()
+	var cqlCfg cql.Config
+	var embedded *pebblekv.Engine // for the status page's block cache
+	switch cfg.Storage.Type {
+	case "embedded":
+		// A local store either opens now or never: fail fast.
+		opts := pebblekv.DefaultOptions()
+		opts.CacheSize = cfg.Storage.EmbeddedCacheBytes
+		e, err := pebblekv.Open(cfg.Storage.Path, opts, logger)
+		if err == nil {
+			eng, embedded = e, e // not before: a nil *pebblekv.Engine is a non-nil Engine
+			err = openStore(ctx, cfg, e, store, front.OnChange, logger, reg)
+		}
+		if err != nil {
+			logger.Error("Cannot open the embedded store", "path", cfg.Storage.Path, "err", err)
+			return 1
+		}
+	case "cassandra":
+		if cqlCfg, err = cassandraConfig(cfg); err != nil {
+			logger.Error("Invalid Cassandra configuration", "err", err)
+			return 1
+		}
+	}
+
 	var cqlEngine atomic.Pointer[cql.Engine] // for the status page's hosts
 	ui := webui.New(webui.Options{
 		Store: func() webui.Store {
@@ -157,7 +178,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		SeriesCacheSize:       cfg.KairosDB.IndexCacheSize,
 		SeriesCacheTTL:        time.Duration(cfg.KairosDB.IndexCacheTTL),
 		Routes: func(handle func(string, string, http.Handler)) {
-			queryAPI.Register(handle)
+			queryAPI.Register(func(pattern, name string, h http.Handler) {
+				if name == "query_range" {
+					h = front
+				}
+				handle(pattern, name, h)
+			})
 			ui.Register(handle)
 		},
 	}, logger, reg)
@@ -221,7 +247,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			eng = e
 			cqlEngine.Store(e)
 			reg.MustRegister(e.Collectors()...)
-			if err := openStore(ctx, cfg, e, store, logger, reg); err != nil {
+			if err := openStore(ctx, cfg, e, store, front.OnChange, logger, reg); err != nil {
 				if ctx.Err() != nil {
 					return nil // interrupted
 				}
@@ -238,6 +264,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	return 0
 }
 
+// splitInterval is --query.split-interval as the frontend takes it: 0
+// turns splitting off.
+func splitInterval(cfg *config.Config) time.Duration {
+	if cfg.Query.SplitInterval == 0 {
+		return -1
+	}
+	return time.Duration(cfg.Query.SplitInterval)
+}
+
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	lvl, format := promslog.NewLevel(), promslog.NewFormat()
 	_ = lvl.Set(cfg.Log.Level) // validated by config
@@ -247,7 +282,7 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 
 // openStore sets up the engine's tables and the layout, then makes the store
 // available to the HTTP handlers.
-func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into *lazyStore, logger *slog.Logger, reg prometheus.Registerer) error {
+func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into *lazyStore, onChange func([]kairosstore.Change), logger *slog.Logger, reg prometheus.Registerer) error {
 	if err := eng.Setup(ctx); err != nil {
 		return fmt.Errorf("create tables: %w", err)
 	}
@@ -266,6 +301,7 @@ func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into 
 		MetricPrefix:      cfg.KairosDB.MetricPrefix,
 		MaxMetrics:        cfg.Query.MaxMetrics,
 		MaxSeries:         cfg.Query.MaxSeries,
+		OnChange:          onChange,
 	}, logger, reg)
 	if err != nil {
 		return err

@@ -106,6 +106,14 @@ type Query struct {
 	MaxLength        int `yaml:"max_length"`
 	MaxDepth         int `yaml:"max_depth"`
 	MaxSubquerySteps int `yaml:"max_subquery_steps"`
+	// How range queries are split, sharded and cached (package frontend).
+	SplitInterval         model.Duration `yaml:"split_interval"`
+	Parallelism           int            `yaml:"parallelism"`
+	Shards                int            `yaml:"shards"`
+	ResultsCacheBytes     int64          `yaml:"results_cache_bytes"`
+	ResultsCacheFreshness model.Duration `yaml:"results_cache_freshness"`
+	ResultsCacheTTL       model.Duration `yaml:"results_cache_ttl"`
+	AlignSteps            bool           `yaml:"align_steps"`
 }
 
 // Log configures log/slog output.
@@ -292,6 +300,27 @@ func (c *Config) Validate() error {
 		if q.v <= 0 {
 			bad(q.flag, q.key, "must be positive, got %d", q.v)
 		}
+	}
+	if c.Query.SplitInterval < 0 {
+		bad("query.split-interval", "query.split_interval", "must not be negative (0 turns splitting off), got %s", c.Query.SplitInterval)
+	}
+	for _, q := range []struct {
+		flag, key string
+		v         int64
+	}{
+		{"query.parallelism", "query.parallelism", int64(c.Query.Parallelism)},
+		{"query.shards", "query.shards", int64(c.Query.Shards)},
+		{"query.results-cache-bytes", "query.results_cache_bytes", c.Query.ResultsCacheBytes},
+	} {
+		if q.v < 0 {
+			bad(q.flag, q.key, "must not be negative, got %d", q.v)
+		}
+	}
+	if c.Query.ResultsCacheFreshness < 0 {
+		bad("query.results-cache-freshness", "query.results_cache_freshness", "must not be negative, got %s", c.Query.ResultsCacheFreshness)
+	}
+	if c.Query.ResultsCacheTTL <= 0 {
+		bad("query.results-cache-ttl", "query.results_cache_ttl", "must be positive, got %s", c.Query.ResultsCacheTTL)
 	}
 	if !contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		bad("log.level", "log.level", "%q must be debug, info, warn or error", c.Log.Level)

@@ -45,6 +45,11 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, 5*time.Minute, time.Duration(c.Query.LookbackDelta))
 	require.Equal(t, 20, c.Query.MaxConcurrency)
 	require.Equal(t, 50_000_000, c.Query.MaxSamples)
+	require.Equal(t, 24*time.Hour, time.Duration(c.Query.SplitInterval))
+	require.Equal(t, int64(128<<20), c.Query.ResultsCacheBytes)
+	require.Equal(t, 10*time.Minute, time.Duration(c.Query.ResultsCacheFreshness))
+	require.Equal(t, time.Hour, time.Duration(c.Query.ResultsCacheTTL))
+	require.False(t, c.Query.AlignSteps)
 }
 
 func TestQueryFlags(t *testing.T) {

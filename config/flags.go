@@ -66,6 +66,13 @@ var flags = []flag{
 	{"query.max-length", "Longest PromQL expression the query API accepts, in bytes (400 bad_data beyond).", "131072", integer(func(c *Config) *int { return &c.Query.MaxLength })},
 	{"query.max-depth", "Deepest a PromQL expression may nest: brackets, and operators and function calls in its syntax tree (400 bad_data beyond).", "200", integer(func(c *Config) *int { return &c.Query.MaxDepth })},
 	{"query.max-subquery-steps", "Most steps the subqueries of one PromQL query may evaluate together (400 bad_data beyond): the engine allocates per step, whatever the data.", "1000000", integer(func(c *Config) *int { return &c.Query.MaxSubquerySteps })},
+	{"query.split-interval", "A range query of the query API is split into parts at the multiples of this since the Unix epoch (24h: UTC midnights), evaluated at once; 0 turns splitting off.", "24h", dur(func(c *Config) *model.Duration { return &c.Query.SplitInterval })},
+	{"query.parallelism", "Parts and shards of one range query evaluated at once; 0 means the cores available (GOMAXPROCS).", "0", integer(func(c *Config) *int { return &c.Query.Parallelism })},
+	{"query.shards", "Shards by series of a sum, min, max, count or avg over per-series functions, per part of a range query; 0 means the cores available (GOMAXPROCS), 1 turns sharding off.", "0", integer(func(c *Config) *int { return &c.Query.Shards })},
+	{"query.results-cache-bytes", "Memory of the results cache of range queries (extents per query and part, invalidated by every write and delete through the adapter); 0 turns it off.", "134217728", i64(func(c *Config) *int64 { return &c.Query.ResultsCacheBytes })},
+	{"query.results-cache-freshness", "Evaluation times more recent than this are never cached: their samples may still be arriving.", "10m", dur(func(c *Config) *model.Duration { return &c.Query.ResultsCacheFreshness })},
+	{"query.results-cache-ttl", "How long a cached extent is trusted: writes and deletes through this adapter invalidate at once, this bounds how long changes by other writers (KairosDB, a second adapter) can go unseen.", "1h", dur(func(c *Config) *model.Duration { return &c.Query.ResultsCacheTTL })},
+	{"query.align-steps", "Move the start and end of range queries to multiples of their step, so that more of them share cached extents; changes answers, as Mimir's step alignment does.", "false", boolean(func(c *Config) *bool { return &c.Query.AlignSteps })},
 	{"log.level", "Only log messages at this level or above: debug, info, warn, error.", "info", str(func(c *Config) *string { return &c.Log.Level })},
 	{"log.format", "Log format: logfmt or json.", "logfmt", str(func(c *Config) *string { return &c.Log.Format })},
 }

@@ -75,11 +75,14 @@ func compareBytes(t *testing.T, prom, adapterURL string, t0 time.Time) {
 		request{method: http.MethodPost, path: "/api/v1/query", contentType: "foo/;;", body: "query=vector(3)&time=" + sec(0)},
 		request{method: http.MethodPost, path: "/api/v1/query?time=" + sec(0), contentType: "application/x-www-form-urlencoded", body: "query=vector(4)%"},
 	)
-	// A multipart form, as curl -F sends it.
+	// A multipart form, as curl -F sends it. max, not sum: a range query
+	// of a sum is sharded, and a sum of sums may differ from Prometheus's
+	// in the last digit (README, "Range queries in parts"), which this
+	// byte-for-byte comparison of form parsing is not about.
 	for _, path := range []string{"/api/v1/query", "/api/v1/query_range", "/api/v1/series", "/api/v1/format_query"} {
 		var body bytes.Buffer
 		mw := multipart.NewWriter(&body)
-		for k, v := range map[string]string{"query": "sum(temperature)", "match[]": "temperature", "time": sec(0), "start": sec(-10 * time.Minute), "end": sec(0), "step": "60"} {
+		for k, v := range map[string]string{"query": "max(temperature)", "match[]": "temperature", "time": sec(0), "start": sec(-10 * time.Minute), "end": sec(0), "step": "60"} {
 			require.NoError(t, mw.WriteField(k, v))
 		}
 		require.NoError(t, mw.Close())

@@ -47,9 +47,22 @@ func TestQueryAPIMatchesPrometheus(t *testing.T) {
 	}
 	for name, storage := range engines {
 		t.Run(name, func(t *testing.T) {
-			a := startAdapter(t, "", storage(t))
+			// The range queries go through the frontend split at every
+			// 10 minutes (since the epoch, as days are: the same code
+			// as UTC midnights), so each of them crosses several
+			// boundaries, sharded in 3, and cached.
+			a := startAdapter(t, "", append(storage(t), "--query.split-interval=10m", "--query.shards=3", "--query.parallelism=4"))
 			mustWrite(t, a, false, data)
 			compareQueryAPI(t, prom, a.url(""), t0)
+			frontend := func(name string, with ...string) float64 {
+				return promMetric(t, a.url(""), "kairos_adapter_frontend_"+name, with...)
+			}
+			t.Logf("frontend: parts %v, shards %v (fallbacks %v), cache hits %v, misses %v",
+				frontend("parts_evaluated_total"), frontend("shards_total"), frontend("shard_fallbacks_total"),
+				frontend("cache_requests_total", `result="hit"`), frontend("cache_requests_total", `result="miss"`))
+			require.Positive(t, frontend("shards_total"))
+			require.Positive(t, frontend("cache_requests_total", `result="hit"`))
+			require.Greater(t, frontend("parts_evaluated_total"), 2*frontend("queries_total", `path="split"`), "queries split in parts")
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package queryapi
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -75,9 +76,18 @@ type planner struct {
 // already parsed to expr (check): q itself, or expr with read plans.
 func (a *API) planReads(r *http.Request, q string, expr parser.Expr, start time.Time, step time.Duration) (string, *apiError) {
 	refused := false
+	shards := r.Context().Value(shardPlansKey{}) != nil
 	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
-		if vs, ok := n.(*parser.VectorSelector); ok && slices.ContainsFunc(vs.LabelMatchers, func(m *labels.Matcher) bool { return m.Name == rollup.ReadMatcher }) {
-			refused = true
+		vs, ok := n.(*parser.VectorSelector)
+		if !ok {
+			return nil
+		}
+		for _, m := range vs.LabelMatchers {
+			if m.Name != rollup.ReadMatcher {
+				continue
+			}
+			plan, err := rollup.ParsePlan(m.Value)
+			refused = refused || !shards || err != nil || plan != (rollup.Plan{ShardIndex: plan.ShardIndex, ShardCount: plan.ShardCount})
 		}
 		return nil
 	})
@@ -239,9 +249,28 @@ func (p *planner) stepOr(rng int64) int64 {
 	return p.step
 }
 
+// add gives vs plan, keeping the shard of a plan it has already (the
+// frontend's, WithShardPlans): the store takes one plan per selector.
 func (p *planner) add(vs *parser.VectorSelector, plan rollup.Plan) {
-	vs.LabelMatchers = append(vs.LabelMatchers, labels.MustNewMatcher(labels.MatchEqual, rollup.ReadMatcher, plan.String()))
+	i := slices.IndexFunc(vs.LabelMatchers, func(m *labels.Matcher) bool { return m.Name == rollup.ReadMatcher })
+	if i < 0 {
+		vs.LabelMatchers = append(vs.LabelMatchers, nil)
+		i = len(vs.LabelMatchers) - 1
+	} else if had, err := rollup.ParsePlan(vs.LabelMatchers[i].Value); err == nil {
+		plan.ShardIndex, plan.ShardCount = had.ShardIndex, had.ShardCount
+	}
+	vs.LabelMatchers[i] = labels.MustNewMatcher(labels.MatchEqual, rollup.ReadMatcher, plan.String())
 	p.planned = true
+}
+
+type shardPlansKey struct{}
+
+// WithShardPlans marks a request as the frontend's (frontend.shardPlan):
+// its selectors may carry read plans that name a shard and nothing else.
+// Any other request naming rollup.ReadMatcher is refused, so users never
+// reach the store's plans; the context cannot come over HTTP.
+func WithShardPlans(ctx context.Context) context.Context {
+	return context.WithValue(ctx, shardPlansKey{}, true)
 }
 
 // safe says whether a selector is read at the query's steps over its own

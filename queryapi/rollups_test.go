@@ -21,12 +21,13 @@ func TestPlanReads(t *testing.T) {
 	day := time.Unix(1_700_006_400, 0) // a multiple of 1h (and of 1d)
 	const r = `__kairos_read__=`
 	for _, c := range []struct {
-		name, q string
-		start   time.Time
-		step    time.Duration // 0: instant
-		src     string        // max_source_resolution
-		want    string        // "" = unchanged
-		err     string
+		name, q  string
+		start    time.Time
+		step     time.Duration // 0: instant
+		src      string        // max_source_resolution
+		want     string        // "" = unchanged
+		err      string
+		frontend bool // the request is the frontend's (WithShardPlans)
 	}{
 		{name: "max 1h", q: `max_over_time(x[8h])`, start: day, step: 8 * time.Hour,
 			want: `max_over_time(x{` + r + `"max@1h"}[8h])`},
@@ -79,6 +80,13 @@ func TestPlanReads(t *testing.T) {
 			want: `max_over_time(x{` + r + `"max@1h"}[1h])`},
 		{name: "bad source resolution", q: `x`, start: day, step: time.Hour, src: "2m", err: `invalid parameter "max_source_resolution"`},
 		{name: "reserved", q: `x{__kairos_read__="max@1h"}`, start: day, step: time.Hour, err: `reserved`},
+		{name: "reserved shard", q: `x{__kairos_read__="shard=0/2"}`, start: day, step: time.Hour, err: `reserved`},
+		// The frontend's shard plans (WithShardPlans) are kept, and merged
+		// into the plan of a selector that gets one.
+		{name: "frontend shard kept", frontend: true, q: `sum(x{__kairos_read__="shard=1/2"})`, start: day, step: time.Minute},
+		{name: "frontend shard merged", frontend: true, q: `sum(avg_over_time(x{__kairos_read__="shard=1/2"}[8h]))`, start: day, step: 8 * time.Hour,
+			want: `sum((sum_over_time(x{` + r + `"sum@1h,shard=1/2"}[8h]) / sum_over_time(x{` + r + `"count@1h,shard=1/2"}[8h])))`},
+		{name: "frontend only shards", frontend: true, q: `x{__kairos_read__="max@1h"}`, start: day, step: time.Hour, err: `reserved`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a := New(nil, Options{RollupResolutions: testResolutions}, nil, nil)
@@ -88,6 +96,9 @@ func TestPlanReads(t *testing.T) {
 			}
 			req := httptest.NewRequest("POST", "/api/v1/query_range", strings.NewReader(form.Encode()))
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			if c.frontend {
+				req = req.WithContext(WithShardPlans(req.Context()))
+			}
 			require.NoError(t, req.ParseForm())
 			got, apiErr := a.check(req, c.start, c.start.Add(30*24*time.Hour), c.step)
 			if c.err != "" {

@@ -84,6 +84,8 @@ func run(args []string) int {
 		duration:      queryCmd.Flag("duration", "stop sending new queries after this long").Default("10m").Duration(),
 		timeout:       queryCmd.Flag("timeout", "timeout of one query").Default("5m").Duration(),
 		prometheusPID: queryCmd.Flag("prometheus-pid", "report this Prometheus process's CPU time and peak RSS during the run").Default("0").Int(),
+		noCache:       queryCmd.Flag("no-cache", "send Cache-Control: no-store, so that the adapter answers from no cached result (a cold query)").Bool(),
+		panels:        queryCmd.Flag("panel", "a dashboard panel's PromQL (repeatable): each query is then a refresh of every panel over the --range ending now, start and end aligned to --step as Grafana aligns them, --concurrency panels at a time; its latency is the whole refresh's").Strings(),
 	}
 	qWatch := watchFlags(queryCmd)
 

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -22,6 +23,8 @@ type queryFlags struct {
 	instant                      *bool
 	concurrency, queries, warmup *int
 	prometheusPID                *int
+	noCache                      *bool
+	panels                       *[]string
 }
 
 // runQuery sends PromQL queries to a Prometheus HTTP API (the adapter's own,
@@ -42,33 +45,86 @@ func runQuery(ctx context.Context, f queryFlags, ws []watched, logger *slog.Logg
 	var series, wireBytes atomic.Int64
 	var firstErr atomic.Pointer[error]
 	send := func(ctx context.Context, _ int) outcome {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(params))
+		return sendQuery(ctx, client, endpoint, params, *f.noCache, &series, &wireBytes, &firstErr)
+	}
+	concurrency := *f.concurrency
+	if f.panels != nil && len(*f.panels) > 0 {
+		send = func(ctx context.Context, _ int) outcome {
+			return refresh(ctx, f, func(endpoint, params string) outcome {
+				return sendQuery(ctx, client, endpoint, params, *f.noCache, &series, &wireBytes, &firstErr)
+			})
+		}
+		concurrency = 1 // the panels of one refresh run at once
+	}
+	return runQueries(ctx, f, ws, logger, send, concurrency, &series, &wireBytes, &firstErr)
+}
+
+// refresh sends every panel of a dashboard over the range ending now, with
+// start and end on multiples of the step (as Grafana sends them, so that
+// successive refreshes share their evaluation times), --concurrency at a
+// time; it succeeds when every panel does.
+func refresh(ctx context.Context, f queryFlags, send func(endpoint, params string) outcome) outcome {
+	step := f.step.Milliseconds()
+	end := time.Now().UnixMilli() / step * step
+	from := (end - f.queryRange.Milliseconds()) / step * step
+	sem := make(chan struct{}, max(*f.concurrency, 1))
+	outs := make([]outcome, len(*f.panels))
+	var wg sync.WaitGroup
+	for i, q := range *f.panels {
+		endpoint, params, err := rangeRequest(*f.url, q, from, end, *f.step)
 		if err != nil {
 			return outcome{kind: "bad_url"}
 		}
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("User-Agent", "kairosload")
-		resp, err := client.Do(req)
-		if err != nil {
-			return outcome{kind: errKind(err)}
-		}
-		defer resp.Body.Close()
-		cr := &countingReader{r: resp.Body}
-		st, err := decodeQueryAnswer(cr)
-		wireBytes.Add(cr.n)
-		if resp.StatusCode != http.StatusOK {
-			err := fmt.Errorf("status %d: %v", resp.StatusCode, err)
-			firstErr.CompareAndSwap(nil, &err)
-			return outcome{kind: strconv.Itoa(resp.StatusCode)}
-		}
-		if err != nil {
-			firstErr.CompareAndSwap(nil, &err)
-			return outcome{kind: "decode_error"}
-		}
-		series.Add(int64(st.series))
-		return outcome{ok: true, kind: "200", samples: st.samples}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			outs[i] = send(endpoint, params)
+		})
 	}
+	wg.Wait()
+	total := outcome{ok: true, kind: "200"}
+	for _, o := range outs {
+		if !o.ok {
+			return o
+		}
+		total.samples += o.samples
+	}
+	return total
+}
 
+// sendQuery sends one query and decodes its answer.
+func sendQuery(ctx context.Context, client *http.Client, endpoint, params string, noCache bool, series, wireBytes *atomic.Int64, firstErr *atomic.Pointer[error]) outcome {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(params))
+	if err != nil {
+		return outcome{kind: "bad_url"}
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("User-Agent", "kairosload")
+	if noCache {
+		req.Header.Set("Cache-Control", "no-store")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return outcome{kind: errKind(err)}
+	}
+	defer resp.Body.Close()
+	cr := &countingReader{r: resp.Body}
+	st, err := decodeQueryAnswer(cr)
+	wireBytes.Add(cr.n)
+	if resp.StatusCode != http.StatusOK {
+		err := fmt.Errorf("status %d: %v", resp.StatusCode, err)
+		firstErr.CompareAndSwap(nil, &err)
+		return outcome{kind: strconv.Itoa(resp.StatusCode)}
+	}
+	if err != nil {
+		firstErr.CompareAndSwap(nil, &err)
+		return outcome{kind: "decode_error"}
+	}
+	series.Add(int64(st.series))
+	return outcome{ok: true, kind: "200", samples: st.samples}
+}
+
+func runQueries(ctx context.Context, f queryFlags, ws []watched, logger *slog.Logger, send func(context.Context, int) outcome, concurrency int, series, wireBytes *atomic.Int64, firstErr *atomic.Pointer[error]) error {
 	// The warm-up fills caches (and, for Prometheus, its remote-read
 	// client's connections) before anything is measured.
 	if *f.warmup > 0 {
@@ -81,7 +137,7 @@ func runQuery(ctx context.Context, f queryFlags, ws []watched, logger *slog.Logg
 		return err
 	}
 	load0, cpu0 := loadAvg(), selfCPU()
-	res := drive(ctx, *f.queries, *f.concurrency, *f.duration, send)
+	res := drive(ctx, *f.queries, concurrency, *f.duration, send)
 	if e := firstErr.Load(); e != nil {
 		logger.Warn("Some queries failed", "first_err", *e)
 	}
@@ -91,11 +147,18 @@ func runQuery(ctx context.Context, f queryFlags, ws []watched, logger *slog.Logg
 	}
 	extra := []any{
 		"series_per_query", perQuery, "KiB_received", wireBytes.Load() >> 10,
-		"concurrency", *f.concurrency, "load1_start", load0, "load1_end", loadAvg(),
+		"concurrency", *f.concurrency, "panels", len(ptrOr(f.panels)), "load1_start", load0, "load1_end", loadAvg(),
 		"kairosload_cpu_s", fmt.Sprintf("%.1f", (selfCPU() - cpu0).Seconds()),
 	}
 	res.report("query", false, logger, append(extra, finishWatch(ws, 0)...)...)
 	return nil
+}
+
+func ptrOr(p *[]string) []string {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 // queryRequest is the endpoint and form body of the query the flags ask
@@ -116,21 +179,22 @@ func queryRequest(f queryFlags) (string, string, error) {
 		from = time.Now().Add(-*f.queryRange).UnixMilli()
 	}
 	end := from + f.queryRange.Milliseconds()
-	secs := func(ms int64) string { return strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64) }
-	v := url.Values{"query": {*f.query}}
-	path := "/api/v1/query"
 	if *f.instant {
-		v.Set("time", secs(end))
-	} else {
-		if *f.step <= 0 {
-			return "", "", errors.New("--step must be positive")
-		}
-		path = "/api/v1/query_range"
-		v.Set("start", secs(from))
-		v.Set("end", secs(end))
-		v.Set("step", strconv.FormatFloat(f.step.Seconds(), 'f', -1, 64))
+		v := url.Values{"query": {*f.query}, "time": {secs(end)}}
+		return strings.TrimSuffix(base.String(), "/") + "/api/v1/query", v.Encode(), nil
 	}
-	return strings.TrimSuffix(base.String(), "/") + path, v.Encode(), nil
+	return rangeRequest(*f.url, *f.query, from, end, *f.step)
+}
+
+func secs(ms int64) string { return strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64) }
+
+// rangeRequest is the endpoint and form body of a range query.
+func rangeRequest(baseURL, query string, from, end int64, step time.Duration) (string, string, error) {
+	if step <= 0 {
+		return "", "", errors.New("--step must be positive")
+	}
+	v := url.Values{"query": {query}, "start": {secs(from)}, "end": {secs(end)}, "step": {strconv.FormatFloat(step.Seconds(), 'f', -1, 64)}}
+	return strings.TrimSuffix(baseURL, "/") + "/api/v1/query_range", v.Encode(), nil
 }
 
 // queryAnswer is the Prometheus API's JSON envelope. Values stay raw until

@@ -1,0 +1,280 @@
+package frontend
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore"
+)
+
+// cacheHarness is a frontend with its cache over a real store whose change
+// notices reach it, and a clock the test sets.
+type cacheHarness struct {
+	store *kairosstore.Store
+	whole http.Handler
+	front *Frontend
+	reg   *prometheus.Registry
+	now   atomic.Int64 // ms
+	// ranges records the [start, end] of every sub-query.
+	mu     sync.Mutex
+	ranges [][2]string
+}
+
+func newCacheHarness(t *testing.T, opts Options) *cacheHarness {
+	h := &cacheHarness{reg: prometheus.NewRegistry()}
+	var onChange func([]kairosstore.Change)
+	h.store = testStore(t, &onChange)
+	writeTestData(t, h.store)
+	h.whole = queryAPI(h.store)
+	recording := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.NoError(t, r.ParseForm())
+		h.mu.Lock()
+		h.ranges = append(h.ranges, [2]string{r.Form.Get("start"), r.Form.Get("end")})
+		h.mu.Unlock()
+		h.whole.ServeHTTP(w, r)
+	})
+	h.now.Store(midnight.Add(24 * time.Hour).UnixMilli())
+	opts.Now = func() time.Time { return time.UnixMilli(h.now.Load()) }
+	opts.CacheBytes = cmpOr(opts.CacheBytes, 64<<20)
+	h.front = New(recording, opts, h.reg, nil)
+	onChange = h.front.OnChange
+	return h
+}
+
+func cmpOr(a, b int64) int64 {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+func (h *cacheHarness) takeRanges() [][2]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.ranges
+	h.ranges = nil
+	return r
+}
+
+func (h *cacheHarness) append(t *testing.T, ls labels.Labels, ts time.Time, v float64) {
+	t.Helper()
+	app := h.store.NewAppender()
+	_, err := app.Append(0, ls, ts.UnixMilli(), v)
+	require.NoError(t, err)
+	require.NoError(t, app.Commit(context.Background()))
+}
+
+// fresh requires the frontend's answer to be the whole query's now.
+func (h *cacheHarness) fresh(t *testing.T, form url.Values) answer {
+	t.Helper()
+	got := ask(t, h.front, form, nil)
+	sameAnswer(t, form.Encode(), ask(t, h.whole, form, nil), got)
+	return got
+}
+
+func (h *cacheHarness) count(t *testing.T, name, label string) float64 {
+	return counter(t, h.reg, "kairos_adapter_frontend_"+name, label)
+}
+
+func TestCacheWriteIntoCachedDayIsVisible(t *testing.T) {
+	h := newCacheHarness(t, Options{Shards: 2})
+	form := rangeForm(`sum by (job) (rate(http_requests_total[5m]))`, midnight.Add(-90*time.Minute), midnight.Add(90*time.Minute), time.Minute)
+	first := h.fresh(t, form)
+	require.Equal(t, first, h.fresh(t, form))
+	require.Equal(t, 2.0, h.count(t, "cache_requests_total", "hit"), "the second query's two days come from the cache")
+
+	// Another metric's write, even inside the cached times, keeps them.
+	h.append(t, labels.FromStrings("__name__", "temperature", "job", "sensors", "room", "r9"), midnight.Add(-time.Hour), 20)
+	require.Equal(t, first, h.fresh(t, form))
+	require.Equal(t, 0.0, h.count(t, "cache_invalidations_total", "write"))
+	require.Equal(t, 4.0, h.count(t, "cache_requests_total", "hit"))
+
+	// A write of the metric into yesterday's part: that part goes, and
+	// the next answer has it; today's part stays.
+	h.append(t, labels.FromStrings("__name__", "http_requests_total", "job", "api", "instance", "z", "code", "200"), midnight.Add(-time.Hour), 1e6)
+	h.append(t, labels.FromStrings("__name__", "http_requests_total", "job", "api", "instance", "z", "code", "200"), midnight.Add(-time.Hour+time.Minute), 2e6)
+	require.Equal(t, 1.0, h.count(t, "cache_invalidations_total", "write"))
+	h.takeRanges()
+	second := h.fresh(t, form)
+	require.NotEqual(t, first, second)
+	require.Equal(t, 5.0, h.count(t, "cache_requests_total", "hit"), "today's part from the cache")
+	for _, r := range h.takeRanges() {
+		end, err := parseTime(r[1])
+		require.NoError(t, err)
+		require.Less(t, end, midnight.UnixMilli(), "only yesterday's part is evaluated again")
+	}
+}
+
+func TestCacheDeleteIsVisible(t *testing.T) {
+	h := newCacheHarness(t, Options{})
+	form := rangeForm(`max(temperature)`, midnight.Add(-90*time.Minute), midnight.Add(90*time.Minute), time.Minute)
+	first := h.fresh(t, form)
+	_, err := h.store.Delete(context.Background(), midnight.Add(30*time.Minute).UnixMilli(), midnight.Add(40*time.Minute).UnixMilli(),
+		labels.MustNewMatcher(labels.MatchEqual, "__name__", "temperature"))
+	require.NoError(t, err)
+	require.Equal(t, 1.0, h.count(t, "cache_invalidations_total", "delete"), "today's part only")
+	require.NotEqual(t, first, h.fresh(t, form))
+}
+
+// TestCacheRefreshEvaluatesOnlyWhatIsMissing is a dashboard's refresh a
+// minute later: only the minutes after the freshness window are evaluated.
+func TestCacheRefreshEvaluatesOnlyWhatIsMissing(t *testing.T) {
+	h := newCacheHarness(t, Options{})
+	now := midnight.Add(100 * time.Minute)
+	h.now.Store(now.UnixMilli())
+	q := `sum(rate(http_requests_total[5m]))`
+	h.fresh(t, rangeForm(q, now.Add(-3*time.Hour), now, time.Minute))
+	h.takeRanges()
+	now = now.Add(time.Minute)
+	h.now.Store(now.UnixMilli())
+	h.fresh(t, rangeForm(q, now.Add(-3*time.Hour), now, time.Minute))
+	// Cached up to the last minute at least 10 minutes old: 11 minutes
+	// are evaluated again (shards included).
+	from := formatTime(now.Add(-10 * time.Minute).UnixMilli())
+	for _, r := range h.takeRanges() {
+		require.Equal(t, [2]string{from, formatTime(now.UnixMilli())}, r)
+	}
+	require.Equal(t, 1.0, h.count(t, "cache_requests_total", "hit"), "yesterday's part")
+	require.Equal(t, 1.0, h.count(t, "cache_requests_total", "partial"), "today's")
+}
+
+func TestCacheBypassTTLAndBound(t *testing.T) {
+	h := newCacheHarness(t, Options{CacheTTL: time.Hour})
+	form := rangeForm(`sum(temperature)`, midnight.Add(-90*time.Minute), midnight.Add(90*time.Minute), time.Minute)
+	h.fresh(t, form)
+	misses := h.count(t, "cache_requests_total", "miss")
+	for _, f := range []func() answer{
+		func() answer { return ask(t, h.front, form, http.Header{"Cache-Control": {"max-age=0, no-store"}}) },
+		func() answer {
+			f := url.Values{"nocache": {"1"}}
+			for k, v := range form {
+				f[k] = v
+			}
+			return ask(t, h.front, f, nil)
+		},
+	} {
+		h.takeRanges()
+		require.Equal(t, http.StatusOK, f().code)
+		require.NotEmpty(t, h.takeRanges(), "evaluated")
+	}
+	require.Equal(t, 0.0, h.count(t, "cache_requests_total", "hit"))
+	require.Equal(t, misses, h.count(t, "cache_requests_total", "miss"))
+
+	h.now.Add((time.Hour + time.Second).Milliseconds())
+	h.fresh(t, form)
+	require.Equal(t, 2.0, h.count(t, "cache_invalidations_total", "ttl"))
+
+	// A bound smaller than two queries' extents keeps the latest.
+	held := h.count(t, "cache_bytes", "")
+	require.Positive(t, held)
+	small := newCacheHarness(t, Options{CacheBytes: int64(held * 1.5)})
+	small.fresh(t, form)
+	small.fresh(t, rangeForm(`sum(temperature) * 2`, midnight.Add(-90*time.Minute), midnight.Add(90*time.Minute), time.Minute))
+	require.LessOrEqual(t, small.count(t, "cache_bytes", ""), held*1.5)
+	require.Positive(t, small.count(t, "cache_invalidations_total", "evicted"))
+}
+
+// TestCacheChangeDuringEvaluation: a write that commits while a part is
+// being evaluated keeps that part's answer out of the cache, since the
+// answer may predate it.
+func TestCacheChangeDuringEvaluation(t *testing.T) {
+	h := newCacheHarness(t, Options{Shards: 1})
+	var once sync.Once
+	inner := h.front.inner
+	h.front.inner = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inner.ServeHTTP(w, r)
+		once.Do(func() {
+			h.append(t, labels.FromStrings("__name__", "temperature", "job", "sensors", "room", "r1"), midnight.Add(-30*time.Minute+time.Second), 99)
+		})
+	})
+	form := rangeForm(`max(temperature)`, midnight.Add(-60*time.Minute), midnight.Add(-10*time.Minute), time.Minute)
+	ask(t, h.front, form, nil)
+	h.fresh(t, form)
+	require.Equal(t, 0.0, h.count(t, "cache_requests_total", "hit"))
+}
+
+// TestConcurrentQueriesAndWrites runs queries of several dashboards while
+// samples are written into the cached times; once the writes stop, every
+// answer is the whole query's.
+func TestConcurrentQueriesAndWrites(t *testing.T) {
+	h := newCacheHarness(t, Options{SplitInterval: 30 * time.Minute, Shards: 3, Parallelism: 4})
+	exprs := []string{`sum by (instance) (rate(http_requests_total[5m]))`, `avg(temperature)`, `max_over_time(temperature[10m])`, `count(info_meta)`}
+	form := func(e string) url.Values {
+		return rangeForm(e, midnight.Add(-2*time.Hour), midnight.Add(2*time.Hour), 30*time.Second)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				require.Equal(t, http.StatusOK, ask(t, h.front, form(exprs[i]), nil).code)
+			}
+		})
+	}
+	for i := range 40 {
+		ts := midnight.Add(time.Duration(i-20) * 5 * time.Minute).Add(7 * time.Second)
+		h.append(t, labels.FromStrings("__name__", "temperature", "job", "sensors", "room", "r1"), ts, float64(100+i))
+		h.append(t, labels.FromStrings("__name__", "http_requests_total", "job", "api", "instance", "a", "code", "200"), ts, float64(i))
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	for _, e := range exprs {
+		h.fresh(t, form(e))
+	}
+	t.Logf("hits %v, partial %v, misses %v, invalidations %v", h.count(t, "cache_requests_total", "hit"), h.count(t, "cache_requests_total", "partial"),
+		h.count(t, "cache_requests_total", "miss"), h.count(t, "cache_invalidations_total", "write"))
+}
+
+func TestReservedLabelRefused(t *testing.T) {
+	h := newCacheHarness(t, Options{})
+	a := ask(t, h.front, rangeForm(`sum(temperature{__kairos_read__="shard=0/2"})`, midnight, midnight.Add(time.Hour), time.Minute), nil)
+	require.Equal(t, http.StatusBadRequest, a.code, a.body)
+	require.Contains(t, a.body, `"errorType":"bad_data"`)
+	// Malformed requests get the query API's own answer.
+	for _, f := range []url.Values{
+		{"query": {"sum("}, "start": {"0"}, "end": {"60"}, "step": {"15"}},
+		{"query": {"up"}, "start": {"x"}, "end": {"60"}, "step": {"15"}},
+		{"query": {"up"}, "start": {"60"}, "end": {"0"}, "step": {"15"}},
+		{"query": {"up"}, "start": {"0"}, "end": {"600000"}, "step": {"1"}},
+	} {
+		want := ask(t, h.whole, f, nil)
+		require.Equal(t, want, ask(t, h.front, f, nil), fmt.Sprint(f))
+	}
+}
+
+// TestCacheBytesMeasured holds the cache's own estimate of its memory
+// (kairos_adapter_frontend_cache_bytes, what --query.results-cache-bytes
+// bounds) to the heap its extents keep alive: within 25 %.
+func TestCacheBytesMeasured(t *testing.T) {
+	h := newCacheHarness(t, Options{Shards: 1})
+	form := func(i int) url.Values {
+		return rangeForm(fmt.Sprintf(`http_requests_total * %d`, i), midnight.Add(-2*time.Hour), midnight.Add(2*time.Hour), 15*time.Second)
+	}
+	ask(t, h.front, form(0), nil) // pools and the engine's first allocations
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	held0 := h.count(t, "cache_bytes", "")
+	for i := 1; i <= 30; i++ {
+		require.Equal(t, http.StatusOK, ask(t, h.front, form(i), nil).code)
+	}
+	h.takeRanges()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := h.count(t, "cache_bytes", "") - held0
+	heap := float64(after.HeapAlloc) - float64(before.HeapAlloc)
+	t.Logf("cache_bytes grew by %.0f, the heap by %.0f (%.2f)", held, heap, heap/held)
+	require.InDelta(t, 1, heap/held, 0.25)
+}

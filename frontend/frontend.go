@@ -1,0 +1,480 @@
+// Package frontend answers range queries of the query API in parts, as
+// Mimir's and Thanos's query-frontends do in front of a querier, but in
+// process: it splits a /api/v1/query_range at UTC day boundaries (or
+// another interval) and evaluates the parts at once, shards aggregations
+// by series so that one day also uses every core, and keeps the parts'
+// answers in a results cache that the store's own change notices
+// (kairosstore.Options.OnChange) invalidate exactly.
+//
+// Every part is a sub-request to the query API's own handler, so limits,
+// timeouts, errors and encodings stay the query API's; the frontend only
+// merges answers. A query it cannot split or shard safely goes to the query
+// API whole.
+package frontend
+
+import (
+	"bytes"
+	"cmp"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/kairos-remote/kairos-adapter/queryapi"
+)
+
+// Path is the route the frontend serves; everything else goes to inner.
+const Path = "/api/v1/query_range"
+
+// Options configure the frontend; zero fields take the defaults.
+type Options struct {
+	// SplitInterval is the length of a part, parts starting at multiples
+	// of it since the Unix epoch (UTC midnights for 24h, the default); a
+	// negative interval turns splitting off.
+	SplitInterval time.Duration
+	// Parallelism is how many sub-queries of one query run at once;
+	// default GOMAXPROCS.
+	Parallelism int
+	// Shards is how many parts by series an aggregation that allows it is
+	// evaluated in; default GOMAXPROCS, 1 turns sharding off.
+	Shards int
+	// CacheBytes bounds the results cache; 0 turns it off.
+	CacheBytes int64
+	// CacheFreshness: nothing evaluated at a time later than now minus it
+	// is cached, since samples of the last minutes still arrive; default
+	// 10m.
+	CacheFreshness time.Duration
+	// CacheTTL bounds how long a cached extent is trusted; writes and
+	// deletes through this process invalidate at once, it only bounds
+	// changes by other writers. Default 1h.
+	CacheTTL time.Duration
+	// AlignSteps moves start and end to multiples of step, as Mimir's
+	// step alignment, which changes answers (off by default).
+	AlignSteps bool
+	// LookbackDelta is the query API's --query.lookback-delta, for the
+	// times a cached answer depends on; default 5m.
+	LookbackDelta time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Frontend serves Path and passes other requests to inner.
+type Frontend struct {
+	inner   http.Handler
+	opts    Options
+	parser  parser.Parser
+	cache   *cache // nil when off
+	metrics *metrics
+	logger  *slog.Logger
+}
+
+// New builds a frontend in front of inner, the query API's handler; its
+// metrics go to reg.
+func New(inner http.Handler, opts Options, reg prometheus.Registerer, logger *slog.Logger) *Frontend {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	procs := runtime.GOMAXPROCS(0)
+	opts.SplitInterval = cmp.Or(opts.SplitInterval, 24*time.Hour)
+	opts.Parallelism = max(cmp.Or(opts.Parallelism, procs), 1)
+	opts.Shards = max(cmp.Or(opts.Shards, procs), 1)
+	opts.CacheFreshness = cmp.Or(opts.CacheFreshness, 10*time.Minute)
+	opts.CacheTTL = cmp.Or(opts.CacheTTL, time.Hour)
+	opts.LookbackDelta = cmp.Or(opts.LookbackDelta, 5*time.Minute)
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	m := newMetrics(reg)
+	f := &Frontend{inner: inner, opts: opts, parser: parser.NewParser(parser.Options{}), metrics: m, logger: logger}
+	if opts.CacheBytes > 0 {
+		f.cache = newCache(opts.CacheBytes, opts.CacheTTL, opts.Now, m)
+	}
+	return f
+}
+
+// maxFormBytes is the query API's bound on a form body: a larger body goes
+// to the query API as it came, which refuses it.
+const maxFormBytes = 10 << 20
+
+// maxPoints is the query API's limit of points per series: a query over it
+// goes whole to the query API, which refuses it.
+const maxPoints = 11000
+
+func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != Path || r.Method != http.MethodGet && r.Method != http.MethodPost {
+		f.inner.ServeHTTP(w, r)
+		return
+	}
+	// The body is read once here; a request the frontend leaves to the
+	// query API gets it back unread.
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxFormBytes+1))
+	rest := r.Body
+	replay := func() *http.Request {
+		r2 := r.Clone(r.Context())
+		r2.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), rest))
+		r2.Form, r2.PostForm, r2.MultipartForm = nil, nil, nil
+		return r2
+	}
+	if err != nil || len(body) > maxFormBytes {
+		f.inner.ServeHTTP(w, replay())
+		return
+	}
+	q, ok := f.parseRequest(r, body)
+	if !ok {
+		f.metrics.queries.WithLabelValues("whole").Inc()
+		f.inner.ServeHTTP(w, replay())
+		return
+	}
+	if q.reservedLabel {
+		writeError(w, acceptsGzip(r), http.StatusBadRequest, "bad_data", `invalid parameter "query": the label `+readMatcher+` is reserved for the adapter's own read plans`)
+		return
+	}
+	if len(splitParts(q.start, q.end, q.step, f.opts.SplitInterval.Milliseconds())) == 1 && q.shard == nil && (f.cache == nil || q.noCache) {
+		// Nothing to split, shard or cache: the query API's answer as
+		// it writes it, without a merge's copy.
+		f.metrics.queries.WithLabelValues("whole").Inc()
+		f.inner.ServeHTTP(w, replay())
+		return
+	}
+	ctx := r.Context()
+	if q.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, q.timeout)
+		defer cancel()
+	}
+	f.metrics.queries.WithLabelValues("split").Inc()
+	res, upErr := f.eval(ctx, q)
+	if upErr != nil {
+		upErr.writeTo(w)
+		return
+	}
+	writeMatrix(w, acceptsGzip(r), res)
+}
+
+// rangeQuery is a parsed /api/v1/query_range.
+type rangeQuery struct {
+	query         string
+	expr          parser.Expr
+	start, end    int64      // ms; end is the last evaluation time
+	step          int64      // ms
+	params        url.Values // all but query, start and end, passed on to every part
+	timeout       time.Duration
+	lookback      time.Duration
+	noCache       bool
+	shard         *shardPlan // nil: not shardable
+	reservedLabel bool
+}
+
+// parseRequest reads what the frontend needs of a range query; ok is false
+// when the query API should answer it alone: a malformed request (whose
+// error the query API words), a query the frontend cannot split, or one
+// whose answer it could not merge (limit, stats).
+func (f *Frontend) parseRequest(r *http.Request, body []byte) (*rangeQuery, bool) {
+	r2 := r.Clone(r.Context())
+	r2.Body = io.NopCloser(bytes.NewReader(body))
+	r2.Form, r2.PostForm, r2.MultipartForm = nil, nil, nil
+	if err := r2.ParseForm(); err != nil {
+		return nil, false
+	}
+	if err := r2.ParseMultipartForm(maxFormBytes); err != nil && !errors.Is(err, http.ErrNotMultipart) {
+		return nil, false
+	}
+	form := r2.Form
+	if r2.MultipartForm != nil {
+		for k, v := range r2.MultipartForm.Value {
+			form[k] = append(form[k], v...)
+		}
+	}
+	get := func(k string) string {
+		if v := form[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	if v := get("limit"); v != "" && v != "0" {
+		return nil, false
+	}
+	if get("stats") != "" {
+		return nil, false
+	}
+	start, err1 := parseTime(get("start"))
+	end, err2 := parseTime(get("end"))
+	step, err3 := parseDuration(get("step"))
+	if err1 != nil || err2 != nil || err3 != nil || end < start || step < time.Millisecond {
+		return nil, false
+	}
+	stepMs := step.Milliseconds()
+	if step%time.Millisecond != 0 || (end-start)/stepMs > maxPoints {
+		return nil, false
+	}
+	q := &rangeQuery{query: get("query"), start: start, end: end, step: stepMs, lookback: f.opts.LookbackDelta}
+	if v := get("timeout"); v != "" {
+		d, err := parseDuration(v)
+		if err != nil {
+			return nil, false
+		}
+		q.timeout = d
+	}
+	if v := get("lookback_delta"); v != "" {
+		d, err := parseDuration(v)
+		if err != nil {
+			return nil, false
+		}
+		if d > 0 {
+			q.lookback = d
+		}
+	}
+	if len(q.query) > maxQueryBytes {
+		return nil, false
+	}
+	expr, err := f.parser.ParseExpr(q.query)
+	if err != nil {
+		return nil, false
+	}
+	if usesReadMatcher(expr) {
+		q.reservedLabel = true
+		return q, true
+	}
+	if !splittable(expr) {
+		return nil, false
+	}
+	q.expr = expr
+	if f.opts.AlignSteps {
+		q.start = floorDiv(q.start, stepMs) * stepMs
+		q.end = floorDiv(q.end, stepMs) * stepMs
+	}
+	// The last evaluation time, as the engine counts them.
+	q.end = q.start + (q.end-q.start)/stepMs*stepMs
+	q.params = url.Values{}
+	for k, v := range form {
+		switch k {
+		case "query", "start", "end", "nocache":
+		default:
+			q.params[k] = v
+		}
+	}
+	q.noCache = get("nocache") == "1" || get("nocache") == "true" || noStore(r.Header)
+	if f.opts.Shards > 1 {
+		q.shard = planShards(q.query, expr, f.parser, f.opts.Shards)
+	}
+	return q, true
+}
+
+// maxQueryBytes keeps the frontend from parsing what the query API's
+// --query.max-length would refuse anyway (its default); a longer query goes
+// to the query API whole.
+const maxQueryBytes = 128 << 10
+
+func noStore(h http.Header) bool {
+	for _, v := range h.Values("Cache-Control") {
+		for _, d := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(d), "no-store") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// eval answers q: its parts, each from the cache or evaluated, merged.
+func (f *Frontend) eval(ctx context.Context, q *rangeQuery) (*matrix, *upstreamError) {
+	parts := splitParts(q.start, q.end, q.step, f.opts.SplitInterval.Milliseconds())
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, f.opts.Parallelism)
+	results := make([]*matrix, len(parts))
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr *upstreamError
+	)
+	fail := func(e *upstreamError) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = e
+			cancel()
+		}
+		mu.Unlock()
+	}
+	var keyText string
+	var deps *dependence
+	if f.cache != nil && !q.noCache {
+		keyText = cacheKey(q)
+		d := dependsOn(q.expr, q.lookback)
+		deps = &d
+	}
+	for i, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var (
+				m   *matrix
+				err *upstreamError
+			)
+			if keyText != "" {
+				m, err = f.cachedPart(ctx, q, p, keyText, deps, sem)
+			} else {
+				m, err = f.evalRange(ctx, q, p.start, p.end, sem)
+			}
+			if err != nil {
+				fail(err)
+				return
+			}
+			results[i] = m
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return concat(results), nil
+}
+
+// evalRange evaluates q over the evaluation times [start, end] with one
+// sub-query, or one per shard.
+func (f *Frontend) evalRange(ctx context.Context, q *rangeQuery, start, end int64, sem chan struct{}) (*matrix, *upstreamError) {
+	f.metrics.parts.Inc()
+	if q.shard == nil {
+		return f.call(ctx, q.query, q.params, start, end, sem)
+	}
+	m, ok, err := f.evalSharded(ctx, q, start, end, sem)
+	if err != nil || ok {
+		return m, err
+	}
+	// The shards' answers could not be combined exactly (histograms,
+	// annotations whose positions name the shards' text): the part
+	// whole.
+	f.metrics.shardFallbacks.Inc()
+	return f.call(ctx, q.query, q.params, start, end, sem)
+}
+
+// call sends one sub-query to the query API.
+func (f *Frontend) call(ctx context.Context, query string, params url.Values, start, end int64, sem chan struct{}) (*matrix, *upstreamError) {
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, contextError(ctx)
+	}
+	defer func() { <-sem }()
+	if ctx.Err() != nil {
+		return nil, contextError(ctx)
+	}
+	v := url.Values{}
+	for k, vs := range params {
+		v[k] = vs
+	}
+	v.Set("query", query)
+	v.Set("start", formatTime(start))
+	v.Set("end", formatTime(end))
+	// Shard queries carry read plans, which the query API takes only from
+	// the frontend.
+	req, err := http.NewRequestWithContext(queryapi.WithShardPlans(ctx), http.MethodPost, Path, strings.NewReader(v.Encode()))
+	if err != nil {
+		return nil, internalError(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec := &recorder{header: http.Header{}, code: http.StatusOK}
+	f.inner.ServeHTTP(rec, req)
+	if rec.code != http.StatusOK {
+		return nil, &upstreamError{code: rec.code, header: rec.header, body: rec.body.Bytes()}
+	}
+	m, err := parseAnswer(rec.body.Bytes())
+	if err != nil {
+		return nil, internalError(err)
+	}
+	return m, nil
+}
+
+// recorder holds a sub-query's answer.
+type recorder struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header         { return r.header }
+func (r *recorder) WriteHeader(code int)        { r.code = code }
+func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
+
+// upstreamError is the query API's own error answer to a part, passed on
+// as it is: the first error answers the whole query.
+type upstreamError struct {
+	code   int
+	header http.Header
+	body   []byte
+}
+
+func (e *upstreamError) writeTo(w http.ResponseWriter) {
+	for _, k := range []string{"Content-Type", "Content-Encoding", "Vary"} {
+		if v := e.header.Get(k); v != "" {
+			w.Header().Set(k, v)
+		}
+	}
+	w.WriteHeader(e.code)
+	_, _ = w.Write(e.body)
+}
+
+func internalError(err error) *upstreamError {
+	return errorAnswer(http.StatusInternalServerError, "internal", err.Error())
+}
+
+// contextError is the answer to a query whose context ended while parts
+// waited, in the engine's words as the query API gives them.
+func contextError(ctx context.Context) *upstreamError {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return errorAnswer(http.StatusServiceUnavailable, "timeout", "query timed out in expression evaluation")
+	}
+	return errorAnswer(499, "canceled", "query was canceled in expression evaluation")
+}
+
+func errorAnswer(code int, typ, msg string) *upstreamError {
+	b, _ := json.Marshal(map[string]string{"status": "error", "errorType": typ, "error": msg})
+	return &upstreamError{code: code, header: http.Header{"Content-Type": {"application/json"}}, body: b}
+}
+
+func writeError(w http.ResponseWriter, gz bool, code int, typ, msg string) {
+	e := errorAnswer(code, typ, msg)
+	writeBody(w, gz, code, e.body)
+}
+
+func writeBody(w http.ResponseWriter, gz bool, code int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	if gz {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Add("Vary", "Accept-Encoding")
+		w.WriteHeader(code)
+		zw := gzip.NewWriter(w)
+		_, _ = zw.Write(b)
+		_ = zw.Close()
+		return
+	}
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, enc := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		if name, params, _ := strings.Cut(strings.TrimSpace(enc), ";"); strings.EqualFold(name, "gzip") {
+			return strings.ReplaceAll(params, " ", "") != "q=0"
+		}
+	}
+	return false
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}

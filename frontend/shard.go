@@ -1,0 +1,340 @@
+package frontend
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/util/jsonutil"
+
+	"github.com/kairos-remote/kairos-adapter/rollup"
+)
+
+// shardPlan is how an aggregation is evaluated in shards by series: each
+// shard's query reads only the series whose labels hash to it (the store's
+// read plan, rollup.Plan.ShardIndex), and the shards' answers combine by
+// op. avg is evaluated as a sum and a count per shard.
+type shardPlan struct {
+	op      parser.ItemType
+	queries []string // one per shard; for avg the sums, then the counts
+}
+
+// shardableFuncs are the functions whose every output series is computed
+// from one input series alone, so that a series' shard holds all it needs.
+var shardableFuncs = map[string]bool{
+	"rate": true, "increase": true, "delta": true, "irate": true, "idelta": true,
+	"deriv": true, "predict_linear": true, "resets": true, "changes": true,
+	"avg_over_time": true, "min_over_time": true, "max_over_time": true, "sum_over_time": true,
+	"count_over_time": true, "last_over_time": true, "present_over_time": true,
+	"stddev_over_time": true, "stdvar_over_time": true, "quantile_over_time": true, "mad_over_time": true,
+	"abs": true, "ceil": true, "floor": true, "exp": true, "sqrt": true, "ln": true, "log2": true,
+	"log10": true, "round": true, "sgn": true, "clamp": true, "clamp_min": true, "clamp_max": true,
+}
+
+// planShards returns the shard queries of e, or nil when e is not an
+// aggregation the shards can combine exactly: sum, min, max, count or avg
+// (by or without any labels) over an expression in which every series is
+// computed from one series of one metric alone (shardableFuncs, arithmetic
+// with constants, subqueries of those). Every selector must name its
+// metric: two metrics with otherwise equal labels would collide once a
+// function drops their names, an error that only the whole query sees.
+func planShards(q string, e parser.Expr, p parser.Parser, n int) *shardPlan {
+	agg, ok := unparen(e).(*parser.AggregateExpr)
+	if !ok || agg.Param != nil || !perSeries(agg.Expr) {
+		return nil
+	}
+	switch agg.Op {
+	case parser.SUM, parser.MIN, parser.MAX, parser.COUNT, parser.AVG:
+	default:
+		return nil
+	}
+	plan := &shardPlan{op: agg.Op}
+	ops := []parser.ItemType{agg.Op}
+	if agg.Op == parser.AVG {
+		ops = []parser.ItemType{parser.SUM, parser.COUNT}
+	}
+	for _, op := range ops {
+		for i := range n {
+			// A fresh tree per shard: the parser's tree is the only
+			// copy of an expression there is.
+			e2, err := p.ParseExpr(q)
+			if err != nil {
+				return nil
+			}
+			a := unparen(e2).(*parser.AggregateExpr)
+			a.Op = op
+			m := labels.MustNewMatcher(labels.MatchEqual, rollup.ReadMatcher, rollup.Plan{ShardIndex: uint64(i), ShardCount: uint64(n)}.String())
+			parser.Inspect(a, func(node parser.Node, _ []parser.Node) error {
+				if vs, ok := node.(*parser.VectorSelector); ok {
+					vs.LabelMatchers = append(vs.LabelMatchers, m)
+				}
+				return nil
+			})
+			plan.queries = append(plan.queries, a.String())
+		}
+	}
+	return plan
+}
+
+func unparen(e parser.Expr) parser.Expr {
+	for {
+		p, ok := e.(*parser.ParenExpr)
+		if !ok {
+			return e
+		}
+		e = p.Expr
+	}
+}
+
+// perSeries reports whether each series of e comes from one series of one
+// named metric.
+func perSeries(e parser.Expr) bool {
+	switch n := e.(type) {
+	case *parser.ParenExpr:
+		return perSeries(n.Expr)
+	case *parser.UnaryExpr:
+		return perSeries(n.Expr)
+	case *parser.VectorSelector:
+		return namesMetric(n)
+	case *parser.MatrixSelector:
+		vs, ok := n.VectorSelector.(*parser.VectorSelector)
+		return ok && namesMetric(vs)
+	case *parser.SubqueryExpr:
+		return perSeries(n.Expr)
+	case *parser.Call:
+		if !shardableFuncs[n.Func.Name] {
+			return false
+		}
+		vectors := 0
+		for _, a := range n.Args {
+			if constant(a) {
+				continue
+			}
+			if !perSeries(a) {
+				return false
+			}
+			vectors++
+		}
+		return vectors == 1
+	case *parser.BinaryExpr:
+		switch {
+		case constant(n.LHS):
+			return perSeries(n.RHS)
+		case constant(n.RHS):
+			return perSeries(n.LHS)
+		}
+	}
+	return false
+}
+
+// constant reports whether e is a scalar that reads no series: the same in
+// every shard.
+func constant(e parser.Expr) bool {
+	if e.Type() != parser.ValueTypeScalar {
+		return false
+	}
+	reads := false
+	parser.Inspect(e, func(node parser.Node, _ []parser.Node) error {
+		switch node.(type) {
+		case *parser.VectorSelector, *parser.MatrixSelector:
+			reads = true
+		}
+		return nil
+	})
+	return !reads
+}
+
+func namesMetric(vs *parser.VectorSelector) bool {
+	for _, m := range vs.LabelMatchers {
+		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+			return true
+		}
+	}
+	return false
+}
+
+// evalSharded evaluates the shards of q over [start, end] and combines
+// them; ok is false when their answers cannot be combined exactly: native
+// histograms (whose sums the frontend does not add) or annotations (whose
+// positions point into the shards' text, not the query's).
+func (f *Frontend) evalSharded(ctx context.Context, q *rangeQuery, start, end int64, sem chan struct{}) (*matrix, bool, *upstreamError) {
+	plan := q.shard
+	answers := make([]*matrix, len(plan.queries))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr *upstreamError
+	)
+	for i, sq := range plan.queries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.metrics.shards.Inc()
+			m, err := f.call(ctx, sq, q.params, start, end, sem)
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+					cancel()
+				}
+				mu.Unlock()
+				return
+			}
+			answers[i] = m
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, false, firstErr
+	}
+	for _, a := range answers {
+		if len(a.warnings) > 0 || len(a.infos) > 0 {
+			return nil, false, nil
+		}
+		for _, s := range a.series {
+			if len(s.hists) > 0 {
+				return nil, false, nil
+			}
+		}
+	}
+	if plan.op == parser.AVG {
+		n := len(answers) / 2
+		sums, ok1 := combine(parser.SUM, answers[:n])
+		counts, ok2 := combine(parser.SUM, answers[n:])
+		if !ok1 || !ok2 {
+			return nil, false, nil
+		}
+		return divide(sums, counts), true, nil
+	}
+	m, ok := combine(plan.op, answers)
+	if !ok {
+		return nil, false, nil
+	}
+	return toMatrix(m), true, nil
+}
+
+// group is one output series of the shards being combined.
+type group struct {
+	metric []byte
+	labels labels.Labels
+	vals   map[int64]float64
+	// comp is the compensation of a Neumaier sum per time, as the
+	// engine's own sum keeps one, so that a sum of shards that cancel
+	// loses no more than the whole query's sum.
+	comp map[int64]float64
+}
+
+// combine folds the shards' series by labels and time: sums (and counts)
+// add, min and max keep the least and greatest, NaN only when every shard
+// has NaN, as the engine's min and max do.
+func combine(op parser.ItemType, answers []*matrix) (map[string]*group, bool) {
+	out := map[string]*group{}
+	for _, a := range answers {
+		for _, s := range a.series {
+			k := string(s.labels.Bytes(nil))
+			g := out[k]
+			if g == nil {
+				g = &group{metric: s.metric, labels: s.labels, vals: make(map[int64]float64, len(s.floats)), comp: map[int64]float64{}}
+				out[k] = g
+			}
+			for _, p := range s.floats {
+				v, err := parseValue(p.v)
+				if err != nil {
+					return nil, false
+				}
+				have, ok := g.vals[p.t]
+				switch {
+				case !ok:
+					g.vals[p.t] = v
+				case op == parser.SUM || op == parser.COUNT:
+					g.vals[p.t], g.comp[p.t] = neumaierAdd(have, v, g.comp[p.t])
+				case op == parser.MAX:
+					if have < v || math.IsNaN(have) {
+						g.vals[p.t] = v
+					}
+				case op == parser.MIN:
+					if have > v || math.IsNaN(have) {
+						g.vals[p.t] = v
+					}
+				}
+			}
+		}
+	}
+	return out, true
+}
+
+// neumaierAdd adds v to sum, carrying the lost low-order part in c.
+func neumaierAdd(sum, v, c float64) (float64, float64) {
+	t := sum + v
+	switch {
+	case math.IsInf(t, 0):
+		c = 0
+	case math.Abs(sum) >= math.Abs(v):
+		c += (sum - t) + v
+	default:
+		c += (v - t) + sum
+	}
+	return t, c
+}
+
+// settle adds each time's compensation to its sum.
+func (g *group) settle() {
+	for t, c := range g.comp {
+		if v := g.vals[t]; !math.IsInf(v, 0) && !math.IsNaN(c) {
+			g.vals[t] = v + c
+		}
+	}
+	clear(g.comp)
+}
+
+func divide(sums, counts map[string]*group) *matrix {
+	for k, g := range sums {
+		g.settle()
+		c := counts[k]
+		if c != nil {
+			c.settle()
+		}
+		for t, v := range g.vals {
+			if c == nil {
+				delete(g.vals, t)
+				continue
+			}
+			g.vals[t] = v / c.vals[t]
+		}
+	}
+	return toMatrix(sums)
+}
+
+func toMatrix(groups map[string]*group) *matrix {
+	m := &matrix{series: make([]*series, 0, len(groups))}
+	s := json.BorrowStream(nil)
+	defer json.ReturnStream(s)
+	for _, g := range groups {
+		g.settle()
+		if len(g.vals) == 0 {
+			continue
+		}
+		sr := &series{metric: g.metric, labels: g.labels, floats: make([]point, 0, len(g.vals))}
+		for t, v := range g.vals {
+			s.Reset(nil)
+			jsonutil.MarshalFloat(v, s)
+			sr.floats = append(sr.floats, point{t: t, v: append([]byte(nil), s.Buffer()...)})
+		}
+		sortPoints(sr.floats)
+		m.series = append(m.series, sr)
+	}
+	sortSeries(m.series)
+	return m
+}
+
+func parseValue(b []byte) (float64, error) {
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return 0, errNotFloat
+	}
+	return strconv.ParseFloat(string(b[1:len(b)-1]), 64)
+}
