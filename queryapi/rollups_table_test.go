@@ -176,6 +176,7 @@ func TestRollupTableStitched(t *testing.T) {
 	if testing.Short() {
 		t.Skip("62 days of samples")
 	}
+	t.Parallel()
 	rollupTable(t, openEngine(t, "pebble"), 20, 40)
 }
 
