@@ -105,9 +105,11 @@ vet=("${pkgs[@]}")
 log "go vet -stdmethods=false ${vet[*]}"
 go vet -stdmethods=false "${vet[@]}"
 
-log "go test -race -count=1 ${extra[*]} $*"
+# -timeout: a package's tests together may pass go test's default 10
+# minutes on two busy cores (queryapi's rollup table runs on both engines).
+log "go test -race -count=1 -timeout=30m ${extra[*]} $*"
 st=0
-go test -race -count=1 "${extra[@]}" "$@" || st=$?
+go test -race -count=1 -timeout=30m "${extra[@]}" "$@" || st=$?
 # Every fuzz target briefly, on a full run only (not when tests or packages
 # were picked): CI runs them each time.
 if ((st == 0 && $# == 0)); then
