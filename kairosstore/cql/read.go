@@ -204,6 +204,21 @@ func (e *Engine) SetServiceValue(ctx context.Context, service, serviceKey, key, 
 	return nil
 }
 
+// DeleteServiceValue removes one service_index row (§9.2) at the write
+// consistency.
+func (e *Engine) DeleteServiceValue(ctx context.Context, service, serviceKey, key string, writeTime int64) error {
+	s, err := e.session()
+	if err != nil {
+		return err
+	}
+	err = s.Query(deleteService, service, serviceKey, key).
+		Consistency(e.set.write).WithTimestamp(writeTime).Idempotent(true).ExecContext(ctx)
+	if err != nil {
+		return fmt.Errorf("cassandra: delete service_index: %w", classify(err))
+	}
+	return nil
+}
+
 // ServiceValue reads one service_index value (§9.2).
 func (e *Engine) ServiceValue(ctx context.Context, service, serviceKey, key string) (string, bool, error) {
 	return e.scanOne(ctx, "service_index", selectService, service, serviceKey, key)

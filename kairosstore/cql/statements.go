@@ -134,6 +134,7 @@ const (
 	selectSpec         = `SELECT value FROM spec WHERE spec_type = ? AND name = ?`
 	insertSpec         = `INSERT INTO spec (spec_type, name, value) VALUES (?, ?, ?)`
 	insertService      = `INSERT INTO service_index (service, service_key, key, value, mtime) VALUES (?, ?, ?, ?, now())`
+	deleteService      = `DELETE FROM service_index WHERE service = ? AND service_key = ? AND key = ?`
 	selectService      = `SELECT value FROM service_index WHERE service = ? AND service_key = ? AND key = ?`
 	selectServiceKeys  = `SELECT key FROM service_index WHERE service = ? AND service_key = ?`
 	selectServiceRange = `SELECT key FROM service_index WHERE service = ? AND service_key = ? AND key >= ? AND key < ?`

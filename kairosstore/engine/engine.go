@@ -81,6 +81,9 @@ type Engine interface {
 	// ServiceKeys lists the keys of partition (service, serviceKey) with the
 	// given prefix, ascending.
 	ServiceKeys(ctx context.Context, service, serviceKey, prefix string, fn func(key string) error) error
+	// DeleteServiceValue removes service_index(service, serviceKey, key):
+	// a tombstone at writeTime, so a write older than it stays shadowed.
+	DeleteServiceValue(ctx context.Context, service, serviceKey, key string, writeTime int64) error
 
 	// Ready reports whether the engine can serve reads and writes now.
 	Ready(ctx context.Context) error

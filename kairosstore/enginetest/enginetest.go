@@ -431,6 +431,22 @@ func testServiceIndex(t *testing.T, start opener) {
 	require.Equal(t, []string{"k1"}, serviceKeys(t, e, "svc", "sk2", ""))
 	require.Equal(t, []string{"k1"}, serviceKeys(t, e, "svc", "s", ""))
 	require.Empty(t, serviceKeys(t, e, "svc", "sk3", ""))
+
+	// A delete shadows older writes and loses to newer ones.
+	require.NoError(t, e.DeleteServiceValue(ctx, "svc", "sk", "k2", wt+1))
+	_, ok = serviceValue(t, e, "svc", "sk", "k2")
+	require.False(t, ok, "deleted")
+	require.Equal(t, []string{"b", "k", "k1", "ka"}, serviceKeys(t, e, "svc", "sk", ""))
+	require.NoError(t, e.SetServiceValue(ctx, "svc", "sk", "k2", "stale", wt))
+	_, ok = serviceValue(t, e, "svc", "sk", "k2")
+	require.False(t, ok, "a write older than the delete stays shadowed")
+	require.NoError(t, e.DeleteServiceValue(ctx, "svc", "sk", "k1", wt))
+	v, _ = serviceValue(t, e, "svc", "sk", "k1")
+	require.Equal(t, "newer", v, "a delete older than the write loses")
+	require.NoError(t, e.SetServiceValue(ctx, "svc", "sk", "k2", "again", wt+2))
+	v, ok = serviceValue(t, e, "svc", "sk", "k2")
+	require.True(t, ok)
+	require.Equal(t, "again", v, "a write newer than the delete wins")
 }
 
 func testReady(t *testing.T, start opener) {
