@@ -44,7 +44,9 @@ func (j *Job) OnChange(cs []kairosstore.Change) {
 			if c.MinT > closed {
 				continue
 			}
-			marks = append(marks, mark{metric: c.Metric, from: j.plan.unitOf(c.MinT), to: min(j.plan.unitOf(min(c.MaxT, now)), closed), cause: "write"})
+			// The unit after the last one touched too: its first
+			// bucket's counter starts from the last sample before it.
+			marks = append(marks, mark{metric: c.Metric, from: j.plan.unitOf(c.MinT), to: min(j.plan.unitOf(min(c.MaxT, now))+j.plan.unit, closed), cause: "write"})
 			continue
 		}
 		if m, ok := j.clip(c.Metric, c.MinT, c.MaxT, closed, "delete"); ok {
@@ -84,7 +86,7 @@ func (j *Job) clip(metric string, lo, hi, closed int64, cause string) (mark, boo
 	if lo > hi {
 		return mark{}, false
 	}
-	from, to := j.plan.unitOf(lo), min(j.plan.unitOf(hi), closed)
+	from, to := j.plan.unitOf(lo), min(j.plan.unitOf(hi)+j.plan.unit, closed) // the unit after, as in OnChange
 	return mark{metric: metric, from: from, to: to, cause: cause}, from <= to
 }
 

@@ -3,6 +3,7 @@ package job_test
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -316,5 +317,98 @@ func TestRollup(t *testing.T) {
 		require.Equal(t, expected(data, 1001*hour), stored(t, n.store, "x", "y"))
 		_, to, _ = done(t, n.store, m5)
 		require.Equal(t, 1001*hour, to)
+	})
+}
+
+// TestRestartMidBackfill: a job stopped in the middle of its backfill and
+// a new one started on the keyspace (a restarted adapter) continue from
+// the stored progress: every bucket is written, none twice.
+func TestRestartMidBackfill(t *testing.T) {
+	engines(t, func(t *testing.T, open func(t *testing.T) engine.Engine) {
+		clk := &clock{}
+		clk.set(t0)
+		data := testData()
+		seed(t, open(t), clk, data)
+		a := newNode(t, open(t), clk, "a")
+		for range 4 { // the latest unit and three of the backfill
+			worked, err := a.job.Step(t.Context())
+			require.NoError(t, err)
+			require.True(t, worked)
+		}
+		from, to, _ := done(t, a.store, m5)
+		require.Equal(t, [2]int64{996*hour + 5*minute, 1000 * hour}, [2]int64{from, to})
+
+		// The restarted process: a new store and job, nothing in memory.
+		b := newNode(t, open(t), clk, "b")
+		clk.set(t0 + 2*time.Minute.Milliseconds()) // a's lease has expired
+		b.run(t)
+		want := expected(data, 1000*hour)
+		require.Equal(t, want, stored(t, b.store, "x", "y"))
+		from, to, _ = done(t, b.store, m5)
+		require.Equal(t, [2]int64{990*hour + 5*minute, 1000 * hour}, [2]int64{from, to})
+		require.Equal(t, len(want)/5, buckets(a, m5)+buckets(a, h1)+buckets(b, m5)+buckets(b, h1),
+			"no bucket written twice, none left out")
+		require.Positive(t, buckets(a, m5))
+		require.Positive(t, buckets(b, m5))
+	})
+}
+
+// TestLateWriteAndDelete: a sample written into a rolled-up bucket, and
+// deletes of part of a series and of a whole metric, are reflected in the
+// rollups at the next steps; buckets left without samples are deleted,
+// the others overwritten in place.
+func TestLateWriteAndDelete(t *testing.T) {
+	engines(t, func(t *testing.T, open func(t *testing.T) engine.Engine) {
+		clk := &clock{}
+		clk.set(t0)
+		data := testData()
+		eng := open(t)
+		seed(t, eng, clk, data)
+		n := newNode(t, eng, clk, "a")
+		n.run(t)
+		require.Equal(t, expected(data, 1000*hour), stored(t, n.store, "x", "y"))
+
+		// A late sample of the counter, a new value at the end of the
+		// unit ending at 994h: its buckets change, and so does the first
+		// bucket of the next unit, whose increase starts from it.
+		late := 994 * hour
+		app := n.store.NewAppender()
+		_, err := app.Append(0, data[0].ls, late, 1e9)
+		require.NoError(t, err)
+		require.NoError(t, app.Commit(t.Context()))
+		data[0].vs[slices.Index(data[0].ts, late)] = 1e9
+		require.NotEqual(t, expected(data, 1000*hour), stored(t, n.store, "x", "y"))
+		n.run(t)
+		require.Equal(t, expected(data, 1000*hour), stored(t, n.store, "x", "y"))
+		require.Positive(t, counter(n, "kairos_adapter_rollup_recomputations_total", "write"))
+
+		// Part of one series deleted: its buckets in the range go.
+		_, err = n.store.Delete(t.Context(), 992*hour-2*minute, 993*hour+7*minute,
+			labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, "x"), labels.MustNewMatcher(labels.MatchEqual, "job", "c"))
+		require.NoError(t, err)
+		keep := data[3].ts[:0:0]
+		var keepV []float64
+		for i, ts := range data[3].ts {
+			if ts < 992*hour-2*minute || ts > 993*hour+7*minute {
+				keep, keepV = append(keep, ts), append(keepV, data[3].vs[i])
+			}
+		}
+		data[3].ts, data[3].vs = keep, keepV
+		n.run(t)
+		require.Equal(t, expected(data, 1000*hour), stored(t, n.store, "x", "y"))
+
+		// A whole metric deleted, index rows and name included.
+		_, err = n.store.Delete(t.Context(), math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, "y"))
+		require.NoError(t, err)
+		data = slices.Delete(data, 2, 3)
+		n.run(t)
+		require.Equal(t, expected(data, 1000*hour), stored(t, n.store, "x", "y"))
+		require.Positive(t, counter(n, "kairos_adapter_rollup_recomputations_total", "delete"))
+		var marks []string
+		require.NoError(t, n.store.ServiceKeys(t.Context(), rollup.Service, rollup.ServiceKey, "dirty.", func(k string) error {
+			marks = append(marks, k)
+			return nil
+		}))
+		require.Empty(t, marks, "marks are deleted once done")
 	})
 }
