@@ -1,6 +1,7 @@
 package job_test
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -410,5 +411,59 @@ func TestLateWriteAndDelete(t *testing.T) {
 			return nil
 		}))
 		require.Empty(t, marks, "marks are deleted once done")
+	})
+}
+
+// TestTwoJobs: two adapters on one keyspace, each running its job. One
+// holds the lease and rolls up, the other stands by; when the holder stops,
+// the other takes over where it stopped. Where both roll up the same units
+// anyway (a lease lost mid-unit), they write identical cells.
+func TestTwoJobs(t *testing.T) {
+	engines(t, func(t *testing.T, open func(t *testing.T) engine.Engine) {
+		clk := &clock{}
+		clk.set(t0)
+		data := testData()
+		seed(t, open(t), clk, data)
+		fast := func(c *job.Config) { c.Interval, c.DutyCycle = 5*time.Millisecond, 1 }
+		a := newNode(t, open(t), clk, "a", fast)
+		b := newNode(t, open(t), clk, "b", fast)
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		for _, n := range []*node{a, b} {
+			wg.Go(func() { n.job.Run(ctx) })
+		}
+		require.Eventually(t, func() bool {
+			from, _, ok := done(t, a.store, m5)
+			return ok && from == 990*hour+5*minute
+		}, time.Minute, 10*time.Millisecond)
+		cancel()
+		wg.Wait()
+		want := expected(data, 1000*hour)
+		require.Equal(t, want, stored(t, a.store, "x", "y"))
+		la, lb := buckets(a, m5)+buckets(a, h1), buckets(b, m5)+buckets(b, h1)
+		require.Equal(t, len(want)/5, la+lb, "each bucket once")
+		require.True(t, la == 0 || lb == 0, "one job did the work: a wrote %d buckets, b %d", la, lb)
+
+		// Run gave the lease up on its way out: whoever steps first
+		// next holds it. b steps on alone into the next unit.
+		clk.set(1001*hour + 10*minute)
+		before := buckets(b, m5)
+		require.Equal(t, 1, b.run(t))
+		require.Greater(t, buckets(b, m5), before)
+		require.Equal(t, expected(data, 1001*hour), stored(t, a.store, "x", "y"))
+
+		// Both roll up every unit (as if each lost the lease in turn
+		// in the middle): the cells are the same.
+		first := stored(t, a.store, "x", "y")
+		for _, n := range []*node{a, b} {
+			for _, r := range []rollup.Resolution{m5, h1} {
+				require.NoError(t, n.store.DeleteServiceValue(t.Context(), rollup.Service, rollup.ServiceKey, rollup.DoneKey(r), clk.Now().UnixMilli()+1))
+			}
+			require.NoError(t, n.store.DeleteServiceValue(t.Context(), rollup.Service, rollup.ServiceKey, "lease", clk.Now().UnixMilli()+1))
+			clk.set(clk.ms.Load() + 2) // after the deletes
+			n.run(t)
+			require.Equal(t, first, stored(t, a.store, "x", "y"))
+			require.Equal(t, first, stored(t, b.store, "x", "y"))
+		}
 	})
 }
