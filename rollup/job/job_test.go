@@ -151,7 +151,20 @@ type series struct {
 // testData: a counter with a reset and a stale marker, a gauge with NaN, a
 // sparse series, and one that stops, over (990h, 1000h] plus a few samples
 // in (1000h, t0], which are not rolled up yet.
-func testData() []series {
+func testData() []series { return testDataAt(0) }
+
+// testDataAt is testData moved by shift ms.
+func testDataAt(shift int64) []series {
+	out := testDataUnshifted()
+	for i := range out {
+		for k := range out[i].ts {
+			out[i].ts[k] += shift
+		}
+	}
+	return out
+}
+
+func testDataUnshifted() []series {
 	var out []series
 	counter := series{ls: labels.FromStrings("__name__", "x", "job", "a", "kind", "counter")}
 	gauge := series{ls: labels.FromStrings("__name__", "x", "job", "b", "kind", "gauge")}
