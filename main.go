@@ -70,6 +70,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rolls, err := newRollups(cfg, logger, reg)
+	if err != nil {
+		logger.Error("Invalid rollup configuration", "err", err)
+		return 1
+	}
 
 	// The engine is closed once, on the way out, after the HTTP server has
 	// drained: the embedded one opens below, the Cassandra one in the store
@@ -83,6 +88,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			logger.Warn("Closing the store", "storage", cfg.Storage.Type, "err", err)
 		}
 	}()
+	defer rolls.stop() // before the engine closes
 	store := &lazyStore{}
 	var cqlCfg cql.Config
 	switch cfg.Storage.Type {
@@ -93,7 +99,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		e, err := pebblekv.Open(cfg.Storage.Path, opts, logger)
 		if err == nil {
 			eng = e // not before: a nil *pebblekv.Engine is a non-nil Engine
-			err = openStore(ctx, cfg, e, store, logger, reg)
+			err = openStore(ctx, cfg, e, store, rolls, logger, reg)
 		}
 		if err != nil {
 			logger.Error("Cannot open the embedded store", "path", cfg.Storage.Path, "err", err)
@@ -148,6 +154,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		Routes: func(handle func(string, string, http.Handler)) {
 			queryAPI.Register(handle)
 			ui.Register(handle)
+			if rolls.enabled() {
+				handle("POST /api/v1/admin/rollups/recompute", "rollups_recompute", adapter.RecomputeHandler(rolls.recomputer, logger))
+			}
 		},
 	}, logger, reg)
 	// --web.read-timeout bounds the whole request, headers included: a
@@ -210,7 +219,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			eng = e
 			cqlEngine.Store(e)
 			reg.MustRegister(e.Collectors()...)
-			if err := openStore(ctx, cfg, e, store, logger, reg); err != nil {
+			if err := openStore(ctx, cfg, e, store, rolls, logger, reg); err != nil {
 				if ctx.Err() != nil {
 					return nil // interrupted
 				}
@@ -234,9 +243,9 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	return promslog.New(&promslog.Config{Level: lvl, Format: format, Writer: w})
 }
 
-// openStore sets up the engine's tables and the layout, then makes the store
-// available to the HTTP handlers.
-func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into *lazyStore, logger *slog.Logger, reg prometheus.Registerer) error {
+// openStore sets up the engine's tables and the layout, makes the store
+// available to the HTTP handlers and starts the rollup job over it.
+func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into *lazyStore, rolls *rollups, logger *slog.Logger, reg prometheus.Registerer) error {
 	if err := eng.Setup(ctx); err != nil {
 		return fmt.Errorf("create tables: %w", err)
 	}
@@ -255,13 +264,14 @@ func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into 
 		MetricPrefix:      cfg.KairosDB.MetricPrefix,
 		MaxMetrics:        cfg.Query.MaxMetrics,
 		MaxSeries:         cfg.Query.MaxSeries,
+		OnChange:          rolls.onChange,
 	}, logger, reg)
 	if err != nil {
 		return err
 	}
 	logger.Info("Store ready", "row_time_unit", s.Spec().Unit, "row_width", s.Spec().Width)
 	into.set(s)
-	return nil
+	return rolls.start(s)
 }
 
 func cassandraConfig(cfg *config.Config) (cql.Config, error) {

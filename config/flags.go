@@ -65,6 +65,10 @@ var flags = []flag{
 	{"query.max-length", "Longest PromQL expression the query API accepts, in bytes (400 bad_data beyond).", "131072", integer(func(c *Config) *int { return &c.Query.MaxLength })},
 	{"query.max-depth", "Deepest a PromQL expression may nest: brackets, and operators and function calls in its syntax tree (400 bad_data beyond).", "200", integer(func(c *Config) *int { return &c.Query.MaxDepth })},
 	{"query.max-subquery-steps", "Most steps the subqueries of one PromQL query may evaluate together (400 bad_data beyond): the engine allocates per step, whatever the data.", "1000000", integer(func(c *Config) *int { return &c.Query.MaxSubquerySteps })},
+	{"rollup.resolutions", "Comma-separated resolutions the rollup job writes (each a whole number of minutes dividing 24h and the largest); empty turns the job off.", "5m,1h", list(func(c *Config) *[]string { return &c.Rollup.Resolutions })},
+	{"rollup.delay", "How long after a unit of the largest resolution ends the rollup job waits for late samples before rolling it up; samples later still make it roll the unit up again.", "10m", dur(func(c *Config) *model.Duration { return &c.Rollup.Delay })},
+	{"rollup.retention", "Comma-separated <resolution>=<TTL> of rollup cells, counted from each bucket's end (e.g. 5m=8760h,1h=0); 0 or a resolution not named keeps them forever. Each must be 0 or at least --kairosdb.datapoint-ttl.", "", list(func(c *Config) *[]string { return &c.Rollup.Retention })},
+	{"rollup.duty-cycle", "Share of time the rollup job works while it has work (backfill, catching up): after a unit that took w it pauses w*(1-d)/d, leaving the rest to ingest.", "0.25", f64(func(c *Config) *float64 { return &c.Rollup.DutyCycle })},
 	{"log.level", "Only log messages at this level or above: debug, info, warn, error.", "info", str(func(c *Config) *string { return &c.Log.Level })},
 	{"log.format", "Log format: logfmt or json.", "logfmt", str(func(c *Config) *string { return &c.Log.Format })},
 }
@@ -156,6 +160,14 @@ func integer(field func(*Config) *int) func(*Config, string) error {
 func boolean(field func(*Config) *bool) func(*Config, string) error {
 	return func(c *Config, s string) error {
 		v, err := strconv.ParseBool(s)
+		*field(c) = v
+		return err
+	}
+}
+
+func f64(field func(*Config) *float64) func(*Config, string) error {
+	return func(c *Config, s string) error {
+		v, err := strconv.ParseFloat(s, 64)
 		*field(c) = v
 		return err
 	}

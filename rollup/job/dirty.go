@@ -101,7 +101,7 @@ func (j *Job) Recompute(ctx context.Context, selectors [][]*labels.Matcher, star
 		return nil, fmt.Errorf("list metrics: %w", err)
 	}
 	closed := j.plan.closed(j.now())
-	var marked []string
+	marked := []string{}
 	var marks []mark
 	for _, name := range names {
 		if !slices.ContainsFunc(selectors, func(ms []*labels.Matcher) bool { return namesMatch(ms, name) }) {

@@ -71,31 +71,6 @@ func TestPlanUnits(t *testing.T) {
 	require.Equal(t, progress{from: 95 * hr, to: 100 * hr, ok: true}, p.raise(m5, progress{from: 95 * hr, to: 100 * hr, ok: true}, floor), "already above")
 }
 
-func TestParseResolutions(t *testing.T) {
-	rs, err := ParseResolutions("1h, 5m,5m")
-	require.NoError(t, err)
-	require.Equal(t, []rollup.Resolution{m5, h1}, rs)
-	rs, err = ParseResolutions("")
-	require.NoError(t, err)
-	require.Empty(t, rs)
-	_, err = ParseResolutions("45m,1h")
-	require.ErrorContains(t, err, "does not divide the largest")
-	_, err = ParseResolutions("7m")
-	require.ErrorContains(t, err, "divides 24h")
-	_, err = ParseResolutions("5x")
-	require.Error(t, err)
-}
-
-func TestParseRetention(t *testing.T) {
-	ret, err := ParseRetention("5m=8760h, 1h=0")
-	require.NoError(t, err)
-	require.Equal(t, map[rollup.Resolution]time.Duration{m5: 8760 * time.Hour, h1: 0}, ret)
-	for _, bad := range []string{"5m", "5m=x", "5m=-1h", "7m=1h", "5m=1500ms"} {
-		_, err := ParseRetention(bad)
-		require.Error(t, err, bad)
-	}
-}
-
 func TestConfigCheck(t *testing.T) {
 	rs := []rollup.Resolution{m5, h1}
 	for _, tc := range []struct {
