@@ -163,4 +163,3 @@ func remoteRead(t *testing.T, url string, start, end int64, ms ...*prompb.LabelM
 	require.Len(t, res.Results, 1)
 	return res.Results[0].Timeseries
 }
-
