@@ -38,3 +38,13 @@ func TestParseRetention(t *testing.T) {
 		require.Error(t, err, bad)
 	}
 }
+
+// TestComputeLayoutExample is the example of docs/kairosdb-layout.md §13.2.
+func TestComputeLayoutExample(t *testing.T) {
+	m := int64(60_000)
+	got := rollup.Compute(m5, 0, 10*m, []int64{1 * m, 4 * m, 6 * m}, []float64{1, 3, 2})
+	require.Equal(t, []rollup.Point{
+		{End: 5 * m, Count: 2, Sum: 4, Min: 1, Max: 3, Counter: 2},
+		{End: 10 * m, Count: 1, Sum: 2, Min: 2, Max: 2, Counter: 2},
+	}, got)
+}
