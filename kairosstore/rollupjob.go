@@ -2,7 +2,6 @@ package kairosstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -47,12 +46,12 @@ func (s *Store) OldestSample(ctx context.Context, metric string) (int64, bool, e
 				if r.RowTime != rt || r.DataType == codec.TypeExemplar {
 					continue
 				}
-				err := s.eng.Cells(ctx, r.Key, 0, math.MaxUint32, func(col uint32, _ []byte) error {
-					oldest, found = min(oldest, s.spec.Timestamp(rt, col)), true
-					return errStop
-				})
-				if err != nil && !errors.Is(err, errStop) {
+				col, ok, err := s.eng.FirstCell(ctx, r.Key, 0, math.MaxUint32)
+				if err != nil {
 					return 0, false, err
+				}
+				if ok {
+					oldest, found = min(oldest, s.spec.Timestamp(rt, col)), true
 				}
 			}
 		}

@@ -67,6 +67,10 @@ type Engine interface {
 	// Cells lists the data_points cells of one row key with lo <= column1 < hi
 	// (hi is exclusive, as in KairosDB's slice query §7.5), ascending.
 	Cells(ctx context.Context, rowKey []byte, lo, hi uint32, fn func(column uint32, value []byte) error) error
+	// FirstCell is the first column of one row key with lo <= column1 < hi,
+	// read without reading the cells after it (Cells reads a page of them
+	// before a callback can stop it).
+	FirstCell(ctx context.Context, rowKey []byte, lo, hi uint32) (column uint32, ok bool, err error)
 	// MetricNames lists string_index['metric_names'] (§9.1) in byte order.
 	MetricNames(ctx context.Context, fn func(name string) error) error
 

@@ -137,8 +137,22 @@ func testCells(t *testing.T, start opener) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, cells(t, e, ex1Key, tc.lo, tc.hi))
+			// FirstCell is the first of the same slice.
+			col, ok, err := e.FirstCell(t.Context(), ex1Key, tc.lo, tc.hi)
+			require.NoError(t, err)
+			require.Equal(t, len(tc.want) > 0, ok)
+			if ok {
+				require.Equal(t, tc.want[0].Column, col)
+			}
 		})
 	}
+	col, ok, err := e.FirstCell(t.Context(), a0, 0, 0xffffffff)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, uint32(0x2fd9c180), col, "a0's own cell, not a0ff's at 5")
+	_, ok, err = e.FirstCell(t.Context(), []byte("b"), 0, 0xffffffff)
+	require.NoError(t, err)
+	require.False(t, ok)
 	require.Equal(t, []cell{{0x2fd9c180, []byte("a")}}, cells(t, e, a, 0, 0xffffffff))
 	require.Equal(t, []cell{{0x2fd9c180, []byte("a0")}}, cells(t, e, a0, 0, 0xffffffff))
 	require.Equal(t, []cell{{5, []byte("a0ff")}}, cells(t, e, a0ff, 0, 0xffffffff))
