@@ -2,6 +2,7 @@ package kairosstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -18,6 +19,21 @@ import (
 // What the rollup job (rollup/job) needs of the store besides the
 // appender and MetricNames: a way through every series of a metric, a
 // metric's oldest sample, and deletes of single cells.
+
+// OldestRowTime is metric's earliest row time (row_key_time_index, §7.3):
+// no sample of the metric is older.
+func (s *Store) OldestRowTime(ctx context.Context, metric string) (int64, bool, error) {
+	var oldest int64
+	found := false
+	err := s.eng.RowTimes(ctx, s.mapper.Prefix+metric, s.minTime(), math.MaxInt64, func(rowTime int64) error {
+		oldest, found = rowTime, true
+		return errStop
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return 0, false, err
+	}
+	return oldest, found, nil
+}
 
 // OldestSample is the time of metric's oldest sample (float, non-finite or
 // histogram; exemplars do not count): the first cell of each series' row in

@@ -44,6 +44,7 @@ func (j *Job) OnChange(cs []kairosstore.Change) {
 			if c.MinT > closed {
 				continue
 			}
+			j.older(c.Metric, c.MinT)
 			// The unit after the last one touched too: its first
 			// bucket's counter starts from the last sample before it.
 			marks = append(marks, mark{metric: c.Metric, from: j.plan.unitOf(c.MinT), to: min(j.plan.unitOf(min(c.MaxT, now))+j.plan.unit, closed), cause: "write"})
@@ -64,6 +65,17 @@ func (j *Job) OnChange(cs []kairosstore.Change) {
 	select {
 	case j.wake <- struct{}{}:
 	default:
+	}
+}
+
+// older notes a sample of metric at t, which may be older than what the
+// job knew as its oldest, so that backfill goes down to it.
+func (j *Job) older(metric string, t int64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if a := j.oldestOf[metric]; a != nil && (t < a.row || (a.known && t < a.exact)) {
+		a.row, a.exact = min(a.row, t), min(a.exact, t)
+		j.oldest = min(j.oldest, t)
 	}
 }
 

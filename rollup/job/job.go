@@ -27,13 +27,16 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
 // Store is what the job needs of kairosstore.Store.
 type Store interface {
 	MetricNames(ctx context.Context) ([]string, error)
+	OldestRowTime(ctx context.Context, metric string) (int64, bool, error)
 	OldestSample(ctx context.Context, metric string) (int64, bool, error)
+	Spec() codec.RowSpec
 	ScanSeries(ctx context.Context, mint, maxt int64, keep func(labels.Labels) bool, ms ...*labels.Matcher) (storage.SeriesSet, func())
 	NewAppender() *kairosstore.Appender
 	ClearSamples(ctx context.Context, cs []kairosstore.Clear) error
@@ -121,12 +124,13 @@ type Job struct {
 	mu      sync.Mutex
 	pending map[string]mark // marks not yet in service_index, by key
 	// view is the progress as last read, for OnChange's deletes; oldest is
-	// the oldest sample over all metrics (math.MaxInt64 before one is
-	// known), oldestOf per metric, read at most every oldestEvery.
+	// the oldest sample any metric may hold (math.MaxInt64 before one is
+	// known, floor), oldestOf per metric, listed at most every oldestEvery.
 	view     map[rollup.Resolution]progress
 	oldest   int64
-	oldestOf map[string]int64
+	oldestOf map[string]*metricAge
 	oldestAt time.Time
+	rowWidth int64 // the keyspace's, ms
 	wake     chan struct{}
 
 	leaseUntil int64 // while this process holds the lease, ms
@@ -135,7 +139,7 @@ type Job struct {
 	cursor     map[string]int64 // the next unit of a mark being recomputed, by key
 }
 
-// oldestEvery is how often the job lists the metrics and their oldest samples
+// oldestEvery is how often the job lists the metrics and their oldest rows
 // again: a metric new since is rolled up forward from its first unit on;
 // data older than what was known is backfilled at most this long after it
 // was written.
@@ -186,11 +190,12 @@ func New(st Store, cfg Config, logger *slog.Logger, reg prometheus.Registerer) (
 			unit:  cfg.Resolutions[len(cfg.Resolutions)-1].Millis(),
 			delay: cfg.Delay.Milliseconds(),
 		},
-		pending: map[string]mark{},
-		view:    map[rollup.Resolution]progress{},
-		oldest:  math.MaxInt64,
-		wake:    make(chan struct{}, 1),
-		cursor:  map[string]int64{},
+		pending:  map[string]mark{},
+		view:     map[rollup.Resolution]progress{},
+		oldest:   math.MaxInt64,
+		wake:     make(chan struct{}, 1),
+		cursor:   map[string]int64{},
+		rowWidth: st.Spec().WidthMillis(),
 		m: metrics{
 			buckets: f.NewCounterVec(prometheus.CounterOpts{
 				Namespace: "kairos_adapter", Subsystem: "rollup", Name: "buckets_written_total",
@@ -322,7 +327,7 @@ func (j *Job) Step(ctx context.Context) (worked bool, err error) {
 	closed := j.plan.closed(now)
 	// Forward: the earliest unit some resolution still needs.
 	if e, rs := j.next(prog, func(r rollup.Resolution, p progress) (int64, bool) { return j.plan.forward(r, p, closed) }, false); rs != nil {
-		return true, j.rollUnit(ctx, e, rs, prog)
+		return true, j.rollUnit(ctx, e, rs, prog, false)
 	}
 	// Backfill: the latest unit some resolution still needs.
 	j.mu.Lock()
@@ -331,7 +336,7 @@ func (j *Job) Step(ctx context.Context) (worked bool, err error) {
 	if e, rs := j.next(prog, func(r rollup.Resolution, p progress) (int64, bool) {
 		return j.plan.backfill(r, p, max(oldest, j.plan.retentionFloor(now, j.cfg.Retention[r])))
 	}, true); rs != nil {
-		return true, j.rollUnit(ctx, e, rs, prog)
+		return true, j.rollUnit(ctx, e, rs, prog, true)
 	}
 	return false, nil
 }
@@ -356,7 +361,7 @@ func (j *Job) next(prog map[rollup.Resolution]progress, want func(rollup.Resolut
 
 // rollUnit writes unit e of every metric at resolutions rs and then
 // extends their progress.
-func (j *Job) rollUnit(ctx context.Context, e int64, rs []rollup.Resolution, prog map[rollup.Resolution]progress) error {
+func (j *Job) rollUnit(ctx context.Context, e int64, rs []rollup.Resolution, prog map[rollup.Resolution]progress, backfill bool) error {
 	// A metric first written in the unit must be in the list: list again
 	// unless that was done after the unit's end.
 	j.mu.Lock()
@@ -367,7 +372,7 @@ func (j *Job) rollUnit(ctx context.Context, e int64, rs []rollup.Resolution, pro
 			return err
 		}
 	}
-	names, err := j.metricsAt(e)
+	names, err := j.metricsAt(ctx, e, backfill)
 	if err != nil {
 		return err
 	}
@@ -384,23 +389,73 @@ func (j *Job) rollUnit(ctx context.Context, e int64, rs []rollup.Resolution, pro
 	return nil
 }
 
+// metricAge is what the job knows of a metric's oldest sample.
+type metricAge struct {
+	row   int64 // its oldest row time: no sample is older
+	exact int64 // its oldest sample, once known
+	known bool
+}
+
 // metricsAt lists the metrics that may hold samples in unit e: those whose
-// oldest sample is not after it.
-func (j *Job) metricsAt(e int64) ([]string, error) {
+// oldest row starts before its end. With exact (backfill), a metric whose
+// oldest row holds the unit is first asked for its oldest sample (one cell
+// read per series of that row), so that backfill does not read the empty
+// weeks of a row before the data; forward units, near the present, need
+// not ask.
+func (j *Job) metricsAt(ctx context.Context, e int64, exact bool) ([]string, error) {
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	var out []string
-	for m, oldest := range j.oldestOf {
-		if oldest <= e {
+	var out, ask []string
+	for m, a := range j.oldestOf {
+		switch {
+		case a.row > e:
+		case a.known && a.exact > e:
+		case exact && !a.known && e < a.row+j.rowWidth:
+			ask = append(ask, m)
+		default:
 			out = append(out, m)
 		}
 	}
+	j.mu.Unlock()
+	for _, m := range ask {
+		t, ok, err := j.st.OldestSample(ctx, m)
+		if err != nil {
+			return nil, fmt.Errorf("oldest sample of %s: %w", m, err)
+		}
+		if !ok {
+			t = math.MaxInt64 // no sample left in the oldest row: deleted
+		}
+		j.mu.Lock()
+		if a := j.oldestOf[m]; a != nil {
+			a.exact, a.known = max(t, a.row), true
+			if a.exact <= e {
+				out = append(out, m)
+			}
+		}
+		j.mu.Unlock()
+	}
+	j.mu.Lock()
+	j.oldest = j.floor()
+	j.mu.Unlock()
 	slices.Sort(out)
 	return out, nil
 }
 
-// refreshOldest lists the metrics and their oldest samples when the list is
-// older than oldestEvery, or with force.
+// floor is the oldest sample any metric may hold. Called with mu held.
+func (j *Job) floor() int64 {
+	f := int64(math.MaxInt64)
+	for _, a := range j.oldestOf {
+		if a.known {
+			f = min(f, a.exact)
+		} else {
+			f = min(f, a.row)
+		}
+	}
+	return f
+}
+
+// refreshOldest lists the metrics and their oldest rows when the list is
+// older than oldestEvery, or with force. What is known of a metric's
+// oldest sample is kept while its oldest row stays.
 func (j *Job) refreshOldest(ctx context.Context, force bool) error {
 	j.mu.Lock()
 	fresh := j.oldestOf != nil && j.cfg.Now().Sub(j.oldestAt) < oldestEvery
@@ -412,21 +467,28 @@ func (j *Job) refreshOldest(ctx context.Context, force bool) error {
 	if err != nil {
 		return fmt.Errorf("list metrics: %w", err)
 	}
-	of := make(map[string]int64, len(names))
-	oldest := int64(math.MaxInt64)
+	rows := make(map[string]int64, len(names))
 	for _, m := range names {
-		t, ok, err := j.st.OldestSample(ctx, m)
+		t, ok, err := j.st.OldestRowTime(ctx, m)
 		if err != nil {
-			return fmt.Errorf("oldest sample of %s: %w", m, err)
+			return fmt.Errorf("oldest row of %s: %w", m, err)
 		}
 		if ok {
-			of[m] = t
-			oldest = min(oldest, t)
+			rows[m] = t
 		}
 	}
 	j.mu.Lock()
-	j.oldestOf, j.oldest, j.oldestAt = of, oldest, j.cfg.Now()
-	j.mu.Unlock()
+	defer j.mu.Unlock()
+	of := make(map[string]*metricAge, len(rows))
+	for m, row := range rows {
+		if a := j.oldestOf[m]; a != nil && a.row == row {
+			of[m] = a
+			continue
+		}
+		of[m] = &metricAge{row: row}
+	}
+	j.oldestOf, j.oldestAt = of, j.cfg.Now()
+	j.oldest = j.floor()
 	return nil
 }
 
