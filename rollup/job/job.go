@@ -133,7 +133,8 @@ type Job struct {
 	rowWidth int64 // the keyspace's, ms
 	wake     chan struct{}
 
-	leaseUntil int64 // while this process holds the lease, ms
+	leaseUntil int64         // while this process holds the lease, ms
+	paused     time.Duration // slept by pause in the current step
 	lastStamp  atomic.Int64
 	lastLog    time.Time
 	cursor     map[string]int64 // the next unit of a mark being recomputed, by key
@@ -263,9 +264,10 @@ func (j *Job) Run(ctx context.Context) {
 		}
 		wait := j.cfg.Interval
 		if worked {
-			spent := time.Since(start)
-			wait = time.Duration(float64(spent) * (1 - j.cfg.DutyCycle) / j.cfg.DutyCycle)
+			// The pauses rollUnit took between metrics count as rest.
+			wait = j.rest(time.Since(start) - j.paused)
 		}
+		j.paused = 0
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -274,6 +276,29 @@ func (j *Job) Run(ctx context.Context) {
 		}
 		t.Stop()
 	}
+}
+
+// rest is the pause that keeps the job at its duty cycle after working
+// for spent.
+func (j *Job) rest(spent time.Duration) time.Duration {
+	return time.Duration(float64(max(spent, 0)) * (1 - j.cfg.DutyCycle) / j.cfg.DutyCycle)
+}
+
+// pause sleeps d, or until ctx ends.
+func (j *Job) pause(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	start := time.Now()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	j.paused += time.Since(start)
+	return nil
 }
 
 // release gives the lease up on the way out, so that another adapter
@@ -377,7 +402,13 @@ func (j *Job) rollUnit(ctx context.Context, e int64, rs []rollup.Resolution, pro
 		return err
 	}
 	for _, m := range names {
+		start := time.Now()
 		if _, err := j.rollMetric(ctx, m, e, rs, false); err != nil {
+			return err
+		}
+		// Paced per metric, not per unit: a unit of a keyspace with
+		// many series is minutes of work.
+		if err := j.pause(ctx, j.rest(time.Since(start))); err != nil {
 			return err
 		}
 	}
