@@ -36,18 +36,8 @@ func deleteSeriesHandler(d Deleter, logger *slog.Logger) http.Handler {
 			http.Error(w, "no match[] parameter: name the series to delete, e.g. match[]={job=\"old\"}", http.StatusBadRequest)
 			return
 		}
-		start, err := parseTimeParam(r.Form.Get("start"), math.MinInt64)
-		if err != nil {
-			http.Error(w, "invalid start: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		end, err := parseTimeParam(r.Form.Get("end"), math.MaxInt64)
-		if err != nil {
-			http.Error(w, "invalid end: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		if start > end {
-			http.Error(w, "start is after end", http.StatusBadRequest)
+		start, end, ok := timeRange(w, r)
+		if !ok {
 			return
 		}
 		// Parse every selector before deleting anything.
@@ -80,6 +70,26 @@ func deleteSeriesHandler(d Deleter, logger *slog.Logger) http.Handler {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+}
+
+// timeRange reads the optional start and end of an admin call (default: all
+// time), answering 400 when they are invalid.
+func timeRange(w http.ResponseWriter, r *http.Request) (start, end int64, ok bool) {
+	start, err := parseTimeParam(r.Form.Get("start"), math.MinInt64)
+	if err != nil {
+		http.Error(w, "invalid start: "+err.Error(), http.StatusBadRequest)
+		return 0, 0, false
+	}
+	end, err = parseTimeParam(r.Form.Get("end"), math.MaxInt64)
+	if err != nil {
+		http.Error(w, "invalid end: "+err.Error(), http.StatusBadRequest)
+		return 0, 0, false
+	}
+	if start > end {
+		http.Error(w, "start is after end", http.StatusBadRequest)
+		return 0, 0, false
+	}
+	return start, end, true
 }
 
 // parseTimeParam reads a time as Prometheus's API does: Unix seconds with an

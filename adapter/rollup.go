@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -37,18 +36,8 @@ func RecomputeHandler(get func() Recomputer, logger *slog.Logger) http.Handler {
 			http.Error(w, "cannot parse the form: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		start, err := parseTimeParam(r.Form.Get("start"), math.MinInt64)
-		if err != nil {
-			http.Error(w, "invalid start: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		end, err := parseTimeParam(r.Form.Get("end"), math.MaxInt64)
-		if err != nil {
-			http.Error(w, "invalid end: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		if start > end {
-			http.Error(w, "start is after end", http.StatusBadRequest)
+		start, end, ok := timeRange(w, r)
+		if !ok {
 			return
 		}
 		sets := [][]*labels.Matcher{nil} // every metric

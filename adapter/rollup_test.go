@@ -45,7 +45,7 @@ func TestRollupsThroughRemoteRead(t *testing.T) {
 			app := store.NewAppender()
 			ls := labels.FromStrings("__name__", "x", "job", "a")
 			for ts := end - hour + 60_000; ts <= end; ts += 60_000 {
-				_, err := app.Append(0, ls, ts, float64(ts/60_000%100))
+				_, err := app.Append(0, ls, ts, float64((ts-end+hour)/60_000)) // 1 to 60, rising
 				require.NoError(t, err)
 			}
 			require.NoError(t, app.Commit(t.Context()))
@@ -71,7 +71,7 @@ func TestRollupsThroughRemoteRead(t *testing.T) {
 			}, nil, prometheus.NewRegistry()))
 			defer srv.Close()
 
-			got := remoteRead(t, srv.URL, end-hour, end,
+			got := remoteRead(t, srv.Client(), srv.URL, end-hour, end,
 				&prompb.LabelMatcher{Type: prompb.LabelMatcher_EQ, Name: "__name__", Value: "x_rollup"},
 				&prompb.LabelMatcher{Type: prompb.LabelMatcher_EQ, Name: "rollup_aggregate", Value: "max"})
 			require.Len(t, got, 2, "5m and 1h")
@@ -89,10 +89,10 @@ func TestRollupsThroughRemoteRead(t *testing.T) {
 			for i, s := range fiveMin.Samples {
 				bucketEnd := end - hour + int64(i+1)*5*60_000
 				require.Equal(t, bucketEnd, s.Timestamp)
-				require.Equal(t, float64(bucketEnd/60_000%100), s.Value, "the max of a rising minute count is the bucket's last")
+				require.Equal(t, float64((bucketEnd-end+hour)/60_000), s.Value, "the max of a rising count is the bucket's last")
 			}
 
-			raw := remoteRead(t, srv.URL, end-hour, end, &prompb.LabelMatcher{Type: prompb.LabelMatcher_EQ, Name: "__name__", Value: "x"})
+			raw := remoteRead(t, srv.Client(), srv.URL, end-hour, end, &prompb.LabelMatcher{Type: prompb.LabelMatcher_EQ, Name: "__name__", Value: "x"})
 			require.Len(t, raw, 1, "rollups are not series of x")
 			require.Len(t, raw[0].Samples, 60)
 
@@ -141,7 +141,7 @@ func labelOf(s *prompb.TimeSeries, name string) string {
 }
 
 // remoteRead sends one remote-read query and returns its series.
-func remoteRead(t *testing.T, url string, start, end int64, ms ...*prompb.LabelMatcher) []*prompb.TimeSeries {
+func remoteRead(t *testing.T, client *http.Client, url string, start, end int64, ms ...*prompb.LabelMatcher) []*prompb.TimeSeries {
 	t.Helper()
 	rr := prompb.ReadRequest{Queries: []*prompb.Query{{StartTimestampMs: start, EndTimestampMs: end, Matchers: ms}}}
 	b, err := rr.Marshal()
@@ -150,12 +150,12 @@ func remoteRead(t *testing.T, url string, start, end int64, ms ...*prompb.LabelM
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/x-protobuf")
 	req.Header.Set("Content-Encoding", "snappy")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "read: %s", body)
 	dec, err := snappy.Decode(nil, body)
 	require.NoError(t, err)
 	var res prompb.ReadResponse
