@@ -190,7 +190,8 @@ func (j *Job) storeMarks(ctx context.Context, marks []mark) error {
 // left to forward or backfill, which read the samples after the change: a
 // unit past the done range waits for it, one before it is skipped. A mark
 // whose units are all done is deleted as of its write time, so that a mark
-// stored again since survives.
+// stored again since survives. How far a mark got is kept in memory only: a
+// restart recomputes its range from the start.
 func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progress) (bool, error) {
 	var marks []mark
 	var bad []error

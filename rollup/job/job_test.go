@@ -61,18 +61,24 @@ func engines(t *testing.T, test func(t *testing.T, open func(t *testing.T) engin
 	t.Run("cassandra", func(t *testing.T) {
 		t.Parallel()
 		addr, keyspace := cassandratest.Keyspace(t)
-		test(t, func(t *testing.T) engine.Engine {
-			eng, err := cql.Open(t.Context(), cql.Config{
-				Hosts: []string{addr}, Keyspace: keyspace,
-				WriteConsistency: "ONE", ReadConsistency: "ONE",
-				Timeout: 30 * time.Second, ConnectTimeout: 15 * time.Second,
-			}, nil)
-			require.NoError(t, err)
-			t.Cleanup(func() { require.NoError(t, eng.Close()) })
-			require.NoError(t, eng.Setup(t.Context()))
-			return eng
-		})
+		test(t, func(t *testing.T) engine.Engine { return openCassandra(t, addr, keyspace) })
 	})
+}
+
+// openCassandra is an engine on the test node's keyspace, set up; each call
+// is one more adapter's connection.
+func openCassandra(t *testing.T, addr, keyspace string) *cql.Engine {
+	t.Helper()
+	eng, err := cql.Open(t.Context(), cql.Config{
+		Hosts: []string{addr}, Keyspace: keyspace,
+		WriteConsistency: "ONE", ReadConsistency: "ONE",
+		// The test node is shared and slow on a busy machine.
+		Timeout: 30 * time.Second, ConnectTimeout: 15 * time.Second,
+	}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, eng.Close()) })
+	require.NoError(t, eng.Setup(t.Context()))
+	return eng
 }
 
 // clock is a settable clock.

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/rollup"
 	"github.com/kairos-remote/kairos-adapter/rollup/job"
 )
@@ -29,13 +28,7 @@ import (
 // bucket's end (TTL(value)); 1h cells, kept forever, have none.
 func TestKairosDBReadsRollups(t *testing.T) {
 	addr, keyspace := cassandratest.Keyspace(t)
-	eng, err := cql.Open(t.Context(), cql.Config{
-		Hosts: []string{addr}, Keyspace: keyspace, WriteConsistency: "ONE", ReadConsistency: "ONE",
-		Timeout: 30 * time.Second, ConnectTimeout: 15 * time.Second,
-	}, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, eng.Close()) })
-	require.NoError(t, eng.Setup(t.Context()))
+	eng := openCassandra(t, addr, keyspace)
 
 	// The data of the other tests, ending at the last whole hour of the
 	// real clock: Cassandra counts TTLs from its own.
