@@ -35,7 +35,6 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 	"github.com/kairos-remote/kairos-adapter/queryapi"
-	"github.com/kairos-remote/kairos-adapter/rollup"
 	webui "github.com/kairos-remote/kairos-adapter/web"
 )
 
@@ -72,6 +71,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rolls, err := newRollups(cfg, logger, reg)
+	if err != nil {
+		logger.Error("Invalid rollup configuration", "err", err)
+		return 1
+	}
 
 	store := &lazyStore{}
 	// Prometheus's query API, so Grafana can query the adapter directly.
@@ -82,9 +86,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		MaxSamples:     cfg.Query.MaxSamples,
 		SampleLimit:    kairosstore.WithSampleLimit,
 		EnableAdminAPI: cfg.Web.EnableAdminAPI,
-		// The resolutions the rollup job keeps; the job's flag replaces
-		// this list when it is wired in.
-		RollupResolutions:   []rollup.Resolution{rollup.Resolution(5 * time.Minute), rollup.Resolution(time.Hour)},
+		RollupResolutions:   rolls.cfg.Resolutions,
+		Rollups:             rolls.recomputeRoute(),
 		MaxSourceResolution: cfg.Query.MaxSourceResolution,
 		Limits: queryapi.Limits{
 			MaxLength:        cfg.Query.MaxLength,
@@ -124,6 +127,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			logger.Warn("Closing the store", "storage", cfg.Storage.Type, "err", err)
 		}
 	}()
+	defer rolls.stop() // before the engine closes
 	var cqlCfg cql.Config
 	var embedded *pebblekv.Engine // for the status page's block cache
 	switch cfg.Storage.Type {
@@ -134,7 +138,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		e, err := pebblekv.Open(cfg.Storage.Path, opts, logger)
 		if err == nil {
 			eng, embedded = e, e // not before: a nil *pebblekv.Engine is a non-nil Engine
-			err = openStore(ctx, cfg, e, store, front.OnChange, logger, reg)
+			err = openStore(ctx, cfg, e, store, rolls, front.OnChange, logger, reg)
 		}
 		if err != nil {
 			logger.Error("Cannot open the embedded store", "path", cfg.Storage.Path, "err", err)
@@ -247,7 +251,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			eng = e
 			cqlEngine.Store(e)
 			reg.MustRegister(e.Collectors()...)
-			if err := openStore(ctx, cfg, e, store, front.OnChange, logger, reg); err != nil {
+			if err := openStore(ctx, cfg, e, store, rolls, front.OnChange, logger, reg); err != nil {
 				if ctx.Err() != nil {
 					return nil // interrupted
 				}
@@ -280,9 +284,10 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	return promslog.New(&promslog.Config{Level: lvl, Format: format, Writer: w})
 }
 
-// openStore sets up the engine's tables and the layout, then makes the store
-// available to the HTTP handlers.
-func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into *lazyStore, onChange func([]kairosstore.Change), logger *slog.Logger, reg prometheus.Registerer) error {
+// openStore sets up the engine's tables and the layout, makes the store
+// available to the HTTP handlers and starts the rollup job over it; the
+// store's changes go to the job and to onChange (the frontend's cache).
+func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into *lazyStore, rolls *rollups, onChange func([]kairosstore.Change), logger *slog.Logger, reg prometheus.Registerer) error {
 	if err := eng.Setup(ctx); err != nil {
 		return fmt.Errorf("create tables: %w", err)
 	}
@@ -301,14 +306,17 @@ func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into 
 		MetricPrefix:      cfg.KairosDB.MetricPrefix,
 		MaxMetrics:        cfg.Query.MaxMetrics,
 		MaxSeries:         cfg.Query.MaxSeries,
-		OnChange:          onChange,
+		OnChange: func(cs []kairosstore.Change) {
+			rolls.onChange(cs)
+			onChange(cs)
+		},
 	}, logger, reg)
 	if err != nil {
 		return err
 	}
 	logger.Info("Store ready", "row_time_unit", s.Spec().Unit, "row_width", s.Spec().Width)
 	into.set(s)
-	return nil
+	return rolls.start(s)
 }
 
 func cassandraConfig(cfg *config.Config) (cql.Config, error) {

@@ -357,3 +357,29 @@ func runGoroutines() string {
 	}
 	return strings.Join(left, "\n\n")
 }
+
+// TestRollupSettingsRefusedAtStart: raw samples that could expire before
+// they are rolled up, and rollups that expire before raw samples, stop the
+// adapter before any store opens, with a message naming the flags.
+func TestRollupSettingsRefusedAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--kairosdb.datapoint-ttl=1d"}, "raw samples live 1d (--kairosdb.datapoint-ttl), less than the largest rollup resolution (1h) plus --rollup.delay (10m) plus a margin of 1d"},
+		{[]string{"--kairosdb.datapoint-ttl=30d", "--rollup.retention=5m=7d"}, "--rollup.retention keeps 5m rollups 1w, less than raw samples live (30d"},
+	} {
+		dir := t.TempDir()
+		var log syncBuffer
+		code := run(t.Context(), append([]string{"--storage.path=" + filepath.Join(dir, "data"), "--web.listen-address=127.0.0.1:0"}, tc.args...), &log)
+		require.Equal(t, 1, code, log.String())
+		require.Contains(t, log.String(), "Invalid rollup configuration")
+		require.Contains(t, log.String(), tc.want)
+		require.NoDirExists(t, filepath.Join(dir, "data"), "the store must not open")
+	}
+	// Turned off, nothing is checked.
+	dir := t.TempDir()
+	var log syncBuffer
+	r := run(t.Context(), []string{"--storage.path=" + filepath.Join(dir, "data"), "--web.listen-address=x:y:z", "--kairosdb.datapoint-ttl=1d", "--rollup.resolutions="}, &log)
+	require.NotContains(t, log.String(), "rollup", "code %d", r)
+}

@@ -488,30 +488,9 @@ func readResultSizes(t *testing.T, resp *http.Response, body string) []int {
 // "{labels} @timestamp value".
 func readStored(t *testing.T, client *http.Client, url string) []string {
 	t.Helper()
-	rr := prompb.ReadRequest{Queries: []*prompb.Query{{
-		StartTimestampMs: math.MinInt64,
-		EndTimestampMs:   math.MaxInt64,
-		Matchers:         []*prompb.LabelMatcher{{Type: prompb.LabelMatcher_RE, Name: "__name__", Value: ".+"}},
-	}}}
-	b, err := rr.Marshal()
-	require.NoError(t, err)
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/api/v1/read", bytes.NewReader(snappy.Encode(nil, b)))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/x-protobuf")
-	req.Header.Set("Content-Encoding", "snappy")
-	resp, err := client.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode, "read back: %s", body)
-	dec, err := snappy.Decode(nil, body)
-	require.NoError(t, err)
-	var res prompb.ReadResponse
-	require.NoError(t, res.Unmarshal(dec))
-	require.Len(t, res.Results, 1)
+	series := remoteRead(t, client, url, math.MinInt64, math.MaxInt64, &prompb.LabelMatcher{Type: prompb.LabelMatcher_RE, Name: "__name__", Value: ".+"})
 	var out []string
-	for _, ts := range res.Results[0].Timeseries {
+	for _, ts := range series {
 		lset := labelsOf(ts.Labels)
 		for _, s := range ts.Samples {
 			out = append(out, fmt.Sprintf("%s @%d %g", lset, s.Timestamp, s.Value))

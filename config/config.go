@@ -26,6 +26,7 @@ type Config struct {
 	Cassandra Cassandra `yaml:"cassandra"`
 	KairosDB  KairosDB  `yaml:"kairosdb"`
 	Query     Query     `yaml:"query"`
+	Rollup    Rollup    `yaml:"rollup"`
 	Log       Log       `yaml:"log"`
 }
 
@@ -114,6 +115,18 @@ type Query struct {
 	ResultsCacheFreshness model.Duration `yaml:"results_cache_freshness"`
 	ResultsCacheTTL       model.Duration `yaml:"results_cache_ttl"`
 	AlignSteps            bool           `yaml:"align_steps"`
+}
+
+// Rollup configures the rollup job (rollup/job).
+type Rollup struct {
+	// Resolutions, e.g. ["5m", "1h"]; empty turns the job off.
+	Resolutions []string       `yaml:"resolutions"`
+	Delay       model.Duration `yaml:"delay"`
+	// Retention, e.g. ["5m=8760h", "1h=0"]: each resolution's TTL, 0 or
+	// missing keeps its cells forever.
+	Retention []string `yaml:"retention"`
+	// DutyCycle is the share of time the job works while it has work.
+	DutyCycle float64 `yaml:"duty_cycle"`
 }
 
 // Log configures log/slog output.
@@ -321,6 +334,18 @@ func (c *Config) Validate() error {
 	}
 	if c.Query.ResultsCacheTTL <= 0 {
 		bad("query.results-cache-ttl", "query.results_cache_ttl", "must be positive, got %s", c.Query.ResultsCacheTTL)
+	}
+	if _, err := rollup.ParseResolutions(strings.Join(c.Rollup.Resolutions, ",")); err != nil {
+		bad("rollup.resolutions", "rollup.resolutions", "%v", err)
+	}
+	if _, err := rollup.ParseRetention(strings.Join(c.Rollup.Retention, ",")); err != nil {
+		bad("rollup.retention", "rollup.retention", "%v", err)
+	}
+	if c.Rollup.Delay < 0 {
+		bad("rollup.delay", "rollup.delay", "must not be negative, got %s", c.Rollup.Delay)
+	}
+	if !(c.Rollup.DutyCycle > 0 && c.Rollup.DutyCycle <= 1) {
+		bad("rollup.duty-cycle", "rollup.duty_cycle", "must be in (0, 1], got %g", c.Rollup.DutyCycle)
 	}
 	if !contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		bad("log.level", "log.level", "%q must be debug, info, warn or error", c.Log.Level)

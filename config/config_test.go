@@ -121,6 +121,11 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{name: "no query concurrency", args: []string{"--query.max-concurrency=0"}, want: "invalid --query.max-concurrency (query.max_concurrency): must be positive"},
 		{name: "no block cache", file: "storage:\n  embedded_cache_bytes: 0\n", want: "invalid --storage.embedded-cache-bytes (storage.embedded_cache_bytes): must be positive"},
 		{name: "password without user", args: []string{"--cassandra.password-file=/x"}, want: "needs --cassandra.username"},
+		{name: "bad rollup resolution", args: []string{"--rollup.resolutions=5m,7m"}, want: "invalid --rollup.resolutions (rollup.resolutions): rollup resolution \"7m\": want a whole number of minutes that divides 24h"},
+		{name: "rollup resolution not dividing the largest", file: "rollup:\n  resolutions: [45m, 1h]\n", want: "invalid --rollup.resolutions (rollup.resolutions): rollup resolution 45m does not divide the largest, 1h"},
+		{name: "bad rollup retention", args: []string{"--rollup.retention=5m:1y"}, want: "invalid --rollup.retention (rollup.retention)"},
+		{name: "rollup duty cycle", args: []string{"--rollup.duty-cycle=0"}, want: "invalid --rollup.duty-cycle (rollup.duty_cycle): must be in (0, 1]"},
+		{name: "negative rollup delay", args: []string{"--rollup.delay=-1m"}, want: "invalid --rollup.delay"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args

@@ -73,6 +73,10 @@ var flags = []flag{
 	{"query.results-cache-freshness", "Evaluation times more recent than this are never cached: their samples may still be arriving.", "10m", dur(func(c *Config) *model.Duration { return &c.Query.ResultsCacheFreshness })},
 	{"query.results-cache-ttl", "How long a cached extent is trusted: writes and deletes through this adapter invalidate at once, this bounds how long changes by other writers (KairosDB, a second adapter) can go unseen.", "1h", dur(func(c *Config) *model.Duration { return &c.Query.ResultsCacheTTL })},
 	{"query.align-steps", "Move the start and end of range queries to multiples of their step, so that more of them share cached extents; changes answers, as Mimir's step alignment does.", "false", boolean(func(c *Config) *bool { return &c.Query.AlignSteps })},
+	{"rollup.resolutions", "Comma-separated resolutions the rollup job writes (each a whole number of minutes dividing 24h and the largest); empty turns the job off.", "5m,1h", list(func(c *Config) *[]string { return &c.Rollup.Resolutions })},
+	{"rollup.delay", "How long after a unit of the largest resolution ends the rollup job waits for late samples before rolling it up; samples later still make it roll the unit up again.", "10m", dur(func(c *Config) *model.Duration { return &c.Rollup.Delay })},
+	{"rollup.retention", "Comma-separated <resolution>=<TTL> of rollup cells, counted from each bucket's end (e.g. 5m=8760h,1h=0); 0 or a resolution not named keeps them forever. Each must be 0 or at least --kairosdb.datapoint-ttl.", "", list(func(c *Config) *[]string { return &c.Rollup.Retention })},
+	{"rollup.duty-cycle", "Share of time the rollup job works while it has work (backfill, catching up): after a unit that took w it pauses w*(1-d)/d, leaving the rest to ingest.", "0.25", f64(func(c *Config) *float64 { return &c.Rollup.DutyCycle })},
 	{"log.level", "Only log messages at this level or above: debug, info, warn, error.", "info", str(func(c *Config) *string { return &c.Log.Level })},
 	{"log.format", "Log format: logfmt or json.", "logfmt", str(func(c *Config) *string { return &c.Log.Format })},
 }
@@ -164,6 +168,14 @@ func integer(field func(*Config) *int) func(*Config, string) error {
 func boolean(field func(*Config) *bool) func(*Config, string) error {
 	return func(c *Config, s string) error {
 		v, err := strconv.ParseBool(s)
+		*field(c) = v
+		return err
+	}
+}
+
+func f64(field func(*Config) *float64) func(*Config, string) error {
+	return func(c *Config, s string) error {
+		v, err := strconv.ParseFloat(s, 64)
 		*field(c) = v
 		return err
 	}

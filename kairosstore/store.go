@@ -80,6 +80,9 @@ type Change struct {
 	Metric     string // the Prometheus metric name, without --store.metric-prefix
 	MinT, MaxT int64  // inclusive, ms
 	Deleted    bool
+	// Derived is a commit of samples computed from others (rollups,
+	// Appender.SetDerived), not of samples received.
+	Derived bool
 }
 
 // Store is the KairosDB layout over an Engine.

@@ -52,6 +52,10 @@ type Appender struct {
 	values  []byte // backing store of all cell values
 	batch   engine.Batch
 	meta    map[string]pendingMetadata // by metric family
+	// ttl is the TTL of the cells appended next (Options.TTL unless
+	// SetDerived); derived marks the appender's changes as Change.Derived.
+	ttl     int32
+	derived bool
 
 	// The times appended per metric, for Options.OnChange; chgOf is the
 	// series changes[chg] was last looked up for.
@@ -69,11 +73,12 @@ type pendingRow struct {
 	dataType    string
 	tags        []codec.Tag
 	shared      *seriesRow // the cached row to mark indexed, if any
+	ttl         int32      // of the row's cells; its index rows outlive them (Store.indexTTL)
 }
 
 // NewAppender starts collecting one request.
 func (s *Store) NewAppender() *Appender {
-	a := &Appender{s: s, rowPos: map[string]int{}, now: s.stamp()}
+	a := &Appender{s: s, rowPos: map[string]int{}, now: s.stamp(), ttl: s.opts.TTL}
 	if bufs, ok := s.bufs.Get().(*appendBuffers); ok {
 		a.batch.Cells, a.values = bufs.cells, bufs.values
 	}
@@ -188,7 +193,7 @@ func (a *Appender) appendFloat(t int64, v float64) error {
 			a.rowPos[string(r.key)] = len(a.rows)
 			a.rows = append(a.rows, pendingRow{
 				key: r.key, metric: a.cur.metric, indexMetric: a.cur.metric, rowTime: rowTime,
-				dataType: codec.TypeDouble, tags: a.cur.tags, shared: r,
+				dataType: codec.TypeDouble, tags: a.cur.tags, shared: r, ttl: a.ttl,
 			})
 		}
 	}
@@ -196,7 +201,7 @@ func (a *Appender) appendFloat(t int64, v float64) error {
 		Key:    r.key,
 		Column: a.s.spec.Column(rowTime, t),
 		Value:  a.values[off:len(a.values):len(a.values)],
-		TTL:    a.s.opts.TTL,
+		TTL:    a.ttl,
 	})
 	return nil
 }
@@ -307,7 +312,7 @@ func (a *Appender) noteTime(t int64) {
 			}
 			i = len(a.changes)
 			a.chgPos[name] = i
-			a.changes = append(a.changes, Change{Metric: name, MinT: t, MaxT: t})
+			a.changes = append(a.changes, Change{Metric: name, MinT: t, MaxT: t, Derived: a.derived})
 		}
 		a.chg = i
 	}
@@ -324,7 +329,7 @@ func (a *Appender) addCell(metric, indexMetric string, t int64, dataType string,
 		Key:    a.rows[row].key,
 		Column: a.s.spec.Column(rowTime, t),
 		Value:  a.values[off:len(a.values):len(a.values)],
-		TTL:    a.s.opts.TTL,
+		TTL:    a.ttl,
 	})
 }
 
@@ -384,7 +389,7 @@ func (a *Appender) row(metric, indexMetric string, rowTime int64, dataType strin
 	key := append([]byte(nil), a.keyBuf...)
 	a.rows = append(a.rows, pendingRow{
 		key: key, metric: metric, indexMetric: indexMetric, rowTime: rowTime, dataType: dataType,
-		tags: a.cur.tags,
+		tags: a.cur.tags, ttl: a.ttl,
 	})
 	a.rowPos[string(key)] = len(a.rows) - 1
 	return len(a.rows) - 1
@@ -399,7 +404,6 @@ func (a *Appender) Commit(ctx context.Context) error {
 	// Cassandra gives a tie to the tombstone: a write in the millisecond
 	// of a delete that returned before it would be lost.
 	b.WriteTime = max(s.opts.Now().UnixMilli(), s.lastDeleteMillis.Load()+1)
-	indexTTL := s.indexTTL()
 	var newRows, newMetricRows []string
 	var confirmed []*seriesRow
 	var seenMetricRows, seenNames map[string]bool
@@ -426,6 +430,7 @@ func (a *Appender) Commit(ctx context.Context) error {
 		if r.shared != nil {
 			confirmed = append(confirmed, r.shared)
 		}
+		indexTTL := s.indexTTL(r.ttl)
 		irk := engine.IndexedRowKey{Metric: r.indexMetric, RowTime: r.rowTime, DataType: r.dataType, Tags: r.tags, TTL: indexTTL}
 		b.RowKeys = append(b.RowKeys, irk)
 		if r.indexMetric == r.metric {
@@ -491,13 +496,23 @@ func (a *Appender) Commit(ctx context.Context) error {
 	return nil
 }
 
-// indexTTL is KairosDB's TTL of index rows: the data TTL plus one row width,
-// so an index entry outlives every cell of its row (§5.2 step 4).
-func (s *Store) indexTTL() int32 {
-	if s.opts.TTL == 0 {
+// indexTTL is KairosDB's TTL of the index rows of cells with TTL ttl: the
+// data TTL plus one row width, so an index entry outlives every cell of its
+// row (§5.2 step 4).
+func (s *Store) indexTTL(ttl int32) int32 {
+	if ttl == 0 {
 		return 0
 	}
-	return s.opts.TTL + int32(s.spec.WidthMillis()/1000)
+	return ttl + int32(s.spec.WidthMillis()/1000)
+}
+
+// SetDerived makes the cells appended after it, and their index rows, live
+// ttl seconds (0: forever) instead of Options.TTL, and marks the changes
+// this appender reports to Options.OnChange as Derived. The rollup job
+// writes its series so: each resolution has its own retention, and a
+// rollup written is not a change of the samples it was computed from.
+func (a *Appender) SetDerived(ttl int32) {
+	a.ttl, a.derived = ttl, true
 }
 
 // appendTagIndexed adds the tag_indexed_row_keys rows of a row key of a

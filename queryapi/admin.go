@@ -154,3 +154,57 @@ func deleteTime(s string, def int64) (int64, error) {
 	}
 	return t.UnixMilli(), nil
 }
+
+// Recomputer marks rollups for recomputation (rollup/job.Job).
+type Recomputer interface {
+	// Recompute marks the units that [start, end] (ms) touches of the
+	// metrics the selectors name (a nil selector: every metric) and returns
+	// the metrics marked.
+	Recompute(ctx context.Context, selectors [][]*labels.Matcher, start, end int64) ([]string, error)
+}
+
+// recomputeRollups serves POST /api/v1/admin/rollups/recompute: match[]
+// selectors (none: every metric), optional start and end as delete_series
+// takes them. The rollup job sees what the adapters sharing its keyspace
+// change; after KairosDB or another writer changed samples behind their
+// back, an operator marks the range here. It answers once the marks are
+// stored, with the metrics marked; the job recomputes them in the
+// background. An admin call like delete_series: off unless the admin API is
+// on.
+func (a *API) recomputeRollups(r *http.Request) (any, annotations.Annotations, *apiError) {
+	start, err := deleteTime(r.Form.Get("start"), math.MinInt64)
+	if err != nil {
+		return nil, nil, badData(fmt.Errorf("invalid start: %w", err))
+	}
+	end, err := deleteTime(r.Form.Get("end"), math.MaxInt64)
+	if err != nil {
+		return nil, nil, badData(fmt.Errorf("invalid end: %w", err))
+	}
+	if start > end {
+		return nil, nil, badData(errors.New("start is after end"))
+	}
+	sets := [][]*labels.Matcher{nil}
+	if selectors := r.Form["match[]"]; len(selectors) > 0 {
+		sets = sets[:0]
+		for _, s := range selectors {
+			ms, err := a.parser.ParseMetricSelector(s)
+			if err != nil {
+				return nil, nil, badData(fmt.Errorf("invalid match[] %q: %v", s, err))
+			}
+			sets = append(sets, ms)
+		}
+	}
+	rc := a.rollups()
+	if rc == nil {
+		return nil, nil, &apiError{errUnavailable, errors.New("the store is not open yet")}
+	}
+	metrics, err := rc.Recompute(r.Context(), sets, start, end)
+	if err != nil {
+		a.logger.Warn("Marking rollups for recomputation failed", "err", err)
+		apiErr := storeError(err)
+		apiErr.err = fmt.Errorf("mark rollups for recomputation: %w", err)
+		return nil, nil, apiErr
+	}
+	a.logger.Info("Rollups marked for recomputation", "match", r.Form["match[]"], "start", start, "end", end, "metrics", len(metrics))
+	return map[string][]string{"metrics": metrics}, nil, nil
+}

@@ -88,6 +88,10 @@ type Options struct {
 	// the store implements Deleter. Off by default, as in Prometheus: it
 	// deletes data without asking.
 	EnableAdminAPI bool
+	// Rollups, when set, serves POST /api/v1/admin/rollups/recompute (with
+	// the admin API on): it returns the rollup job, nil until the store is
+	// open.
+	Rollups func() Recomputer
 	// RollupResolutions are the resolutions rollups are kept at, and
 	// MaxSourceResolution the default of the max_source_resolution
 	// parameter ("" is auto): rollups.go.
@@ -105,6 +109,7 @@ type API struct {
 	evalInterval int64 // ms
 	gate         gate
 	adminAPI     bool
+	rollups      func() Recomputer
 	engine       *promql.Engine
 	parser       parser.Parser
 	logger       *slog.Logger
@@ -156,7 +161,7 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	}
 	return &API{
 		store: store, maxSamples: max(opts.MaxSamples, 0), sampleLimit: opts.SampleLimit, limits: opts.Limits.withDefaults(), timeout: opts.Timeout,
-		evalInterval: interval, gate: g, adminAPI: opts.EnableAdminAPI, engine: eng, parser: p, logger: logger, now: time.Now,
+		evalInterval: interval, gate: g, adminAPI: opts.EnableAdminAPI, rollups: opts.Rollups, engine: eng, parser: p, logger: logger, now: time.Now,
 		lookback: opts.LookbackDelta, resolutions: sortResolutions(opts.RollupResolutions), sourceRes: src,
 	}
 }
@@ -204,6 +209,9 @@ func (a *API) Register(handle func(pattern, name string, h http.Handler)) {
 		h := a.handler(a.deleteSeries, "delete_series")
 		handle("POST /api/v1/admin/tsdb/delete_series", "delete_series", h)
 		handle("PUT /api/v1/admin/tsdb/delete_series", "delete_series", h)
+	}
+	if a.rollups != nil && a.adminAPI {
+		handle("POST /api/v1/admin/rollups/recompute", "rollups_recompute", a.handler(a.recomputeRollups, "rollups_recompute"))
 	}
 }
 

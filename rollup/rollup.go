@@ -4,8 +4,8 @@
 // series is named and tagged, which raw samples fall in a bucket, how each
 // aggregate is computed from them, where the job keeps its progress in
 // service_index, and the matcher by which a query tells the store how to read
-// one selector. Pure functions, no I/O. docs/kairosdb-layout.md §12 and
-// docs/rollups.md describe the same rules for a reader of the keyspace.
+// one selector. Pure functions, no I/O. docs/kairosdb-layout.md §13
+// describes the same rules for a reader of the keyspace.
 package rollup
 
 import (
@@ -288,7 +288,7 @@ func ParsePlan(s string) (Plan, error) {
 	return p, nil
 }
 
-// Progress keys in service_index (§12): service Service, service key
+// Progress keys in service_index (docs/kairosdb-layout.md §13.3): service Service, service key
 // ServiceKey; one key per resolution for the forward watermark and the
 // backfill position, a lease per resolution, and one key per (unit,
 // metric) marked for recomputation.

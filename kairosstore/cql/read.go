@@ -156,6 +156,27 @@ func (e *Engine) Cells(ctx context.Context, rowKey []byte, lo, hi uint32, fn fun
 	}, selectCells, rowKey, column(lo), column(hi))
 }
 
+// FirstCell is the first column of rowKey with lo <= column1 < hi.
+func (e *Engine) FirstCell(ctx context.Context, rowKey []byte, lo, hi uint32) (uint32, bool, error) {
+	var first uint32
+	found := false
+	if lo >= hi {
+		return 0, false, nil
+	}
+	err := e.scan(ctx, "data_points", func(sc gocql.Scanner) error {
+		var col rawBytes
+		if err := sc.Scan(&col); err != nil {
+			return scanErr(err)
+		}
+		if len(col) != 4 {
+			return fmt.Errorf("cassandra: data_points column1 of %d bytes, want 4 (§3.2)", len(col))
+		}
+		first, found = binary.BigEndian.Uint32(col), true
+		return nil
+	}, selectFirstCell, rowKey, column(lo), column(hi))
+	return first, found, err
+}
+
 // MetricNames lists string_index['metric_names'] (§9.1) in UTF-8 byte
 // order, Cassandra's order for text clustering columns.
 func (e *Engine) MetricNames(ctx context.Context, fn func(name string) error) error {
@@ -200,6 +221,21 @@ func (e *Engine) SetServiceValue(ctx context.Context, service, serviceKey, key, 
 		Consistency(e.set.write).WithTimestamp(writeTime).Idempotent(true).ExecContext(ctx)
 	if err != nil {
 		return fmt.Errorf("cassandra: write service_index: %w", classify(err))
+	}
+	return nil
+}
+
+// DeleteServiceValue removes one service_index row (§9.2) at the write
+// consistency.
+func (e *Engine) DeleteServiceValue(ctx context.Context, service, serviceKey, key string, writeTime int64) error {
+	s, err := e.session()
+	if err != nil {
+		return err
+	}
+	err = s.Query(deleteService, service, serviceKey, key).
+		Consistency(e.set.write).WithTimestamp(writeTime).Idempotent(true).ExecContext(ctx)
+	if err != nil {
+		return fmt.Errorf("cassandra: delete service_index: %w", classify(err))
 	}
 	return nil
 }

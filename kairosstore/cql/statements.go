@@ -113,6 +113,7 @@ const (
 	selectTagIndexed = `SELECT data_type, tags FROM tag_indexed_row_keys WHERE metric = ? AND table_name = ? AND row_time = ? AND single_tag_pair = ? ORDER BY data_type, tag_collection_hash`
 	selectLegacyKeys = `SELECT column1 FROM row_key_index WHERE key = ? AND column1 >= ? AND column1 < ?`
 	selectCells      = `SELECT column1, value FROM data_points WHERE key = ? AND column1 >= ? AND column1 < ?`
+	selectFirstCell  = `SELECT column1 FROM data_points WHERE key = ? AND column1 >= ? AND column1 < ? LIMIT 1`
 	selectNames      = `SELECT column1 FROM string_index WHERE key = ?`
 )
 
@@ -134,6 +135,7 @@ const (
 	selectSpec         = `SELECT value FROM spec WHERE spec_type = ? AND name = ?`
 	insertSpec         = `INSERT INTO spec (spec_type, name, value) VALUES (?, ?, ?)`
 	insertService      = `INSERT INTO service_index (service, service_key, key, value, mtime) VALUES (?, ?, ?, ?, now())`
+	deleteService      = `DELETE FROM service_index WHERE service = ? AND service_key = ? AND key = ?`
 	selectService      = `SELECT value FROM service_index WHERE service = ? AND service_key = ? AND key = ?`
 	selectServiceKeys  = `SELECT key FROM service_index WHERE service = ? AND service_key = ?`
 	selectServiceRange = `SELECT key FROM service_index WHERE service = ? AND service_key = ? AND key >= ? AND key < ?`

@@ -67,6 +67,10 @@ type Engine interface {
 	// Cells lists the data_points cells of one row key with lo <= column1 < hi
 	// (hi is exclusive, as in KairosDB's slice query §7.5), ascending.
 	Cells(ctx context.Context, rowKey []byte, lo, hi uint32, fn func(column uint32, value []byte) error) error
+	// FirstCell is the first column of one row key with lo <= column1 < hi,
+	// read without reading the cells after it (Cells reads a page of them
+	// before a callback can stop it).
+	FirstCell(ctx context.Context, rowKey []byte, lo, hi uint32) (column uint32, ok bool, err error)
 	// MetricNames lists string_index['metric_names'] (§9.1) in byte order.
 	MetricNames(ctx context.Context, fn func(name string) error) error
 
@@ -81,6 +85,9 @@ type Engine interface {
 	// ServiceKeys lists the keys of partition (service, serviceKey) with the
 	// given prefix, ascending.
 	ServiceKeys(ctx context.Context, service, serviceKey, prefix string, fn func(key string) error) error
+	// DeleteServiceValue removes service_index(service, serviceKey, key):
+	// a tombstone at writeTime, so a write older than it stays shadowed.
+	DeleteServiceValue(ctx context.Context, service, serviceKey, key string, writeTime int64) error
 
 	// Ready reports whether the engine can serve reads and writes now.
 	Ready(ctx context.Context) error

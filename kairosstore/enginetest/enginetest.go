@@ -137,8 +137,22 @@ func testCells(t *testing.T, start opener) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, cells(t, e, ex1Key, tc.lo, tc.hi))
+			// FirstCell is the first of the same slice.
+			col, ok, err := e.FirstCell(t.Context(), ex1Key, tc.lo, tc.hi)
+			require.NoError(t, err)
+			require.Equal(t, len(tc.want) > 0, ok)
+			if ok {
+				require.Equal(t, tc.want[0].Column, col)
+			}
 		})
 	}
+	col, ok, err := e.FirstCell(t.Context(), a0, 0, 0xffffffff)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, uint32(0x2fd9c180), col, "a0's own cell, not a0ff's at 5")
+	_, ok, err = e.FirstCell(t.Context(), []byte("b"), 0, 0xffffffff)
+	require.NoError(t, err)
+	require.False(t, ok)
 	require.Equal(t, []cell{{0x2fd9c180, []byte("a")}}, cells(t, e, a, 0, 0xffffffff))
 	require.Equal(t, []cell{{0x2fd9c180, []byte("a0")}}, cells(t, e, a0, 0, 0xffffffff))
 	require.Equal(t, []cell{{5, []byte("a0ff")}}, cells(t, e, a0ff, 0, 0xffffffff))
@@ -431,6 +445,22 @@ func testServiceIndex(t *testing.T, start opener) {
 	require.Equal(t, []string{"k1"}, serviceKeys(t, e, "svc", "sk2", ""))
 	require.Equal(t, []string{"k1"}, serviceKeys(t, e, "svc", "s", ""))
 	require.Empty(t, serviceKeys(t, e, "svc", "sk3", ""))
+
+	// A delete shadows older writes and loses to newer ones.
+	require.NoError(t, e.DeleteServiceValue(ctx, "svc", "sk", "k2", wt+1))
+	_, ok = serviceValue(t, e, "svc", "sk", "k2")
+	require.False(t, ok, "deleted")
+	require.Equal(t, []string{"b", "k", "k1", "ka"}, serviceKeys(t, e, "svc", "sk", ""))
+	require.NoError(t, e.SetServiceValue(ctx, "svc", "sk", "k2", "stale", wt))
+	_, ok = serviceValue(t, e, "svc", "sk", "k2")
+	require.False(t, ok, "a write older than the delete stays shadowed")
+	require.NoError(t, e.DeleteServiceValue(ctx, "svc", "sk", "k1", wt))
+	v, _ = serviceValue(t, e, "svc", "sk", "k1")
+	require.Equal(t, "newer", v, "a delete older than the write loses")
+	require.NoError(t, e.SetServiceValue(ctx, "svc", "sk", "k2", "again", wt+2))
+	v, ok = serviceValue(t, e, "svc", "sk", "k2")
+	require.True(t, ok)
+	require.Equal(t, "again", v, "a write newer than the delete wins")
 }
 
 func testReady(t *testing.T, start opener) {

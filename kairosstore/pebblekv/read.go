@@ -188,6 +188,23 @@ func (e *Engine) Cells(ctx context.Context, rowKey []byte, lo, hi uint32, fn fun
 	})
 }
 
+// FirstCell is the first column of rowKey with lo <= column1 < hi: the
+// iterator stops at it.
+func (e *Engine) FirstCell(ctx context.Context, rowKey []byte, lo, hi uint32) (uint32, bool, error) {
+	var first uint32
+	found := false
+	err := e.Cells(ctx, rowKey, lo, hi, func(col uint32, _ []byte) error {
+		first, found = col, true
+		return errFirstCell
+	})
+	if err != nil && !errors.Is(err, errFirstCell) {
+		return 0, false, err
+	}
+	return first, found, nil
+}
+
+var errFirstCell = errors.New("first cell found")
+
 // MetricNames lists string_index['metric_names'] in byte order.
 func (e *Engine) MetricNames(ctx context.Context, fn func(name string) error) error {
 	return e.scanPrefix(ctx, appendStringsPrefix(nil), func(rest []byte, _ entry) error {

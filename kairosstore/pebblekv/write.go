@@ -362,6 +362,14 @@ func (e *Engine) SetServiceValue(ctx context.Context, service, serviceKey, key, 
 	})
 }
 
+// DeleteServiceValue removes service_index(service, serviceKey, key) with a
+// tombstone, as Cassandra does.
+func (e *Engine) DeleteServiceValue(ctx context.Context, service, serviceKey, key string, writeTime int64) error {
+	return e.update(ctx, writeTime, func(t *txn) error {
+		return t.put(appendServiceKey(nil, service, serviceKey, key), t.tombstone())
+	})
+}
+
 // putLegacyRowKey writes one row_key_index cell; KairosDB's value is 0x00.
 func (t *txn) putLegacyRowKey(k engine.LegacyRowKey) error {
 	shadowed, err := t.legacyShadowed(k.Metric)

@@ -1,0 +1,231 @@
+package job
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/rollup"
+)
+
+// rollMetric writes unit e of metric m at resolutions rs. It reads the
+// metric's series over (e-2U, e]: the unit before is read for the counter's
+// starting value (rollup.Compute). With recompute, buckets written before
+// that no longer have samples, and values that moved between finite and
+// non-finite (which live in different rows, §5.7), have their old cells
+// deleted after the new ones are written, so that a reader never misses a
+// bucket that has data.
+func (j *Job) rollMetric(ctx context.Context, m string, e int64, rs []rollup.Resolution, recompute bool) (int, error) {
+	u := j.plan.unit
+	var (
+		old      map[cellID]float64
+		oldNames map[uint64]labels.Labels
+	)
+	if recompute {
+		var err error
+		if old, oldNames, err = j.readRollups(ctx, m, e, rs); err != nil {
+			return 0, err
+		}
+	}
+	set, done := j.st.ScanSeries(ctx, e-2*u+1, e, rollup.Rollable, labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, m))
+	defer done()
+	w := j.newWriter(ctx)
+	var (
+		it      chunkenc.Iterator
+		ts      []int64
+		vs      []float64
+		written = map[cellID]bool{}
+		buckets = map[rollup.Resolution]int{}
+	)
+	for set.Next() {
+		s := set.At()
+		ls := s.Labels()
+		ts, vs = ts[:0], vs[:0]
+		it = s.Iterator(it)
+		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+			if vt != chunkenc.ValFloat {
+				continue // native histograms are not rolled up
+			}
+			t, v := it.At()
+			ts, vs = append(ts, t), append(vs, v)
+		}
+		if err := it.Err(); err != nil {
+			return 0, fmt.Errorf("read %s: %w", m, err)
+		}
+		j.m.rawRead.Add(float64(len(ts)))
+		for _, r := range rs {
+			pts := rollup.Compute(r, e-u, e, ts, vs)
+			if len(pts) == 0 {
+				continue
+			}
+			buckets[r] += len(pts)
+			for _, a := range rollup.Aggregates {
+				rl := rollup.SeriesLabels(ls, r, a)
+				w.series(rl, j.ttl(r))
+				for _, p := range pts {
+					v := p.Value(a)
+					if err := w.append(p.End, v); err != nil {
+						return 0, err
+					}
+					if recompute {
+						id := cellID{rl.Hash(), p.End}
+						written[id] = true
+						if ov, ok := old[id]; ok && finite(ov) != finite(v) {
+							w.clear(kairosstore.Clear{Labels: rl, T: p.End, Double: finite(ov), NonFinite: !finite(ov)})
+						}
+					}
+				}
+			}
+		}
+	}
+	if err := set.Err(); err != nil {
+		return 0, fmt.Errorf("read %s: %w", m, err)
+	}
+	if recompute {
+		for id, ov := range old {
+			if !written[id] {
+				w.clear(kairosstore.Clear{Labels: oldNames[id.series], T: id.t, Double: finite(ov), NonFinite: !finite(ov)})
+			}
+		}
+	}
+	if err := w.flush(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for r, c := range buckets {
+		j.m.buckets.WithLabelValues(r.String()).Add(float64(c))
+		n += c
+	}
+	return n, nil
+}
+
+// ttl is the time to live of r's cells written now; 0 keeps them forever.
+// It is counted from the bucket's end (writer.append subtracts the age).
+func (j *Job) ttl(r rollup.Resolution) int64 { return int64(j.cfg.Retention[r] / 1e9) }
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// cellID is one rollup cell: the rollup series by its labels' hash, and
+// the bucket end.
+type cellID struct {
+	series uint64
+	t      int64
+}
+
+// readRollups reads the cells of m's rollups at rs in unit e, as stored
+// before a recomputation, and the labels of their series.
+func (j *Job) readRollups(ctx context.Context, m string, e int64, rs []rollup.Resolution) (map[cellID]float64, map[uint64]labels.Labels, error) {
+	keep := func(ls labels.Labels) bool {
+		raw, ok := rollup.RawLabels(ls)
+		if !ok || raw.Get(model.MetricNameLabel) != m {
+			return false
+		}
+		r, err := rollup.ParseResolution(ls.Get(rollup.ResolutionTag))
+		return err == nil && slices.Contains(rs, r)
+	}
+	set, done := j.st.ScanSeries(ctx, e-j.plan.unit+1, e, keep,
+		labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, m+rollup.NameSuffix),
+		labels.MustNewMatcher(labels.MatchEqual, rollup.SavedFrom, m))
+	defer done()
+	out, names := map[cellID]float64{}, map[uint64]labels.Labels{}
+	var it chunkenc.Iterator
+	for set.Next() {
+		s := set.At()
+		h := s.Labels().Hash()
+		it = s.Iterator(it)
+		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+			if vt == chunkenc.ValFloat {
+				t, v := it.At()
+				out[cellID{h, t}] = v
+			}
+		}
+		if err := it.Err(); err != nil {
+			return nil, nil, fmt.Errorf("read rollups of %s: %w", m, err)
+		}
+		names[h] = s.Labels()
+	}
+	return out, names, set.Err()
+}
+
+// writer appends rollup cells and commits every CommitCells of them.
+type writer struct {
+	j      *Job
+	ctx    context.Context
+	app    *kairosstore.Appender
+	ref    storage.SeriesRef
+	ls     labels.Labels
+	ttl    int64
+	now    int64 // s
+	n      int
+	clears []kairosstore.Clear
+}
+
+func (j *Job) newWriter(ctx context.Context) *writer {
+	return &writer{j: j, ctx: ctx, now: j.now() / 1000}
+}
+
+// series makes the next cells those of ls, living ttl seconds after their
+// bucket's end.
+func (w *writer) series(ls labels.Labels, ttl int64) {
+	w.ls, w.ref, w.ttl = ls, 0, ttl
+}
+
+func (w *writer) append(t int64, v float64) error {
+	ttl := int64(0)
+	if w.ttl > 0 {
+		// Cells expire ttl after their bucket's end, not after the
+		// write: a backfilled bucket is as old as its data.
+		ttl = w.ttl - (w.now - t/1000)
+		if ttl <= 0 {
+			return nil
+		}
+	}
+	if w.app == nil {
+		w.app = w.j.st.NewAppender()
+	}
+	w.app.SetDerived(int32(min(ttl, math.MaxInt32)))
+	ref, err := w.app.Append(w.ref, w.ls, t, v)
+	if err != nil {
+		return fmt.Errorf("append rollup %s: %w", w.ls, err)
+	}
+	w.ref = ref
+	w.n++
+	if w.n >= w.j.cfg.CommitCells {
+		return w.commit()
+	}
+	return nil
+}
+
+func (w *writer) commit() error {
+	if w.app == nil {
+		return nil
+	}
+	app := w.app
+	w.app, w.n = nil, 0
+	if err := app.Commit(w.ctx); err != nil {
+		return fmt.Errorf("write rollups: %w", err)
+	}
+	return nil
+}
+
+func (w *writer) clear(c kairosstore.Clear) { w.clears = append(w.clears, c) }
+
+// flush commits what is appended, then deletes the cells to clear: never
+// before their replacements are stored.
+func (w *writer) flush() error {
+	if err := w.commit(); err != nil {
+		return err
+	}
+	if err := w.j.st.ClearSamples(w.ctx, w.clears); err != nil {
+		return fmt.Errorf("clear rollup cells: %w", err)
+	}
+	w.clears = nil
+	return nil
+}

@@ -1,0 +1,623 @@
+// Package job is the background job that writes the adapter's rollups
+// (package rollup): for every closed unit of time and every metric it reads
+// the raw series, computes the buckets of each resolution and writes them
+// as ordinary KairosDB series through the store's write path, then records
+// in service_index how far it got. It moves forward as units close,
+// backfills towards the oldest stored row, recomputes units that late
+// writes and deletes touched, and leaves the work to one adapter of those
+// sharing a keyspace through a lease. docs/kairosdb-layout.md §13
+// describes what it stores.
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
+	"github.com/kairos-remote/kairos-adapter/rollup"
+)
+
+// Store is what the job needs of kairosstore.Store.
+type Store interface {
+	MetricNames(ctx context.Context) ([]string, error)
+	OldestRowTime(ctx context.Context, metric string) (int64, bool, error)
+	OldestSample(ctx context.Context, metric string) (int64, bool, error)
+	Spec() codec.RowSpec
+	ScanSeries(ctx context.Context, mint, maxt int64, keep func(labels.Labels) bool, ms ...*labels.Matcher) (storage.SeriesSet, func())
+	NewAppender() *kairosstore.Appender
+	ClearSamples(ctx context.Context, cs []kairosstore.Clear) error
+	ServiceValue(ctx context.Context, service, serviceKey, key string) (string, bool, error)
+	SetServiceValue(ctx context.Context, service, serviceKey, key, value string, writeTime int64) error
+	DeleteServiceValue(ctx context.Context, service, serviceKey, key string, writeTime int64) error
+	ServiceKeys(ctx context.Context, service, serviceKey, prefix string, fn func(key string) error) error
+}
+
+// Config configures a Job.
+type Config struct {
+	// Resolutions to write, as ParseResolutions returns them; empty
+	// disables the job.
+	Resolutions []rollup.Resolution
+	// Delay is how long after a unit's end the job waits for late samples.
+	Delay time.Duration
+	// Retention is the time to live of each resolution's cells, counted
+	// from the bucket's end; missing or 0 keeps them forever.
+	Retention map[rollup.Resolution]time.Duration
+	// RawTTL is the raw samples' time to live (0: forever), for Check.
+	RawTTL time.Duration
+	// Owner names this process in the lease; two processes must differ.
+	Owner string
+	// LeaseTTL is how long a lease lasts unless renewed. Default 1m.
+	LeaseTTL time.Duration
+	// Interval is how often the job looks for closed units and
+	// recomputation marks when it has nothing to do. Default 15s.
+	Interval time.Duration
+	// DutyCycle is the share of time the job works while it has work: after
+	// a unit that took w, it pauses w*(1-DutyCycle)/DutyCycle, so that
+	// backfilling years leaves ingest its share. Default 0.25.
+	DutyCycle float64
+	// CommitCells bounds the cells of one write. Default 5000.
+	CommitCells int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// RawMargin is how much longer than a unit and the delay raw samples must
+// live (Check): the job may be down that long and still roll everything up.
+const RawMargin = 24 * time.Hour
+
+// Check refuses configurations under which raw samples could expire before
+// they are rolled up, or rollups before the raw samples they summarise.
+func (c *Config) Check() error {
+	if len(c.Resolutions) == 0 {
+		return nil
+	}
+	u := time.Duration(c.Resolutions[len(c.Resolutions)-1])
+	if c.Delay < 0 {
+		return fmt.Errorf("--rollup.delay must not be negative, got %s", c.Delay)
+	}
+	if c.RawTTL > 0 && c.RawTTL < u+c.Delay+RawMargin {
+		return fmt.Errorf("raw samples live %s (--kairosdb.datapoint-ttl), less than the largest rollup resolution (%s) plus --rollup.delay (%s) plus a margin of %s for the job's downtime: they could expire before they are rolled up; raise the TTL to at least %s or turn rollups off (--rollup.resolutions=)",
+			model.Duration(c.RawTTL), model.Duration(u), model.Duration(c.Delay), model.Duration(RawMargin), model.Duration(u+c.Delay+RawMargin))
+	}
+	for r, ttl := range c.Retention {
+		if !slices.Contains(c.Resolutions, r) {
+			return fmt.Errorf("--rollup.retention names resolution %s, which --rollup.resolutions does not list", r)
+		}
+		if ttl == 0 {
+			continue
+		}
+		if c.RawTTL == 0 || ttl < c.RawTTL {
+			raw := "forever"
+			if c.RawTTL > 0 {
+				raw = model.Duration(c.RawTTL).String()
+			}
+			return fmt.Errorf("--rollup.retention keeps %s rollups %s, less than raw samples live (%s, --kairosdb.datapoint-ttl): a long-range query would find neither; keep every resolution at least as long as raw samples (0 is forever)",
+				r, model.Duration(ttl), raw)
+		}
+	}
+	return nil
+}
+
+// Job is the rollup job. Run runs it; OnChange and Recompute may be called
+// from any goroutine.
+type Job struct {
+	st   Store
+	cfg  Config
+	plan plan
+	log  *slog.Logger
+	m    metrics
+
+	mu      sync.Mutex
+	pending map[string]mark // marks not yet in service_index, by key
+	// view is the progress as last read, for OnChange's deletes; oldest is
+	// the oldest sample any metric may hold (math.MaxInt64 before one is
+	// known, floor), oldestOf per metric, listed at most every oldestEvery.
+	view     map[rollup.Resolution]progress
+	oldest   int64
+	oldestOf map[string]*metricAge
+	oldestAt time.Time
+	rowWidth int64 // the keyspace's, ms
+	wake     chan struct{}
+
+	leaseUntil int64         // while this process holds the lease, ms
+	paused     time.Duration // slept by pause in the current step
+	lastStamp  atomic.Int64
+	lastLog    time.Time
+	cursor     map[string]int64 // the next unit of a mark being recomputed, by key
+}
+
+// oldestEvery is how often the job lists the metrics and their oldest rows
+// again: a metric new since is rolled up forward from its first unit on;
+// data older than what was known is backfilled at most this long after it
+// was written.
+const oldestEvery = 10 * time.Minute
+
+type metrics struct {
+	buckets    *prometheus.CounterVec
+	lag        *prometheus.GaugeVec
+	backfill   *prometheus.GaugeVec
+	recomputed *prometheus.CounterVec
+	errors     prometheus.Counter
+	rawRead    prometheus.Counter
+	leader     prometheus.Gauge
+	marks      prometheus.Gauge
+}
+
+// New returns a job; it does nothing until Run.
+func New(st Store, cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Job, error) {
+	if len(cfg.Resolutions) == 0 {
+		return nil, errors.New("rollup job without resolutions")
+	}
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = time.Minute
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 15 * time.Second
+	}
+	if cfg.DutyCycle <= 0 || cfg.DutyCycle > 1 {
+		cfg.DutyCycle = 0.25
+	}
+	if cfg.CommitCells <= 0 {
+		cfg.CommitCells = 5000
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	f := promauto.With(reg)
+	j := &Job{
+		st: st, cfg: cfg, log: logger,
+		plan: plan{
+			res:   cfg.Resolutions,
+			unit:  cfg.Resolutions[len(cfg.Resolutions)-1].Millis(),
+			delay: cfg.Delay.Milliseconds(),
+		},
+		pending:  map[string]mark{},
+		view:     map[rollup.Resolution]progress{},
+		oldest:   math.MaxInt64,
+		wake:     make(chan struct{}, 1),
+		cursor:   map[string]int64{},
+		rowWidth: st.Spec().WidthMillis(),
+		m: metrics{
+			buckets: f.NewCounterVec(prometheus.CounterOpts{
+				Namespace: "kairos_adapter", Subsystem: "rollup", Name: "buckets_written_total",
+				Help: "Rollup buckets written (one per series, resolution and bucket; each holds five aggregates), by resolution.",
+			}, []string{"resolution"}),
+			lag: f.NewGaugeVec(prometheus.GaugeOpts{
+				Namespace: "kairos_adapter", Subsystem: "rollup", Name: "lag_seconds",
+				Help: "How far behind now the newest rolled-up bucket end is, by resolution (the unit, --rollup.delay and the job's own delay).",
+			}, []string{"resolution"}),
+			backfill: f.NewGaugeVec(prometheus.GaugeOpts{
+				Namespace: "kairos_adapter", Subsystem: "rollup", Name: "backfill_position_seconds",
+				Help: "The oldest rolled-up bucket end, Unix seconds, by resolution: backfill moves it back to the oldest stored row.",
+			}, []string{"resolution"}),
+			recomputed: f.NewCounterVec(prometheus.CounterOpts{
+				Namespace: "kairos_adapter", Subsystem: "rollup", Name: "recomputations_total",
+				Help: "Units of one metric rolled up again, by cause: write (samples received for a closed unit), delete, admin (POST /api/v1/admin/rollups/recompute).",
+			}, []string{"cause"}),
+			errors: f.NewCounter(prometheus.CounterOpts{
+				Namespace: "kairos_adapter", Subsystem: "rollup", Name: "errors_total",
+				Help: "Failed steps of the rollup job; each is retried after --rollup's interval.",
+			}),
+			rawRead: f.NewCounter(prometheus.CounterOpts{
+				Namespace: "kairos_adapter", Subsystem: "rollup", Name: "raw_samples_read_total",
+				Help: "Raw float samples the rollup job read (each is read twice: once for its unit, once as the unit before the next).",
+			}),
+			leader: f.NewGauge(prometheus.GaugeOpts{
+				Namespace: "kairos_adapter", Subsystem: "rollup", Name: "leader",
+				Help: "1 while this adapter holds the rollup lease and does the work, 0 while another does.",
+			}),
+			marks: f.NewGauge(prometheus.GaugeOpts{
+				Namespace: "kairos_adapter", Subsystem: "rollup", Name: "recomputation_marks",
+				Help: "Ranges of units marked for recomputation and not done yet, as last listed.",
+			}),
+		},
+	}
+	return j, nil
+}
+
+func (j *Job) now() int64 { return j.cfg.Now().UnixMilli() }
+
+// stamp is the write time of a service_index write: the clock, but later
+// than this process's previous one, so that of two writes of a key in one
+// millisecond the second wins (a tie goes to the larger value, §5.4).
+func (j *Job) stamp() int64 {
+	for {
+		last := j.lastStamp.Load()
+		next := max(j.now(), last+1)
+		if j.lastStamp.CompareAndSwap(last, next) {
+			return next
+		}
+	}
+}
+
+// Run works until ctx ends. Errors are logged and counted, and the step
+// is tried again after the interval.
+func (j *Job) Run(ctx context.Context) {
+	defer j.release()
+	for ctx.Err() == nil {
+		start := time.Now()
+		worked, err := j.Step(ctx)
+		if err != nil && ctx.Err() == nil {
+			j.m.errors.Inc()
+			j.log.Warn("Rollup job step failed; retrying", "err", err, "retry_in", j.cfg.Interval)
+			worked = false
+		}
+		wait := j.cfg.Interval
+		if worked {
+			// The pauses rollUnit took between metrics count as rest.
+			wait = j.rest(time.Since(start) - j.paused)
+		}
+		j.paused = 0
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		case <-j.wake:
+		}
+		t.Stop()
+	}
+}
+
+// rest is the pause that keeps the job at its duty cycle after working
+// for spent.
+func (j *Job) rest(spent time.Duration) time.Duration {
+	return time.Duration(float64(max(spent, 0)) * (1 - j.cfg.DutyCycle) / j.cfg.DutyCycle)
+}
+
+// pause sleeps d, or until ctx ends.
+func (j *Job) pause(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	start := time.Now()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	j.paused += time.Since(start)
+	return nil
+}
+
+// release gives the lease up on the way out, so that another adapter
+// takes over at once rather than after LeaseTTL.
+func (j *Job) release() {
+	if j.leaseUntil <= j.now() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	v, ok, err := j.st.ServiceValue(ctx, rollup.Service, rollup.ServiceKey, leaseKey)
+	if owner, _, okL := parseLease(v); err == nil && ok && okL && owner == j.cfg.Owner {
+		_ = j.st.DeleteServiceValue(ctx, rollup.Service, rollup.ServiceKey, leaseKey, j.stamp())
+	}
+	j.m.leader.Set(0)
+}
+
+// Step does one piece of work: it stores the marks OnChange collected,
+// and, holding the lease, recomputes one marked unit, or rolls up the
+// next closed unit, or backfills one unit, in that order. worked says
+// whether there was such work.
+func (j *Job) Step(ctx context.Context) (worked bool, err error) {
+	if err := j.flushMarks(ctx); err != nil {
+		return false, err
+	}
+	prog, err := j.readProgress(ctx)
+	if err != nil {
+		return false, err
+	}
+	if err := j.refreshOldest(ctx, false); err != nil {
+		return false, err
+	}
+	leader, err := j.holdLease(ctx)
+	if err != nil || !leader {
+		return false, err
+	}
+	now := j.now()
+	j.logProgress(prog, now)
+
+	// Expired rollups leave the done range first.
+	for _, r := range j.plan.res {
+		if floor := j.plan.retentionFloor(now, j.cfg.Retention[r]); prog[r].ok && prog[r].from < floor-j.plan.unit+r.Millis() {
+			if err := j.writeProgress(ctx, r, j.plan.raise(r, prog[r], floor)); err != nil {
+				return false, err
+			}
+		}
+	}
+	if ok, err := j.recomputeOne(ctx, prog); ok || err != nil {
+		return ok, err
+	}
+	closed := j.plan.closed(now)
+	// Forward: the earliest unit some resolution still needs.
+	if e, rs := j.next(prog, func(r rollup.Resolution, p progress) (int64, bool) { return j.plan.forward(r, p, closed) }, false); rs != nil {
+		return true, j.rollUnit(ctx, e, rs, prog, false)
+	}
+	// Backfill: the latest unit some resolution still needs.
+	j.mu.Lock()
+	oldest := j.oldest
+	j.mu.Unlock()
+	if e, rs := j.next(prog, func(r rollup.Resolution, p progress) (int64, bool) {
+		return j.plan.backfill(r, p, max(oldest, j.plan.retentionFloor(now, j.cfg.Retention[r])))
+	}, true); rs != nil {
+		return true, j.rollUnit(ctx, e, rs, prog, true)
+	}
+	return false, nil
+}
+
+// next is the unit to do and the resolutions that need it: the earliest
+// (or with latest, the latest) of the units each resolution asks for.
+func (j *Job) next(prog map[rollup.Resolution]progress, want func(rollup.Resolution, progress) (int64, bool), latest bool) (int64, []rollup.Resolution) {
+	var best int64
+	var rs []rollup.Resolution
+	for _, r := range j.plan.res {
+		e, ok := want(r, prog[r])
+		switch {
+		case !ok:
+		case rs == nil || e == best:
+			best, rs = e, append(rs, r)
+		case (e < best) != latest:
+			best, rs = e, []rollup.Resolution{r}
+		}
+	}
+	return best, rs
+}
+
+// rollUnit writes unit e of every metric at resolutions rs and then
+// extends their progress.
+func (j *Job) rollUnit(ctx context.Context, e int64, rs []rollup.Resolution, prog map[rollup.Resolution]progress, backfill bool) error {
+	// A metric first written in the unit must be in the list: list again
+	// unless that was done after the unit's end.
+	j.mu.Lock()
+	stale := j.oldestAt.UnixMilli() < e
+	j.mu.Unlock()
+	if stale {
+		if err := j.refreshOldest(ctx, true); err != nil {
+			return err
+		}
+	}
+	names, err := j.metricsAt(ctx, e, backfill)
+	if err != nil {
+		return err
+	}
+	for _, m := range names {
+		start := time.Now()
+		if _, err := j.rollMetric(ctx, m, e, rs, false); err != nil {
+			return err
+		}
+		// Paced per metric, not per unit: a unit of a keyspace with
+		// many series is minutes of work.
+		if err := j.pause(ctx, j.rest(time.Since(start))); err != nil {
+			return err
+		}
+	}
+	for _, r := range rs {
+		if err := j.writeProgress(ctx, r, j.plan.extend(r, prog[r], e)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// metricAge is what the job knows of a metric's oldest sample.
+type metricAge struct {
+	row   int64 // its oldest row time: no sample is older
+	exact int64 // its oldest sample, once known
+	known bool
+}
+
+// metricsAt lists the metrics that may hold samples in unit e: those whose
+// oldest row starts before its end. With exact (backfill), a metric whose
+// oldest row holds the unit is first asked for its oldest sample (one cell
+// read per series of that row), so that backfill does not read the empty
+// weeks of a row before the data; forward units, near the present, need
+// not ask.
+func (j *Job) metricsAt(ctx context.Context, e int64, exact bool) ([]string, error) {
+	j.mu.Lock()
+	var out, ask []string
+	for m, a := range j.oldestOf {
+		switch {
+		case a.row > e:
+		case a.known && a.exact > e:
+		case exact && !a.known && e < a.row+j.rowWidth:
+			ask = append(ask, m)
+		default:
+			out = append(out, m)
+		}
+	}
+	j.mu.Unlock()
+	for _, m := range ask {
+		t, ok, err := j.st.OldestSample(ctx, m)
+		if err != nil {
+			return nil, fmt.Errorf("oldest sample of %s: %w", m, err)
+		}
+		if !ok {
+			t = math.MaxInt64 // no sample left in the oldest row: deleted
+		}
+		j.mu.Lock()
+		if a := j.oldestOf[m]; a != nil {
+			a.exact, a.known = max(t, a.row), true
+			if a.exact <= e {
+				out = append(out, m)
+			}
+		}
+		j.mu.Unlock()
+	}
+	j.mu.Lock()
+	j.oldest = j.floor()
+	j.mu.Unlock()
+	slices.Sort(out)
+	return out, nil
+}
+
+// floor is the oldest sample any metric may hold. Called with mu held.
+func (j *Job) floor() int64 {
+	f := int64(math.MaxInt64)
+	for _, a := range j.oldestOf {
+		if a.known {
+			f = min(f, a.exact)
+		} else {
+			f = min(f, a.row)
+		}
+	}
+	return f
+}
+
+// refreshOldest lists the metrics and their oldest rows when the list is
+// older than oldestEvery, or with force. What is known of a metric's
+// oldest sample is kept while its oldest row stays.
+func (j *Job) refreshOldest(ctx context.Context, force bool) error {
+	j.mu.Lock()
+	fresh := j.oldestOf != nil && j.cfg.Now().Sub(j.oldestAt) < oldestEvery
+	j.mu.Unlock()
+	if fresh && !force {
+		return nil
+	}
+	names, err := j.st.MetricNames(ctx)
+	if err != nil {
+		return fmt.Errorf("list metrics: %w", err)
+	}
+	rows := make(map[string]int64, len(names))
+	for _, m := range names {
+		t, ok, err := j.st.OldestRowTime(ctx, m)
+		if err != nil {
+			return fmt.Errorf("oldest row of %s: %w", m, err)
+		}
+		if ok {
+			rows[m] = t
+		}
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	of := make(map[string]*metricAge, len(rows))
+	for m, row := range rows {
+		if a := j.oldestOf[m]; a != nil && a.row == row {
+			of[m] = a
+			continue
+		}
+		of[m] = &metricAge{row: row}
+	}
+	j.oldestOf, j.oldestAt = of, j.cfg.Now()
+	j.oldest = j.floor()
+	return nil
+}
+
+// readProgress reads every resolution's done range.
+func (j *Job) readProgress(ctx context.Context) (map[rollup.Resolution]progress, error) {
+	prog := map[rollup.Resolution]progress{}
+	now := j.now()
+	for _, r := range j.plan.res {
+		v, ok, err := j.st.ServiceValue(ctx, rollup.Service, rollup.ServiceKey, rollup.DoneKey(r))
+		if err != nil {
+			return nil, fmt.Errorf("read rollup progress: %w", err)
+		}
+		var p progress
+		if ok {
+			from, to, err := rollup.ParseDone(v)
+			if err != nil {
+				return nil, err
+			}
+			p = progress{from: from, to: to, ok: true}
+			j.m.lag.WithLabelValues(r.String()).Set(float64(now-to) / 1000)
+			j.m.backfill.WithLabelValues(r.String()).Set(float64(from) / 1000)
+		}
+		prog[r] = p
+	}
+	j.mu.Lock()
+	j.view = prog
+	j.mu.Unlock()
+	return prog, nil
+}
+
+func (j *Job) writeProgress(ctx context.Context, r rollup.Resolution, p progress) error {
+	if err := j.st.SetServiceValue(ctx, rollup.Service, rollup.ServiceKey, rollup.DoneKey(r), rollup.FormatDone(p.from, p.to), j.stamp()); err != nil {
+		return fmt.Errorf("write rollup progress: %w", err)
+	}
+	return nil
+}
+
+// holdLease takes or renews the lease when it is free, expired or this
+// process's, and reads it back: service_index keeps the last write, so of
+// two processes writing at once both read the same winner.
+func (j *Job) holdLease(ctx context.Context) (bool, error) {
+	now := j.now()
+	if j.leaseUntil-now > j.cfg.LeaseTTL.Milliseconds()/2 {
+		return true, nil
+	}
+	v, ok, err := j.st.ServiceValue(ctx, rollup.Service, rollup.ServiceKey, leaseKey)
+	if err != nil {
+		return false, fmt.Errorf("read rollup lease: %w", err)
+	}
+	owner, expiry, okL := parseLease(v)
+	if ok && okL && owner != j.cfg.Owner && expiry > now {
+		j.setLeader(false, 0)
+		return false, nil
+	}
+	until := now + j.cfg.LeaseTTL.Milliseconds()
+	if err := j.st.SetServiceValue(ctx, rollup.Service, rollup.ServiceKey, leaseKey, formatLease(j.cfg.Owner, until), j.stamp()); err != nil {
+		return false, fmt.Errorf("write rollup lease: %w", err)
+	}
+	v, _, err = j.st.ServiceValue(ctx, rollup.Service, rollup.ServiceKey, leaseKey)
+	if err != nil {
+		return false, fmt.Errorf("read rollup lease: %w", err)
+	}
+	owner, _, _ = parseLease(v)
+	if owner != j.cfg.Owner {
+		j.setLeader(false, 0)
+		return false, nil
+	}
+	j.setLeader(true, until)
+	return true, nil
+}
+
+func (j *Job) setLeader(leader bool, until int64) {
+	if leader && j.leaseUntil == 0 {
+		j.log.Info("Rollup job holds the lease; rolling up", "owner", j.cfg.Owner)
+	} else if !leader && j.leaseUntil != 0 {
+		j.log.Info("Rollup job lost the lease; standing by", "owner", j.cfg.Owner)
+	}
+	j.leaseUntil = until
+	if leader {
+		j.m.leader.Set(1)
+	} else {
+		j.m.leader.Set(0)
+	}
+}
+
+// logProgress logs where each resolution stands, once a minute.
+func (j *Job) logProgress(prog map[rollup.Resolution]progress, now int64) {
+	if time.Since(j.lastLog) < time.Minute {
+		return
+	}
+	j.lastLog = time.Now()
+	for _, r := range j.plan.res {
+		p := prog[r]
+		if !p.ok {
+			continue
+		}
+		j.log.Info("Rollup progress", "resolution", r.String(),
+			"from", time.UnixMilli(p.from).UTC(), "to", time.UnixMilli(p.to).UTC(),
+			"lag", time.Duration(now-p.to)*time.Millisecond)
+	}
+}

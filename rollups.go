@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kairos-remote/kairos-adapter/config"
+	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/queryapi"
+	"github.com/kairos-remote/kairos-adapter/rollup"
+	"github.com/kairos-remote/kairos-adapter/rollup/job"
+)
+
+// rollups runs the rollup job once the store is open. The store reports its
+// changes from the first write on, before the job exists: those of a store
+// without a job yet are not lost to it, as the job's first units read the
+// samples after them.
+type rollups struct {
+	cfg    job.Config
+	log    *slog.Logger
+	reg    prometheus.Registerer
+	job    atomic.Pointer[job.Job]
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// newRollups checks the rollup settings against the raw samples' TTL
+// (job.Config.Check): a setting under which raw samples could expire
+// before they are rolled up is refused at start.
+func newRollups(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (*rollups, error) {
+	rs, err := rollup.ParseResolutions(strings.Join(cfg.Rollup.Resolutions, ","))
+	if err != nil {
+		return nil, err
+	}
+	ret, err := rollup.ParseRetention(strings.Join(cfg.Rollup.Retention, ","))
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	r := &rollups{
+		cfg: job.Config{
+			Resolutions: rs,
+			Delay:       time.Duration(cfg.Rollup.Delay),
+			Retention:   ret,
+			RawTTL:      time.Duration(cfg.KairosDB.DatapointTTL),
+			// Unique per process, readable in service_index.
+			Owner:     fmt.Sprintf("%s/%d/%08x", host, os.Getpid(), rand.Uint32()),
+			DutyCycle: cfg.Rollup.DutyCycle,
+		},
+		log: logger, reg: reg,
+	}
+	if err := r.cfg.Check(); err != nil {
+		return nil, err
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	return r, nil
+}
+
+func (r *rollups) enabled() bool { return len(r.cfg.Resolutions) > 0 }
+
+// onChange is the store's Options.OnChange.
+func (r *rollups) onChange(cs []kairosstore.Change) {
+	if j := r.job.Load(); j != nil {
+		j.OnChange(cs)
+	}
+}
+
+// start runs the job over st until stop.
+func (r *rollups) start(st *kairosstore.Store) error {
+	if !r.enabled() {
+		return nil
+	}
+	j, err := job.New(st, r.cfg, r.log, r.reg)
+	if err != nil {
+		return err
+	}
+	r.job.Store(j)
+	r.log.Info("Rollup job started", "resolutions", r.cfg.Resolutions, "owner", r.cfg.Owner)
+	r.wg.Go(func() { j.Run(r.ctx) })
+	return nil
+}
+
+// stop ends the job and waits for it, before the engine closes.
+func (r *rollups) stop() {
+	r.cancel()
+	r.wg.Wait()
+}
+
+// recomputeRoute is what serves the query API's recomputation endpoint:
+// none when the job is off.
+func (r *rollups) recomputeRoute() func() queryapi.Recomputer {
+	if !r.enabled() {
+		return nil
+	}
+	return r.recomputer
+}
+
+// recomputer is the job for the admin endpoint, nil before it started.
+func (r *rollups) recomputer() queryapi.Recomputer {
+	if j := r.job.Load(); j != nil {
+		return j
+	}
+	return nil
+}
