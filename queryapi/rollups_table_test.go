@@ -3,6 +3,7 @@ package queryapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -25,6 +26,8 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
+	"github.com/kairos-remote/kairos-adapter/rollup"
+	"github.com/kairos-remote/kairos-adapter/rollup/job"
 )
 
 // tableDays of data: gauges and counters, dense (60 s to 150 s) and sparse
@@ -142,9 +145,15 @@ func TestRollupTable(t *testing.T) {
 	for _, name := range []string{"pebble", "cassandra"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			rollupTable(t, openEngine(t, name), 0, tableDays)
+			rollupTable(t, openEngine(t, name), 0, tableDays, false)
 		})
 	}
+	// The rollups as the rollup job writes them, backfilling the 62 days
+	// (on pebble: the job's own tests cover its cells on Cassandra).
+	t.Run("pebble-job", func(t *testing.T) {
+		t.Parallel()
+		rollupTable(t, openEngine(t, "pebble"), 0, tableDays, true)
+	})
 }
 
 // openEngine opens a fresh engine: pebble in a temporary directory, or
@@ -177,12 +186,13 @@ func TestRollupTableStitched(t *testing.T) {
 		t.Skip("62 days of samples")
 	}
 	t.Parallel()
-	rollupTable(t, openEngine(t, "pebble"), 20, 40)
+	rollupTable(t, openEngine(t, "pebble"), 20, 40, false)
 }
 
 // rollupTable writes tableData, its rollups for the bucket ends in days
-// [doneFrom, doneTo], and evaluates rollupCases.
-func rollupTable(t *testing.T, eng engine.Engine, doneFrom, doneTo int64) {
+// [doneFrom, doneTo] (or, withJob, those the rollup job writes for all of
+// it), and evaluates rollupCases.
+func rollupTable(t *testing.T, eng engine.Engine, doneFrom, doneTo int64, withJob bool) {
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
 	st, err := kairosstore.Open(ctx, eng, kairosstore.Options{RowWidth: 7 * 24 * time.Hour}, nil, reg)
@@ -197,7 +207,26 @@ func rollupTable(t *testing.T, eng engine.Engine, doneFrom, doneTo int64) {
 		}
 		require.NoError(t, app.Commit(ctx))
 	}
-	require.NoError(t, rolluptest.Write(ctx, st, eng, testResolutions, t0+doneFrom*day, t0+doneTo*day, data))
+	if withJob {
+		// Its clock an hour after the data ends: it rolls up the last
+		// unit, then backfills to the first sample.
+		j, err := job.New(st, job.Config{Resolutions: testResolutions, Owner: "table", DutyCycle: 1,
+			Now: func() time.Time { return time.UnixMilli(t0 + tableDays*day + time.Hour.Milliseconds()) }}, nil, prometheus.NewRegistry())
+		require.NoError(t, err)
+		for {
+			worked, err := j.Step(ctx)
+			require.NoError(t, err)
+			if !worked {
+				break
+			}
+		}
+		from, to, err := doneRange(ctx, eng, testResolutions[0])
+		require.NoError(t, err)
+		require.LessOrEqual(t, from, t0+day, "backfilled to the first sample")
+		require.GreaterOrEqual(t, to, t0+tableDays*day-time.Hour.Milliseconds(), "rolled up to the last unit")
+	} else {
+		require.NoError(t, rolluptest.Write(ctx, st, eng, testResolutions, t0+doneFrom*day, t0+doneTo*day, data))
+	}
 	h := mount(New(st, Options{RollupResolutions: testResolutions}, nil, prometheus.NewRegistry()), http.NotFoundHandler())
 
 	// The truth: Prometheus's engine over the store, no plan.
@@ -261,6 +290,15 @@ func rollupTable(t *testing.T, eng engine.Engine, doneFrom, doneTo int64) {
 			}
 		}
 	}
+}
+
+// doneRange is the job's progress at r.
+func doneRange(ctx context.Context, eng engine.Engine, r rollup.Resolution) (from, to int64, err error) {
+	v, ok, err := eng.ServiceValue(ctx, rollup.Service, rollup.ServiceKey, rollup.DoneKey(r))
+	if err != nil || !ok {
+		return 0, 0, fmt.Errorf("no progress at %s: %v", r, err)
+	}
+	return rollup.ParseDone(v)
 }
 
 // truth evaluates q over st with Prometheus's engine, no read plan.
