@@ -211,6 +211,11 @@ var extraExprs = []string{
 	`sum(rate(http_requests_total[5m] @ start()))`,
 	`absent_over_time(nonexistent[5m])`,
 	`sort(temperature)`,
+	// Annotations of shards, their positions in the query's text.
+	`sum by (room) (rate(temperature[5m]))`,
+	`max(
+	  rate(temperature{room!="r9"}[5m]))`,
+	`count(rate(req_duration_seconds_sum[5m])) + count(rate(temperature[5m]))`,
 }
 
 // TestSplitAndShardMatchWhole asks every expression of the compliance table
@@ -232,21 +237,26 @@ func TestSplitAndShardMatchWhole(t *testing.T) {
 		{midnight.Add(-47*time.Minute - 7*time.Second), midnight.Add(31*time.Minute + 2*time.Second), 60 * time.Second},
 	}
 	for _, c := range []struct {
-		name string
-		opts Options
+		name   string
+		opts   Options
+		ranges []int // of ranges
+		rounds int   // the second from the cache
 	}{
-		{"day", Options{Shards: 3}},
-		{"20m-cache", Options{SplitInterval: 20 * time.Minute, Shards: 2, CacheBytes: 64 << 20, Now: func() time.Time { return midnight.Add(24 * time.Hour) }}},
-		{"7m-odd", Options{SplitInterval: 7 * time.Minute, Shards: 5, Parallelism: 3}},
+		{"day", Options{Shards: 3}, []int{0, 1}, 1},
+		{"20m-cache", Options{SplitInterval: 20 * time.Minute, Shards: 2, CacheBytes: 64 << 20, Now: func() time.Time { return midnight.Add(24 * time.Hour) }}, []int{0, 1}, 2},
+		// Many short parts and uneven shards, over the shorter range
+		// only: each query is some 30 sub-queries.
+		{"7m-odd", Options{SplitInterval: 7 * time.Minute, Shards: 5, Parallelism: 3}, []int{1}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			f := New(whole, c.opts, reg, nil)
-			for _, r := range ranges {
+			for _, ri := range c.ranges {
+				r := ranges[ri]
 				for _, e := range exprs {
 					form := rangeForm(e, r.start, r.end, r.step)
 					want := ask(t, whole, form, nil)
-					for round := range 2 { // the second from the cache, when on
+					for round := range c.rounds {
 						sameAnswer(t, fmt.Sprintf("%s (round %d)", form.Encode(), round), want, ask(t, f, form, nil))
 					}
 				}

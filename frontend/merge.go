@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -192,8 +193,8 @@ func appendNew(dst, add []string) []string {
 // slice is the points of s evaluated in [from, to].
 func (s *series) slice(from, to int64) *series {
 	cut := func(ps []point) []point {
-		i, _ := slices.BinarySearchFunc(ps, from, func(p point, t int64) int { return cmpInt(p.t, t) })
-		j, _ := slices.BinarySearchFunc(ps, to+1, func(p point, t int64) int { return cmpInt(p.t, t) })
+		i, _ := slices.BinarySearchFunc(ps, from, func(p point, t int64) int { return cmp.Compare(p.t, t) })
+		j, _ := slices.BinarySearchFunc(ps, to+1, func(p point, t int64) int { return cmp.Compare(p.t, t) })
 		return ps[i:j]
 	}
 	return &series{metric: s.metric, labels: s.labels, floats: cut(s.floats), hists: cut(s.hists)}
@@ -211,16 +212,6 @@ func (m *matrix) slice(from, to int64) *matrix {
 		}
 	}
 	return out
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // encode writes m as the query API's success envelope.
@@ -288,5 +279,5 @@ func writeMatrix(w http.ResponseWriter, gz bool, m *matrix) {
 var errNotFloat = errors.New("not a float")
 
 func sortPoints(ps []point) {
-	slices.SortFunc(ps, func(a, b point) int { return cmpInt(a.t, b.t) })
+	slices.SortFunc(ps, func(a, b point) int { return cmp.Compare(a.t, b.t) })
 }

@@ -2,12 +2,16 @@ package frontend
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"reflect"
+	"regexp"
 	"strconv"
 	"sync"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/promql/parser/posrange"
 	"github.com/prometheus/prometheus/util/jsonutil"
 
 	"github.com/kairos-remote/kairos-adapter/rollup"
@@ -20,6 +24,10 @@ import (
 type shardPlan struct {
 	op      parser.ItemType
 	queries []string // one per shard; for avg the sums, then the counts
+	// positions maps, per query, where each node of the shard's text
+	// starts to where it starts in the query's own text, so that the
+	// annotations of a shard ("... (1:16)") point into the query.
+	positions []map[posrange.Pos]posrange.Pos
 }
 
 // shardableFuncs are the functions whose every output series is computed
@@ -73,10 +81,75 @@ func planShards(q string, e parser.Expr, p parser.Parser, n int) *shardPlan {
 				}
 				return nil
 			})
-			plan.queries = append(plan.queries, a.String())
+			text := a.String()
+			pos, ok := positionMap(e, text, p)
+			if !ok {
+				return nil
+			}
+			plan.queries = append(plan.queries, text)
+			plan.positions = append(plan.positions, pos)
 		}
 	}
 	return plan
+}
+
+// positionMap pairs the nodes of the query (orig) with those of a shard's
+// text, which has the same tree but for the read-plan matchers and avg's
+// operator.
+func positionMap(orig parser.Expr, text string, p parser.Parser) (map[posrange.Pos]posrange.Pos, bool) {
+	shard, err := p.ParseExpr(text)
+	if err != nil {
+		return nil, false
+	}
+	nodes := func(e parser.Expr) []parser.Node {
+		var out []parser.Node
+		parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+			// Absent children (an aggregation's parameter) come as
+			// nil, some of them typed.
+			if n != nil && !reflect.ValueOf(n).IsNil() {
+				out = append(out, n)
+			}
+			return nil
+		})
+		return out
+	}
+	a, b := nodes(unparen(orig)), nodes(unparen(shard))
+	if len(a) != len(b) {
+		return nil, false
+	}
+	m := make(map[posrange.Pos]posrange.Pos, len(a))
+	for i := range a {
+		if fmt.Sprintf("%T", a[i]) != fmt.Sprintf("%T", b[i]) {
+			return nil, false
+		}
+		m[b[i].PositionRange().Start] = a[i].PositionRange().Start
+	}
+	return m, true
+}
+
+// annotationPos is the position Prometheus appends to an annotation.
+var annotationPos = regexp.MustCompile(`^(.*) \((\d+):(\d+)\)$`)
+
+// translate rewrites the positions of a shard's annotations into the
+// query's own; ok is false for one it cannot place.
+func translate(anns []string, pos map[posrange.Pos]posrange.Pos, query string) ([]string, bool) {
+	out := make([]string, 0, len(anns))
+	for _, a := range anns {
+		m := annotationPos.FindStringSubmatch(a)
+		if m == nil {
+			// Without a position ("N more ... omitted"): as it is.
+			out = append(out, a)
+			continue
+		}
+		line, _ := strconv.Atoi(m[2])
+		col, _ := strconv.Atoi(m[3])
+		orig, ok := pos[posrange.Pos(col-1)]
+		if line != 1 || !ok {
+			return nil, false
+		}
+		out = append(out, m[1]+" ("+posrange.PositionRange{Start: orig}.StartPosInput(query, 0)+")")
+	}
+	return out, true
 }
 
 func unparen(e parser.Expr) parser.Expr {
@@ -158,8 +231,9 @@ func namesMetric(vs *parser.VectorSelector) bool {
 
 // evalSharded evaluates the shards of q over [start, end] and combines
 // them; ok is false when their answers cannot be combined exactly: native
-// histograms (whose sums the frontend does not add) or annotations (whose
-// positions point into the shards' text, not the query's).
+// histograms (whose sums the frontend does not add), annotations of avg's
+// sums and counts, or annotations whose positions cannot be placed in the
+// query's text.
 func (f *Frontend) evalSharded(ctx context.Context, q *rangeQuery, start, end int64, sem chan struct{}) (*matrix, bool, *upstreamError) {
 	plan := q.shard
 	answers := make([]*matrix, len(plan.queries))
@@ -192,9 +266,20 @@ func (f *Frontend) evalSharded(ctx context.Context, q *rangeQuery, start, end in
 	if firstErr != nil {
 		return nil, false, firstErr
 	}
-	for _, a := range answers {
+	var warnings, infos []string
+	for i, a := range answers {
 		if len(a.warnings) > 0 || len(a.infos) > 0 {
-			return nil, false, nil
+			// avg's shards are sums and counts: their annotations
+			// would name the wrong aggregation.
+			if plan.op == parser.AVG {
+				return nil, false, nil
+			}
+			w, ok1 := translate(a.warnings, plan.positions[i], q.query)
+			in, ok2 := translate(a.infos, plan.positions[i], q.query)
+			if !ok1 || !ok2 {
+				return nil, false, nil
+			}
+			warnings, infos = appendNew(warnings, w), appendNew(infos, in)
 		}
 		for _, s := range a.series {
 			if len(s.hists) > 0 {
@@ -211,11 +296,13 @@ func (f *Frontend) evalSharded(ctx context.Context, q *rangeQuery, start, end in
 		}
 		return divide(sums, counts), true, nil
 	}
-	m, ok := combine(plan.op, answers)
+	g, ok := combine(plan.op, answers)
 	if !ok {
 		return nil, false, nil
 	}
-	return toMatrix(m), true, nil
+	m := toMatrix(g)
+	m.warnings, m.infos = warnings, infos
+	return m, true, nil
 }
 
 // group is one output series of the shards being combined.
