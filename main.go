@@ -80,12 +80,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	store := &lazyStore{}
 	// Prometheus's query API, so Grafana can query the adapter directly.
 	queryAPI := queryapi.New(store, queryapi.Options{
-		Timeout:        time.Duration(cfg.Query.Timeout),
-		LookbackDelta:  time.Duration(cfg.Query.LookbackDelta),
-		MaxConcurrency: cfg.Query.MaxConcurrency,
-		MaxSamples:     cfg.Query.MaxSamples,
-		SampleLimit:    kairosstore.WithSampleLimit,
-		EnableAdminAPI: cfg.Web.EnableAdminAPI,
+		Timeout:             time.Duration(cfg.Query.Timeout),
+		LookbackDelta:       time.Duration(cfg.Query.LookbackDelta),
+		MaxConcurrency:      cfg.Query.MaxConcurrency,
+		MaxSamples:          cfg.Query.MaxSamples,
+		SampleLimit:         kairosstore.WithSampleLimit,
+		EnableAdminAPI:      cfg.Web.EnableAdminAPI,
 		RollupResolutions:   rolls.cfg.Resolutions,
 		Rollups:             rolls.recomputeRoute(),
 		MaxSourceResolution: cfg.Query.MaxSourceResolution,
