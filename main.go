@@ -168,6 +168,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			if embedded != nil {
 				st["block_cache"] = embedded.CacheStatus()
 			}
+			if rolls.enabled() {
+				st["rollups"] = rolls.status()
+			}
 			return st
 		},
 	})

@@ -105,6 +105,15 @@ func (r *rollups) recomputeRoute() func() queryapi.Recomputer {
 	return r.recomputer
 }
 
+// status is the job's progress per resolution for the status page; none
+// before the job started.
+func (r *rollups) status() []job.ResolutionStatus {
+	if j := r.job.Load(); j != nil {
+		return j.Status()
+	}
+	return []job.ResolutionStatus{}
+}
+
 // recomputer is the job for the admin endpoint, nil before it started.
 func (r *rollups) recomputer() queryapi.Recomputer {
 	if j := r.job.Load(); j != nil {

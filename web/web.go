@@ -305,6 +305,7 @@ var statusFamilies = []string{
 	"kairos_adapter_read_row_keys_cache_lookups_total",
 	"kairos_adapter_inflight_requests",
 	"kairos_adapter_concurrency_limit_rejections_total",
+	"kairos_adapter_frontend_cache_bytes",
 	"process_resident_memory_bytes",
 	"go_memstats_heap_inuse_bytes",
 	"process_start_time_seconds",

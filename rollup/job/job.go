@@ -621,3 +621,33 @@ func (j *Job) logProgress(prog map[rollup.Resolution]progress, now int64) {
 			"lag", time.Duration(now-p.to)*time.Millisecond)
 	}
 }
+
+// ResolutionStatus is the progress of one resolution, for the status page.
+type ResolutionStatus struct {
+	Resolution string `json:"resolution"`
+	// From and To are the done range of bucket ends (Unix ms); Done is
+	// false before the first unit is written.
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+	Done bool  `json:"done"`
+	// LagSeconds is how far To is behind now.
+	LagSeconds float64 `json:"lag_seconds"`
+}
+
+// Status is the progress as this process last read it from service_index
+// (every step of the job, leader or not).
+func (j *Job) Status() []ResolutionStatus {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	now := j.now()
+	out := make([]ResolutionStatus, 0, len(j.plan.res))
+	for _, r := range j.plan.res {
+		p := j.view[r]
+		st := ResolutionStatus{Resolution: r.String(), From: p.from, To: p.to, Done: p.ok}
+		if p.ok {
+			st.LagSeconds = float64(now-p.to) / 1000
+		}
+		out = append(out, st)
+	}
+	return out
+}

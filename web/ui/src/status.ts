@@ -123,9 +123,41 @@ export async function statusPage(root: HTMLElement) {
     caches.push(['Pebble block cache', `${bytes(bc.bytes)} of ${bytes(bc.max_bytes)}`]);
     caches.push(['Pebble block cache: hits', pct(bc.hits, bc.hits + bc.misses)]);
   }
+  if (has('kairos_adapter_frontend_cache_bytes')) caches.push(['Results cache of range queries', bytes(val('kairos_adapter_frontend_cache_bytes'))]);
   caches.push(['Resident memory', bytes(val('process_resident_memory_bytes'))]);
   caches.push(['Go heap in use', bytes(val('go_memstats_heap_inuse_bytes'))]);
   root.append(h('h3', {}, 'Limits and caches'), kv('caches', caches));
+
+  // The rollup job's progress per resolution: rolled up from the backfill
+  // position to the newest bucket end; lag is how far that is behind now.
+  const rollups = s.rollups as { resolution: string; from: number; to: number; done: boolean; lag_seconds: number }[] | undefined;
+  root.append(h('h3', {}, 'Rollups'));
+  if (!rollups) {
+    root.append(h('p', { className: 'muted', id: 'rollups' }, 'The rollup job is off (--rollup.resolutions is empty).'));
+  } else {
+    const when = (ms: number) => new Date(ms).toISOString().replace('.000Z', 'Z');
+    root.append(
+      h(
+        'table',
+        { className: 'table narrow', id: 'rollups' },
+        h('thead', {}, h('tr', {}, h('th', {}, 'Resolution'), h('th', {}, 'Backfilled to'), h('th', {}, 'Rolled up to'), h('th', {}, 'Lag'))),
+        h(
+          'tbody',
+          {},
+          ...rollups.map((r) =>
+            h(
+              'tr',
+              {},
+              h('td', {}, r.resolution),
+              h('td', {}, r.done ? when(r.from) : 'not started'),
+              h('td', {}, r.done ? when(r.to) : ''),
+              h('td', {}, r.done ? `${Math.round(r.lag_seconds)} s` : ''),
+            ),
+          ),
+        ),
+      ),
+    );
+  }
 
   root.append(h('h3', {}, 'Configuration'), h('p', { className: 'muted' }, 'Every flag and YAML key in effect. Secrets are kept in files and only their paths appear.'), h('pre', { id: 'config' }, st.config));
 }
