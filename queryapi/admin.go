@@ -100,16 +100,9 @@ func (a *API) deleteSeries(r *http.Request) (any, annotations.Annotations, *apiE
 	if len(selectors) == 0 {
 		return nil, nil, badData(errors.New("no match[] parameter: name the series to delete, e.g. match[]={job=\"old\"}"))
 	}
-	start, err := deleteTime(r.Form.Get("start"), math.MinInt64)
-	if err != nil {
-		return nil, nil, badData(fmt.Errorf("invalid start: %w", err))
-	}
-	end, err := deleteTime(r.Form.Get("end"), math.MaxInt64)
-	if err != nil {
-		return nil, nil, badData(fmt.Errorf("invalid end: %w", err))
-	}
-	if start > end {
-		return nil, nil, badData(errors.New("start is after end"))
+	start, end, apiErr := adminRange(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
 	}
 	// Parse every selector before deleting anything.
 	sets := make([][]*labels.Matcher, 0, len(selectors))
@@ -139,6 +132,22 @@ func (a *API) deleteSeries(r *http.Request) (any, annotations.Annotations, *apiE
 		a.logger.Info("Deleted series", "match", selectors[i], "start", start, "end", end, "rows", n)
 	}
 	return noContent{}, nil, nil
+}
+
+// adminRange is the start and end of an admin call (deleteTime).
+func adminRange(r *http.Request) (start, end int64, _ *apiError) {
+	start, err := deleteTime(r.Form.Get("start"), math.MinInt64)
+	if err != nil {
+		return 0, 0, badData(fmt.Errorf("invalid start: %w", err))
+	}
+	end, err = deleteTime(r.Form.Get("end"), math.MaxInt64)
+	if err != nil {
+		return 0, 0, badData(fmt.Errorf("invalid end: %w", err))
+	}
+	if start > end {
+		return 0, 0, badData(errors.New("start is after end"))
+	}
+	return start, end, nil
 }
 
 // deleteTime reads a time of delete_series, in ms; empty means def, so
@@ -172,16 +181,9 @@ type Recomputer interface {
 // background. An admin call like delete_series: off unless the admin API is
 // on.
 func (a *API) recomputeRollups(r *http.Request) (any, annotations.Annotations, *apiError) {
-	start, err := deleteTime(r.Form.Get("start"), math.MinInt64)
-	if err != nil {
-		return nil, nil, badData(fmt.Errorf("invalid start: %w", err))
-	}
-	end, err := deleteTime(r.Form.Get("end"), math.MaxInt64)
-	if err != nil {
-		return nil, nil, badData(fmt.Errorf("invalid end: %w", err))
-	}
-	if start > end {
-		return nil, nil, badData(errors.New("start is after end"))
+	start, end, apiErr := adminRange(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
 	}
 	sets := [][]*labels.Matcher{nil}
 	if selectors := r.Form["match[]"]; len(selectors) > 0 {
