@@ -562,9 +562,11 @@ func (j *Job) writeProgress(ctx context.Context, r rollup.Resolution, p progress
 // two processes writing at once both read the same winner.
 func (j *Job) holdLease(ctx context.Context) (bool, error) {
 	now := j.now()
-	if j.leaseUntil-now > j.cfg.LeaseTTL.Milliseconds()/2 {
-		return true, nil
-	}
+	// Read every step, also while this process holds the lease: without
+	// conditional writes two processes can both read the lease free, both
+	// write it and each read back its own (the other's read came between);
+	// the one whose lease the keyspace kept stays, the other stands down
+	// here, after one unit rather than half a lease.
 	v, ok, err := j.st.ServiceValue(ctx, rollup.Service, rollup.ServiceKey, leaseKey)
 	if err != nil {
 		return false, fmt.Errorf("read rollup lease: %w", err)
@@ -573,6 +575,9 @@ func (j *Job) holdLease(ctx context.Context) (bool, error) {
 	if ok && okL && owner != j.cfg.Owner && expiry > now {
 		j.setLeader(false, 0)
 		return false, nil
+	}
+	if j.leaseUntil-now > j.cfg.LeaseTTL.Milliseconds()/2 {
+		return true, nil
 	}
 	until := now + j.cfg.LeaseTTL.Milliseconds()
 	if err := j.st.SetServiceValue(ctx, rollup.Service, rollup.ServiceKey, leaseKey, formatLease(j.cfg.Owner, until), j.stamp()); err != nil {

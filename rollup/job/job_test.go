@@ -461,8 +461,14 @@ func TestTwoJobs(t *testing.T) {
 		want := expected(data, 1000*hour)
 		require.Equal(t, want, stored(t, a.store, "x", "y"))
 		la, lb := buckets(a, m5)+buckets(a, h1), buckets(b, m5)+buckets(b, h1)
-		require.Equal(t, len(want)/5, la+lb, "each bucket once")
-		require.True(t, la == 0 || lb == 0, "one job did the work: a wrote %d buckets, b %d", la, lb)
+		// Without conditional writes both may take the lease at once;
+		// the one whose lease the keyspace did not keep stands down at its
+		// next step, so at most the first unit (a tenth of the buckets
+		// here) is rolled up twice.
+		all := len(want) / 5
+		require.GreaterOrEqual(t, la+lb, all)
+		require.LessOrEqual(t, la+lb, all+all/8, "each bucket once, but the first unit")
+		require.LessOrEqual(t, min(la, lb), all/8, "one job did the work: a wrote %d buckets, b %d", la, lb)
 
 		// Run gave the lease up on its way out: whoever steps first
 		// next holds it. b steps on alone into the next unit.
