@@ -140,7 +140,7 @@ var rollupCases = []rollupCase{
 // never negative nor above the largest raw rate.
 func TestRollupTable(t *testing.T) {
 	if testing.Short() {
-		t.Skip("62 days of samples")
+		cassandratest.SkipUnlessCI(t, "62 days of samples, not under -short")
 	}
 	for _, name := range []string{"pebble", "cassandra"} {
 		t.Run(name, func(t *testing.T) {
@@ -183,7 +183,7 @@ func openEngine(tb testing.TB, name string) engine.Engine {
 // an overlap, or the sums and counts would differ from raw.
 func TestRollupTableStitched(t *testing.T) {
 	if testing.Short() {
-		t.Skip("62 days of samples")
+		cassandratest.SkipUnlessCI(t, "62 days of samples, not under -short")
 	}
 	t.Parallel()
 	rollupTable(t, openEngine(t, "pebble"), 20, 40, false)
