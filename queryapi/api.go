@@ -313,7 +313,7 @@ func (a *API) query(r *http.Request) (any, annotations.Annotations, *apiError) {
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
-	q, apiErr := a.check(r, ts, ts, 0)
+	q, apiErr := a.check(r, opts, ts, ts, 0)
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
@@ -355,7 +355,7 @@ func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiErr
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
-	q, apiErr := a.check(r, start, end, step)
+	q, apiErr := a.check(r, opts, start, end, step)
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
@@ -416,7 +416,7 @@ func (q *narrowing) Select(ctx context.Context, sortSeries bool, hints *storage.
 // engine evaluates: the query with read plans (planReads). The engine then
 // parses the text again: its NewInstantQuery and NewRangeQuery take no
 // parsed expression, and the limits keep a parse to milliseconds.
-func (a *API) check(r *http.Request, start, end time.Time, step time.Duration) (string, *apiError) {
+func (a *API) check(r *http.Request, opts promql.QueryOpts, start, end time.Time, step time.Duration) (string, *apiError) {
 	q := r.FormValue("query")
 	expr, err := a.parse(q)
 	if err != nil {
@@ -425,7 +425,7 @@ func (a *API) check(r *http.Request, start, end time.Time, step time.Duration) (
 	if apiErr := a.checkSteps(expr, start, end, step); apiErr != nil {
 		return "", apiErr
 	}
-	return a.planReads(r, q, expr, start, step)
+	return a.planReads(r, opts, q, expr, start, step)
 }
 
 // sampleBudget gives a PromQL query a budget of --query.max-samples samples

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/kairos-remote/kairos-adapter/rollup"
@@ -74,7 +75,7 @@ type planner struct {
 
 // planReads is the expression the engine evaluates for query text q,
 // already parsed to expr (check): q itself, or expr with read plans.
-func (a *API) planReads(r *http.Request, q string, expr parser.Expr, start time.Time, step time.Duration) (string, *apiError) {
+func (a *API) planReads(r *http.Request, opts promql.QueryOpts, q string, expr parser.Expr, start time.Time, step time.Duration) (string, *apiError) {
 	refused := false
 	shards := r.Context().Value(shardPlansKey{}) != nil
 	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
@@ -102,10 +103,8 @@ func (a *API) planReads(r *http.Request, q string, expr parser.Expr, start time.
 		}
 	}
 	lookback := a.lookback
-	if s := r.FormValue("lookback_delta"); s != "" {
-		if d, err := parseDuration(s); err == nil && d > 0 {
-			lookback = d
-		}
+	if d := opts.LookbackDelta(); d > 0 {
+		lookback = d
 	}
 	p := &planner{start: start.UnixMilli(), step: step.Milliseconds(), lookback: lookback.Milliseconds(), src: src, resolutions: a.resolutions}
 	expr = p.expr(expr, false)

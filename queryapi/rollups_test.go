@@ -100,7 +100,9 @@ func TestPlanReads(t *testing.T) {
 				req = req.WithContext(WithShardPlans(req.Context()))
 			}
 			require.NoError(t, req.ParseForm())
-			got, apiErr := a.check(req, c.start, c.start.Add(30*24*time.Hour), c.step)
+			opts, apiErr := queryOpts(req)
+			require.Nil(t, apiErr)
+			got, apiErr := a.check(req, opts, c.start, c.start.Add(30*24*time.Hour), c.step)
 			if c.err != "" {
 				require.NotNil(t, apiErr)
 				require.Equal(t, errBadData, apiErr.typ)
