@@ -19,12 +19,20 @@ import (
 func (s *Store) MetricNames(ctx context.Context) ([]string, error) {
 	var out []string
 	err := s.eng.MetricNames(ctx, func(metric string) error {
-		if n, ok := strings.CutPrefix(metric, s.mapper.Prefix); ok && n != "" && !strings.HasSuffix(metric, codec.ExemplarSuffix) {
+		if n, ok := s.promName(metric); ok {
 			out = append(out, strings.Clone(n))
 		}
 		return nil
 	})
 	return out, err
+}
+
+// promName is the Prometheus metric name of a KairosDB metric this
+// adapter reads: without the prefix, and none for a name outside the
+// prefix or an exemplar side metric.
+func (s *Store) promName(metric string) (string, bool) {
+	n, ok := strings.CutPrefix(metric, s.mapper.Prefix)
+	return n, ok && n != "" && !strings.HasSuffix(metric, codec.ExemplarSuffix)
 }
 
 // SeriesCounts calls fn with the row_keys entries of metric (a Prometheus

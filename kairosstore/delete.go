@@ -86,7 +86,7 @@ func (s *Store) Delete(ctx context.Context, start, end int64, ms ...*labels.Matc
 		for _, m := range metrics {
 			// Side metrics (exemplars, non-finite values) change with
 			// their metric, which the selection names too.
-			if name, ok := strings.CutPrefix(m, s.mapper.Prefix); ok && !strings.HasSuffix(m, codec.ExemplarSuffix) && !strings.HasSuffix(m, NonFiniteSuffix) {
+			if name, ok := s.promName(m); ok && !strings.HasSuffix(m, NonFiniteSuffix) {
 				changes = append(changes, Change{Metric: name, MinT: start, MaxT: end, Deleted: true})
 			}
 		}
