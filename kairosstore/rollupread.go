@@ -102,11 +102,11 @@ type plannedRead struct {
 // planRead resolves plan p for a Select over [start, end] with hints;
 // nil is an ordinary read.
 func (s *Store) planRead(ctx context.Context, p rollup.Plan, hints *storage.SelectHints, start, end int64) (*plannedRead, error) {
-	if p.Aggregate == "" && !p.Windows {
+	if p.Aggregate == "" && p.WindowMillis == 0 {
 		return nil, nil
 	}
 	pr := &plannedRead{Plan: p, start: start, end: end, spans: []span{{start, end}}}
-	if p.Windows && hints != nil && hints.Step > 0 && p.WindowMillis < hints.Step {
+	if p.WindowMillis > 0 && hints != nil && hints.Step > 0 && p.WindowMillis < hints.Step {
 		pr.spans = windows(hints.Start, hints.Step, p.WindowMillis, start, end)
 	}
 	if p.Resolution == 0 {

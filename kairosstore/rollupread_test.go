@@ -140,7 +140,7 @@ func TestReadWindows(t *testing.T) {
 		require.NoError(t, err)
 		defer q.Close()
 		ss := q.Select(ctx, false, hints, labels.MustNewMatcher(labels.MatchEqual, "__name__", "g"),
-			labels.MustNewMatcher(labels.MatchEqual, rollup.ReadMatcher, rollup.Plan{Windows: true, WindowMillis: w}.String()))
+			labels.MustNewMatcher(labels.MatchEqual, rollup.ReadMatcher, rollup.Plan{WindowMillis: w}.String()))
 		require.True(t, ss.Next())
 		var got, want []int64
 		it := ss.At().Iterator(nil)

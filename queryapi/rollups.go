@@ -135,7 +135,7 @@ func (p *planner) expr(e parser.Expr, inSub bool) parser.Expr {
 		return p.call(n, inSub)
 	case *parser.VectorSelector:
 		if !inSub && p.step > p.lookback && safe(n) {
-			p.add(n, rollup.Plan{Windows: true, WindowMillis: p.lookback})
+			p.add(n, rollup.Plan{WindowMillis: p.lookback})
 		}
 	}
 	return e
@@ -157,7 +157,7 @@ func (p *planner) call(c *parser.Call, inSub bool) parser.Expr {
 		rng := ms.Range.Milliseconds()
 		var plan rollup.Plan
 		if p.step > rng {
-			plan = rollup.Plan{Windows: true, WindowMillis: rng}
+			plan = rollup.Plan{WindowMillis: rng}
 		}
 		switch c.Func.Name {
 		case "min_over_time", "max_over_time", "sum_over_time", "count_over_time", "avg_over_time":

@@ -214,13 +214,11 @@ type Plan struct {
 	// returns a running sum of increases, resets applied.
 	Aggregate  Aggregate
 	Resolution Resolution
-	// Windows, when set, limits the cells read to the windows the engine
-	// evaluates: (t-Range, t] for t = Start+Range-1+k*Step (the SelectHints'
-	// Start, Step and Range), so a long range at a long step does not read
-	// every cell in between.
-	Windows bool
-	// WindowMillis is the width of each window: the selector's range, or
-	// the lookback delta for an instant selector (whose hints' Range is 0).
+	// WindowMillis > 0 limits the cells read to the windows the engine
+	// evaluates: (t-W, t] for t = Start+W-1+k*Step (the SelectHints' Start
+	// and Step), so a long range at a long step does not read every cell in
+	// between. W is the selector's range, or the lookback delta for an
+	// instant selector (whose hints' Range is 0).
 	WindowMillis int64
 	// ShardCount > 0 keeps only the series whose labels hash (labels.Hash)
 	// to ShardIndex modulo ShardCount, so that one aggregation can be
@@ -236,7 +234,7 @@ func (p Plan) String() string {
 	} else if p.Aggregate != "" {
 		parts = append(parts, string(p.Aggregate)+"@raw")
 	}
-	if p.Windows {
+	if p.WindowMillis > 0 {
 		parts = append(parts, "windows="+strconv.FormatInt(p.WindowMillis, 10))
 	}
 	if p.ShardCount > 0 {
@@ -254,7 +252,7 @@ func ParsePlan(s string) (Plan, error) {
 			if err != nil || n <= 0 {
 				return Plan{}, fmt.Errorf("read plan %q: bad window %q", s, w)
 			}
-			p.Windows, p.WindowMillis = true, n
+			p.WindowMillis = n
 			continue
 		}
 		if sh, ok := strings.CutPrefix(part, "shard="); ok {

@@ -23,8 +23,8 @@ func TestPlanRoundTrip(t *testing.T) {
 	for _, p := range []Plan{
 		{Aggregate: Max, Resolution: Resolution(time.Hour)},
 		{Aggregate: Count},
-		{Windows: true, WindowMillis: 300000},
-		{Aggregate: Counter, Resolution: Resolution(5 * time.Minute), Windows: true, WindowMillis: 3600000, ShardIndex: 2, ShardCount: 4},
+		{WindowMillis: 300000},
+		{Aggregate: Counter, Resolution: Resolution(5 * time.Minute), WindowMillis: 3600000, ShardIndex: 2, ShardCount: 4},
 	} {
 		got, err := ParsePlan(p.String())
 		require.NoError(t, err, p.String())
