@@ -88,13 +88,6 @@ func parsePoints(raw []jsoniter.RawMessage) ([]point, error) {
 	out := make([]point, 0, len(raw))
 	size := 0
 	for _, p := range raw {
-		size += len(p)
-	}
-	// The values are copied into one array per series, so that what a
-	// cached extent holds is that array and the points, not one small
-	// allocation per point (cache.go's sizeOf counts it so).
-	arena := make([]byte, 0, size)
-	for _, p := range raw {
 		p = bytes.TrimSpace(p)
 		comma := bytes.IndexByte(p, ',')
 		if len(p) < 2 || p[0] != '[' || p[len(p)-1] != ']' || comma < 0 {
@@ -104,9 +97,19 @@ func parsePoints(raw []jsoniter.RawMessage) ([]point, error) {
 		if err != nil {
 			return nil, err
 		}
+		v := bytes.TrimSpace(p[comma+1 : len(p)-1])
+		size += len(v)
+		out = append(out, point{t: t, v: v})
+	}
+	// The values are copied into one array per series, exactly as long as
+	// they are, so that what a cached extent holds is that array and the
+	// points, not the answer's text nor one small allocation per point
+	// (cache.go's sizeOf counts it so).
+	arena := make([]byte, 0, size)
+	for i := range out {
 		start := len(arena)
-		arena = append(arena, bytes.TrimSpace(p[comma+1:len(p)-1])...)
-		out = append(out, point{t: t, v: arena[start:len(arena):len(arena)]})
+		arena = append(arena, out[i].v...)
+		out[i].v = arena[start:len(arena):len(arena)]
 	}
 	return out, nil
 }
