@@ -366,7 +366,7 @@ func TestRollupSettingsRefusedAtStart(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--kairosdb.datapoint-ttl=1d"}, "raw samples live 1d (--kairosdb.datapoint-ttl), less than the largest rollup resolution (1h) plus --rollup.delay (10m) plus a margin of 1d"},
+		{[]string{"--kairosdb.datapoint-ttl=1d"}, "raw samples live 1d (--kairosdb.datapoint-ttl), less than the largest rollup resolution (6h) plus --rollup.delay (10m) plus a margin of 1d"},
 		{[]string{"--kairosdb.datapoint-ttl=30d", "--rollup.retention=5m=7d"}, "--rollup.retention keeps 5m rollups 1w, less than raw samples live (30d"},
 	} {
 		dir := t.TempDir()

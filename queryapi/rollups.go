@@ -26,10 +26,11 @@ import (
 //     window is a whole number of buckets (R, the step, and the first
 //     evaluation time minus the offset are multiples of the resolution), so
 //     the result is exactly the raw one. rate and increase read the counter
-//     rollup at a resolution of at most R/4: within about 1 % of raw, not
-//     exact. The largest resolution allowed wins; with
-//     max_source_resolution=auto it is at most step/5 (Thanos's rule; R for
-//     an instant query), with 5m or 1h at most that, with 0 or raw none.
+//     rollup at a resolution of at most R/4, or one on whose bucket ends
+//     every window ends (counter): within about 1 % of raw, not exact. The
+//     largest resolution allowed wins; with max_source_resolution=auto an
+//     inexact one is at most step/5 (Thanos's rule; R for an instant
+//     query), with a resolution at most that one, with 0 or raw none.
 //   - Windows. A selector of a range query whose step is longer than what
 //     it reads at each step (R, or the lookback delta of an instant
 //     selector) reads only those windows, not the cells between them.
@@ -165,7 +166,7 @@ func (p *planner) call(c *parser.Call, inSub bool) parser.Expr {
 				return p.rollupCall(c, ms, vs, plan, r)
 			}
 		case "rate", "increase":
-			if r := p.resolution(rng, func(r int64) bool { return r <= rng/4 }); r != 0 {
+			if r := p.counter(rng, vs.OriginalOffset.Milliseconds()); r != 0 {
 				plan.Aggregate, plan.Resolution = rollup.Counter, r
 			}
 		}
@@ -215,24 +216,59 @@ func (p *planner) rollupCall(c *parser.Call, ms *parser.MatrixSelector, vs *pars
 
 // aligned is the largest resolution allowed whose buckets tile every
 // window of a range rng evaluated at the query's steps, offset by off; 0
-// when none does.
+// when none does. The answer is then exact, so Thanos's step/5 rule does
+// not apply: a year at a step of 6h reads one 6h bucket per window.
 func (p *planner) aligned(rng, off int64) rollup.Resolution {
-	return p.resolution(rng, func(r int64) bool {
-		return rng%r == 0 && p.stepOr(rng)%r == 0 && (p.start-off)%r == 0
+	return p.resolution(rng, func(r int64) (fits, exact bool) {
+		return rng%r == 0 && p.ends(r, off), true
 	})
 }
 
-// resolution is the largest resolution allowed that fits.
-func (p *planner) resolution(rng int64, fits func(r int64) bool) rollup.Resolution {
+// counter is the largest resolution allowed for rate or increase of a
+// range rng (at least four of the finest resolution), offset by off: one
+// of at most rng/4, whose points fall
+// anywhere in a window, or one on whose bucket ends every window ends
+// (the step and the first evaluation time minus off are multiples of it)
+// and whose whole buckets cover all but at most a quarter of the window.
+// rate then takes the same first and last points as from any finer
+// resolution of those ends, so the coarse one reads fewer cells for the
+// same answer; Grafana's rate(x[$__rate_interval]) at a step of 6h is a
+// window of 6h plus one scrape interval, read from one 6h bucket.
+func (p *planner) counter(rng, off int64) rollup.Resolution {
+	finest := p.resolutions[len(p.resolutions)-1].Millis()
+	if rng < 4*finest {
+		// A few scrape intervals: raw's extrapolation from its first and
+		// last samples and the buckets' exact increase differ by more than
+		// the 1 % the rollups are held to.
+		return 0
+	}
+	return p.resolution(rng, func(r int64) (fits, exact bool) {
+		if p.ends(r, off) && r <= rng && rng%r <= rng/4 {
+			return true, true
+		}
+		return r <= rng/4, false
+	})
+}
+
+// ends says whether every window of the query ends on a bucket end of r.
+func (p *planner) ends(r, off int64) bool {
+	return p.stepOr(0)%r == 0 && (p.start-off)%r == 0
+}
+
+// resolution is the largest resolution allowed that fits. One that fits
+// exactly (its buckets stand where the windows need them) is exempt from
+// auto's step/5 limit.
+func (p *planner) resolution(rng int64, fits func(r int64) (fits, exact bool)) rollup.Resolution {
 	if !p.src.auto && p.src.max == 0 {
 		return 0
 	}
 	for _, r := range p.resolutions {
 		ms := r.Millis()
-		switch {
-		case p.src.auto && ms > p.stepOr(rng)/5:
-		case !p.src.auto && r > p.src.max:
-		case fits(ms):
+		if !p.src.auto && r > p.src.max {
+			continue
+		}
+		ok, exact := fits(ms)
+		if ok && (exact || !p.src.auto || ms <= p.stepOr(rng)/5) {
 			return r
 		}
 	}

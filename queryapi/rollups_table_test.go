@@ -122,6 +122,10 @@ var rollupCases = []rollupCase{
 	{q: `rate(c_total{job="a"}[1d])`, step: 8 * time.Hour, approx: true, rollup: true},
 	{q: `sum(increase(c_total{job="a"}[1d]))`, step: 24 * time.Hour, approx: true, rollup: true},
 	{q: `rate(c_total{job="a"}[1h])`, step: 8 * time.Hour, approx: true, rollup: true},
+	// Grafana's year: $__interval 6h, $__rate_interval 6h plus a scrape.
+	{q: `max_over_time(g[6h])`, step: 6 * time.Hour, rollup: true},
+	{q: `sum by (job) (rate(c_total[6h2m30s]))`, step: 6 * time.Hour, approx: true, rollup: true},
+	{q: `increase(c_total{job="b"}[6h])`, step: 6 * time.Hour, approx: true, rollup: true},
 	{q: `rate(c_total[5m])`, step: 8 * time.Hour},
 	{q: `irate(c_total[5m])`, step: 8 * time.Hour},
 	{q: `g`, step: 8 * time.Hour},

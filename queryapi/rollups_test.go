@@ -12,7 +12,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
-var testResolutions = []rollup.Resolution{rollup.Resolution(5 * time.Minute), rollup.Resolution(time.Hour)}
+var testResolutions = []rollup.Resolution{rollup.Resolution(5 * time.Minute), rollup.Resolution(time.Hour), rollup.Resolution(6 * time.Hour)}
 
 // TestPlanReads holds the planner to its rules: which selectors read
 // rollups of which aggregate and resolution, which read windows, and which
@@ -47,12 +47,29 @@ func TestPlanReads(t *testing.T) {
 		{name: "range misaligned", q: `max_over_time(x[8h1m])`, start: day, step: 8 * time.Hour},
 		{name: "step misaligned, windows", q: `max_over_time(x[1h])`, start: day, step: 8*time.Hour + time.Minute,
 			want: `max_over_time(x{` + r + `"windows=3600000"}[1h])`},
-		{name: "step too short for 1h", q: `max_over_time(x[1h])`, start: day, step: time.Hour,
+		// Exact answers need no step/5: the largest aligned resolution.
+		{name: "1h at step 1h", q: `max_over_time(x[1h])`, start: day, step: time.Hour,
+			want: `max_over_time(x{` + r + `"max@1h"}[1h])`},
+		{name: "5m at step 15m", q: `max_over_time(x[1h])`, start: day, step: 15 * time.Minute,
 			want: `max_over_time(x{` + r + `"max@5m"}[1h])`},
-		{name: "step too short", q: `max_over_time(x[1h])`, start: day, step: 15 * time.Minute},
+		{name: "step aligned to none", q: `max_over_time(x[1h])`, start: day, step: 7 * time.Minute},
+		{name: "Grafana's year: max 6h", q: `max_over_time(x[6h])`, start: day, step: 6 * time.Hour,
+			want: `max_over_time(x{` + r + `"max@6h"}[6h])`},
+		{name: "Grafana's year: rate 6h", q: `sum by (job) (rate(x[6h1m]))`, start: day, step: 6 * time.Hour,
+			want: `sum by (job) (rate(x{` + r + `"counter@6h"}[6h1m]))`},
+		{name: "rate at step 6h, start aligned to 1h", q: `rate(x[6h1m])`, start: day.Add(time.Hour), step: 6 * time.Hour,
+			want: `rate(x{` + r + `"counter@1h"}[6h1m])`},
+		{name: "rate: 6h buckets cover a quarter of 8h", q: `rate(x[8h])`, start: day, step: 6 * time.Hour,
+			want: `rate(x{` + r + `"counter@6h"}[8h])`},
+		{name: "rate: 6h buckets cover too little of 8h1m", q: `rate(x[8h1m])`, start: day, step: 6 * time.Hour,
+			want: `rate(x{` + r + `"counter@1h"}[8h1m])`},
+		{name: "rate offset aligned", q: `increase(x[1d] offset 6h)`, start: day, step: 24 * time.Hour,
+			want: `increase(x{` + r + `"counter@6h"}[1d] offset 6h)`},
 		{name: "rate 1h", q: `sum by (job) (rate(x[8h1m]))`, start: day, step: 8 * time.Hour,
 			want: `sum by (job) (rate(x{` + r + `"counter@1h"}[8h1m]))`},
-		{name: "increase 5m", q: `increase(x[1h])`, start: day, step: 8 * time.Hour,
+		{name: "increase aligned 1h", q: `increase(x[1h])`, start: day, step: 8 * time.Hour,
+			want: `increase(x{` + r + `"counter@1h,windows=3600000"}[1h])`},
+		{name: "increase 5m, misaligned", q: `increase(x[1h])`, start: day.Add(time.Minute), step: 8 * time.Hour,
 			want: `increase(x{` + r + `"counter@5m,windows=3600000"}[1h])`},
 		{name: "rate too short, windows", q: `rate(x[5m])`, start: day, step: 8 * time.Hour,
 			want: `rate(x{` + r + `"windows=300000"}[5m])`},
@@ -63,8 +80,10 @@ func TestPlanReads(t *testing.T) {
 			want: `x{` + r + `"windows=300000"} + on () group_left () y{` + r + `"windows=300000",a="b"}`},
 		{name: "instant selector short step", q: `x`, start: day, step: time.Minute},
 		{name: "instant query", q: `max_over_time(x[1d])`, start: day,
-			want: `max_over_time(x{` + r + `"max@1h"}[1d])`},
+			want: `max_over_time(x{` + r + `"max@6h"}[1d])`},
 		{name: "instant query rate", q: `rate(x[1h])`, start: day,
+			want: `rate(x{` + r + `"counter@1h"}[1h])`},
+		{name: "instant query rate, misaligned", q: `rate(x[1h])`, start: day.Add(time.Minute),
 			want: `rate(x{` + r + `"counter@5m"}[1h])`},
 		{name: "subquery", q: `max_over_time(rate(x[5m])[1d:1h])`, start: day, step: 8 * time.Hour},
 		{name: "at", q: `max_over_time(x[8h] @ 1700006400)`, start: day, step: 8 * time.Hour},
