@@ -15,14 +15,16 @@ import (
 	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
-// rollMetric writes unit e of metric m at resolutions rs. It reads the
-// metric's series over (e-2U, e]: the unit before is read for the counter's
-// starting value (rollup.Compute). With recompute, buckets written before
-// that no longer have samples, and values that moved between finite and
+// rollMetric writes the units lo to hi (their ends, lo <= hi) of metric m
+// at resolutions rs. It reads the metric's series over (lo-2U, hi]: the
+// unit before lo is read for the counter's starting value
+// (rollup.Compute), so a span of k units reads k+1 units of samples.
+// With recompute (one unit, lo == hi), buckets written before that no
+// longer have samples, and values that moved between finite and
 // non-finite (which live in different rows, §5.7), have their old cells
 // deleted after the new ones are written, so that a reader never misses a
 // bucket that has data.
-func (j *Job) rollMetric(ctx context.Context, m string, e int64, rs []rollup.Resolution, recompute bool) (int, error) {
+func (j *Job) rollMetric(ctx context.Context, m string, lo, hi int64, rs []rollup.Resolution, recompute bool) (int, error) {
 	u := j.plan.unit
 	var (
 		old      map[cellID]float64
@@ -30,11 +32,11 @@ func (j *Job) rollMetric(ctx context.Context, m string, e int64, rs []rollup.Res
 	)
 	if recompute {
 		var err error
-		if old, oldNames, err = j.readRollups(ctx, m, e, rs); err != nil {
+		if old, oldNames, err = j.readRollups(ctx, m, hi, rs); err != nil {
 			return 0, err
 		}
 	}
-	set, done := j.st.ScanSeries(ctx, e-2*u+1, e, rollup.Rollable, labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, m))
+	set, done := j.st.ScanSeries(ctx, lo-2*u+1, hi, rollup.Rollable, labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, m))
 	defer done()
 	w := j.newWriter(ctx)
 	var (
@@ -61,7 +63,7 @@ func (j *Job) rollMetric(ctx context.Context, m string, e int64, rs []rollup.Res
 		}
 		j.m.rawRead.Add(float64(len(ts)))
 		for _, r := range rs {
-			pts := rollup.Compute(r, e-u, e, ts, vs)
+			pts := rollup.Compute(r, lo-u, hi, ts, vs)
 			if len(pts) == 0 {
 				continue
 			}

@@ -231,7 +231,7 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 				ahead = ahead || !prog[r].ok || e > prog[r].to
 			}
 			if len(rs) > 0 {
-				if _, err := j.rollMetric(ctx, m.metric, e, rs, true); err != nil {
+				if _, err := j.rollMetric(ctx, m.metric, e, e, rs, true); err != nil {
 					return false, err
 				}
 				j.m.recomputed.WithLabelValues(m.cause).Inc()

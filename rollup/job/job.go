@@ -71,6 +71,12 @@ type Config struct {
 	DutyCycle float64
 	// CommitCells bounds the cells of one write. Default 5000.
 	CommitCells int
+	// Span is how much of a metric the job rolls up per read, rounded
+	// down to whole units (at least one). Each read also takes the unit
+	// before, for the counters' start, so a span of k units reads each raw
+	// sample (k+1)/k times; a longer span holds more of one series in
+	// memory at once. Default 24h.
+	Span time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -177,6 +183,9 @@ func New(st Store, cfg Config, logger *slog.Logger, reg prometheus.Registerer) (
 	if cfg.CommitCells <= 0 {
 		cfg.CommitCells = 5000
 	}
+	if cfg.Span <= 0 {
+		cfg.Span = 24 * time.Hour
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -278,6 +287,11 @@ func (j *Job) Run(ctx context.Context) {
 	}
 }
 
+// span is Config.Span in units.
+func (j *Job) span() int64 {
+	return max(1, j.cfg.Span.Milliseconds()/j.plan.unit)
+}
+
 // rest is the pause that keeps the job at its duty cycle after working
 // for spent.
 func (j *Job) rest(spent time.Duration) time.Duration {
@@ -352,16 +366,21 @@ func (j *Job) Step(ctx context.Context) (worked bool, err error) {
 	closed := j.plan.closed(now)
 	// Forward: the earliest unit some resolution still needs.
 	if e, rs := j.next(prog, func(r rollup.Resolution, p progress) (int64, bool) { return j.plan.forward(r, p, closed) }, false); rs != nil {
-		return true, j.rollUnit(ctx, e, rs, prog, false)
+		return true, j.rollUnits(ctx, e, min(e+(j.span()-1)*j.plan.unit, closed), rs, prog, false)
 	}
 	// Backfill: the latest unit some resolution still needs.
 	j.mu.Lock()
 	oldest := j.oldest
 	j.mu.Unlock()
+	floor := func(r rollup.Resolution) int64 { return max(oldest, j.plan.retentionFloor(now, j.cfg.Retention[r])) }
 	if e, rs := j.next(prog, func(r rollup.Resolution, p progress) (int64, bool) {
-		return j.plan.backfill(r, p, max(oldest, j.plan.retentionFloor(now, j.cfg.Retention[r])))
+		return j.plan.backfill(r, p, floor(r))
 	}, true); rs != nil {
-		return true, j.rollUnit(ctx, e, rs, prog, true)
+		lo := e - (j.span()-1)*j.plan.unit
+		for _, r := range rs {
+			lo = max(lo, j.plan.unitOf(floor(r)))
+		}
+		return true, j.rollUnits(ctx, lo, e, rs, prog, true)
 	}
 	return false, nil
 }
@@ -384,36 +403,49 @@ func (j *Job) next(prog map[rollup.Resolution]progress, want func(rollup.Resolut
 	return best, rs
 }
 
-// rollUnit writes unit e of every metric at resolutions rs and then
-// extends their progress.
-func (j *Job) rollUnit(ctx context.Context, e int64, rs []rollup.Resolution, prog map[rollup.Resolution]progress, backfill bool) error {
-	// A metric first written in the unit must be in the list: list again
-	// unless that was done after the unit's end.
+// rollUnits writes units lo to hi of every metric at resolutions rs and
+// then extends their progress. Between metrics it renews the lease, and
+// stands down without writing progress when another process holds it.
+func (j *Job) rollUnits(ctx context.Context, lo, hi int64, rs []rollup.Resolution, prog map[rollup.Resolution]progress, backfill bool) error {
+	// A metric first written in the span must be in the list: list again
+	// unless that was done after the span's end.
 	j.mu.Lock()
-	stale := j.oldestAt.UnixMilli() < e
+	stale := j.oldestAt.UnixMilli() < hi
 	j.mu.Unlock()
 	if stale {
 		if err := j.refreshOldest(ctx, true); err != nil {
 			return err
 		}
 	}
-	names, err := j.metricsAt(ctx, e, backfill)
+	names, err := j.metricsAt(ctx, hi, backfill)
 	if err != nil {
 		return err
 	}
+	if backfill {
+		// metricsAt may have learnt the oldest samples: no unit below
+		// the oldest one's.
+		j.mu.Lock()
+		if j.oldest < hi {
+			lo = max(lo, j.plan.unitOf(j.oldest))
+		}
+		j.mu.Unlock()
+	}
 	for _, m := range names {
 		start := time.Now()
-		if _, err := j.rollMetric(ctx, m, e, rs, false); err != nil {
+		if _, err := j.rollMetric(ctx, m, lo, hi, rs, false); err != nil {
 			return err
 		}
-		// Paced per metric, not per unit: a unit of a keyspace with
+		// Paced per metric, not per span: a span of a keyspace with
 		// many series is minutes of work.
 		if err := j.pause(ctx, j.rest(time.Since(start))); err != nil {
 			return err
 		}
+		if leader, err := j.holdLease(ctx); err != nil || !leader {
+			return err
+		}
 	}
 	for _, r := range rs {
-		if err := j.writeProgress(ctx, r, j.plan.extend(r, prog[r], e)); err != nil {
+		if err := j.writeProgress(ctx, r, j.plan.extend(r, j.plan.extend(r, prog[r], lo), hi)); err != nil {
 			return err
 		}
 	}
@@ -427,8 +459,8 @@ type metricAge struct {
 	known bool
 }
 
-// metricsAt lists the metrics that may hold samples in unit e: those whose
-// oldest row starts before its end. With exact (backfill), a metric whose
+// metricsAt lists the metrics that may hold samples in unit e or before:
+// those whose oldest row starts before its end. With exact (backfill), a metric whose
 // oldest row holds the unit is first asked for its oldest sample (one cell
 // read per series of that row), so that backfill does not read the empty
 // weeks of a row before the data; forward units, near the present, need

@@ -281,7 +281,8 @@ func buckets(n *node, r rollup.Resolution) int {
 	return int(counter(n, "kairos_adapter_rollup_buckets_written_total", r.String()))
 }
 
-// counter is the value of the counter name with one label of value label.
+// counter is the value of the counter name with one label of value label,
+// or with no label for "".
 func counter(n *node, name, label string) float64 {
 	mfs, err := n.reg.Gather()
 	if err != nil {
@@ -292,7 +293,7 @@ func counter(n *node, name, label string) float64 {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == label {
+			if label == "" && len(m.GetLabel()) == 0 || len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == label {
 				return m.GetCounter().GetValue()
 			}
 		}
@@ -341,6 +342,49 @@ func TestRollup(t *testing.T) {
 	})
 }
 
+// TestReadsEachSampleOnce: the backfill rolls up a day's span of units per
+// read of a metric, so it reads each raw sample about once, not once for
+// its unit and again for the counters' start of the unit after it.
+func TestReadsEachSampleOnce(t *testing.T) {
+	clk := &clock{}
+	clk.set(t0)
+	eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, eng.Close()) })
+	require.NoError(t, eng.Setup(t.Context()))
+	data := testData()
+	seed(t, eng, clk, data)
+	rolled := 0 // samples at or before the latest closed unit's end
+	for _, s := range data {
+		for _, ts := range s.ts {
+			if ts <= 1000*hour {
+				rolled++
+			}
+		}
+	}
+	for _, c := range []struct {
+		span            time.Duration
+		atMost, atLeast float64
+	}{
+		{span: 0, atMost: 1.2},                     // the default: a day
+		{span: time.Hour, atMost: 2, atLeast: 1.7}, // a unit per read
+	} {
+		n := newNode(t, eng, clk, fmt.Sprint("span", c.span), func(cfg *job.Config) { cfg.Span = c.span })
+		clk.set(clk.ms.Load() + time.Minute.Milliseconds()) // after the last run's writes
+		for _, r := range []rollup.Resolution{m5, h1} {
+			require.NoError(t, n.store.DeleteServiceValue(t.Context(), rollup.Service, rollup.ServiceKey, rollup.DoneKey(r), clk.Now().UnixMilli()))
+		}
+		require.NoError(t, n.store.DeleteServiceValue(t.Context(), rollup.Service, rollup.ServiceKey, "lease", clk.Now().UnixMilli()))
+		clk.set(clk.ms.Load() + 1)
+		n.run(t)
+		require.Equal(t, expected(data, 1000*hour), stored(t, n.store, "x", "y"))
+		read := counter(n, "kairos_adapter_rollup_raw_samples_read_total", "") / float64(rolled)
+		t.Logf("span %v: %.2f reads per raw sample", c.span, read)
+		require.LessOrEqual(t, read, c.atMost)
+		require.GreaterOrEqual(t, read, c.atLeast)
+	}
+}
+
 // TestRestartMidBackfill: a job stopped in the middle of its backfill and
 // a new one started on the keyspace (a restarted adapter) continue from
 // the stored progress: every bucket is written, none twice.
@@ -350,7 +394,8 @@ func TestRestartMidBackfill(t *testing.T) {
 		clk.set(t0)
 		data := testData()
 		seed(t, open(t), clk, data)
-		a := newNode(t, open(t), clk, "a")
+		hourly := func(c *job.Config) { c.Span = time.Hour } // one unit per step
+		a := newNode(t, open(t), clk, "a", hourly)
 		for range 4 { // the latest unit and three of the backfill
 			worked, err := a.job.Step(t.Context())
 			require.NoError(t, err)
@@ -360,7 +405,7 @@ func TestRestartMidBackfill(t *testing.T) {
 		require.Equal(t, [2]int64{996*hour + 5*minute, 1000 * hour}, [2]int64{from, to})
 
 		// The restarted process: a new store and job, nothing in memory.
-		b := newNode(t, open(t), clk, "b")
+		b := newNode(t, open(t), clk, "b", hourly)
 		clk.set(t0 + 2*time.Minute.Milliseconds()) // a's lease has expired
 		b.run(t)
 		want := expected(data, 1000*hour)
