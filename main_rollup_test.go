@@ -23,7 +23,7 @@ func TestRollupJobWired(t *testing.T) {
 	p := startRun(t, "--storage.path="+filepath.Join(t.TempDir(), "data"), "--rollup.delay=0s", "--web.enable-admin-api")
 	base := "http://" + p.addr
 	now := time.Now().UnixMilli()
-	end := now - now%time.Hour.Milliseconds() // closed at once with no delay
+	end := now - now%(6*time.Hour).Milliseconds() // a unit of the default 6h closed at once with no delay
 	ts := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "wired"}, {Name: "job", Value: "a"}}}
 	for i := int64(0); i < 60; i++ {
 		ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: end - 59*60_000 + i*60_000, Value: float64(i)})
@@ -52,7 +52,7 @@ func TestRollupJobWired(t *testing.T) {
 		defer resp.Body.Close()
 		b, err := io.ReadAll(resp.Body)
 		require.NoError(t, err)
-		return strings.Contains(string(b), `kairos_adapter_rollup_lag_seconds{resolution="1h"}`)
+		return strings.Contains(string(b), `kairos_adapter_rollup_lag_seconds{resolution="6h"}`)
 	}, time.Minute, 50*time.Millisecond)
 	code, msg := post("/api/v1/write", "application/x-protobuf", snappy.Encode(nil, body))
 	require.Equal(t, http.StatusNoContent, code, msg)
@@ -69,13 +69,16 @@ func TestRollupJobWired(t *testing.T) {
 		require.NoError(t, res.Unmarshal(dec))
 		return res.Results[0].Timeseries
 	}
-	require.Eventually(t, func() bool { return len(read()) == 10 }, time.Minute, 100*time.Millisecond,
-		"ten rollup series (two resolutions, five aggregates); log:\n%s", p.log)
+	require.Eventually(t, func() bool { return len(read()) == 15 }, time.Minute, 100*time.Millisecond,
+		"fifteen rollup series (the three default resolutions, five aggregates); log:\n%s", p.log)
+	counts := 0
 	for _, s := range read() {
-		if labelValue(s, "rollup_resolution") == "1h" && labelValue(s, "rollup_aggregate") == "count" {
-			require.Equal(t, []prompb.Sample{{Timestamp: end, Value: 60}}, s.Samples)
+		if r := labelValue(s, "rollup_resolution"); (r == "1h" || r == "6h") && labelValue(s, "rollup_aggregate") == "count" {
+			require.Equal(t, []prompb.Sample{{Timestamp: end, Value: 60}}, s.Samples, r)
+			counts++
 		}
 	}
+	require.Equal(t, 2, counts)
 
 	code, msg = post("/api/v1/admin/rollups/recompute", "application/x-www-form-urlencoded", []byte(url.Values{"match[]": {"wired"}}.Encode()))
 	require.Equal(t, http.StatusOK, code, msg)
