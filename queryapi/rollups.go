@@ -216,8 +216,9 @@ func (p *planner) rollupCall(c *parser.Call, ms *parser.MatrixSelector, vs *pars
 
 // aligned is the largest resolution allowed whose buckets tile every
 // window of a range rng evaluated at the query's steps, offset by off; 0
-// when none does. The answer is then exact, so Thanos's step/5 rule does
-// not apply: a year at a step of 6h reads one 6h bucket per window.
+// when none does. The answer is then exact, so a resolution coarser than
+// Thanos's step/5 may do (resolution): a year at a step of 6h reads one 6h
+// bucket per window.
 func (p *planner) aligned(rng, off int64) rollup.Resolution {
 	return p.resolution(rng, func(r int64) (fits, exact bool) {
 		return rng%r == 0 && p.ends(r, off), true
@@ -255,20 +256,24 @@ func (p *planner) ends(r, off int64) bool {
 	return p.stepOr(0)%r == 0 && (p.start-off)%r == 0
 }
 
-// resolution is the largest resolution allowed that fits. One that fits
-// exactly (its buckets stand where the windows need them) is exempt from
-// auto's step/5 limit.
+// resolution is the largest resolution allowed that fits. With auto,
+// Thanos's rule holds (at most step/5), except that once the step admits
+// rollups at all (the finest resolution is at most step/5), one that fits
+// exactly (its buckets stand where the windows need them) may be coarser:
+// its answer is the same, from fewer cells. Short steps stay raw.
 func (p *planner) resolution(rng int64, fits func(r int64) (fits, exact bool)) rollup.Resolution {
 	if !p.src.auto && p.src.max == 0 {
 		return 0
 	}
+	limit := p.stepOr(rng) / 5
+	admits := p.resolutions[len(p.resolutions)-1].Millis() <= limit
 	for _, r := range p.resolutions {
 		ms := r.Millis()
 		if !p.src.auto && r > p.src.max {
 			continue
 		}
 		ok, exact := fits(ms)
-		if ok && (exact || !p.src.auto || ms <= p.stepOr(rng)/5) {
+		if ok && (!p.src.auto || ms <= limit || exact && admits) {
 			return r
 		}
 	}

@@ -47,12 +47,13 @@ func TestPlanReads(t *testing.T) {
 		{name: "range misaligned", q: `max_over_time(x[8h1m])`, start: day, step: 8 * time.Hour},
 		{name: "step misaligned, windows", q: `max_over_time(x[1h])`, start: day, step: 8*time.Hour + time.Minute,
 			want: `max_over_time(x{` + r + `"windows=3600000"}[1h])`},
-		// Exact answers need no step/5: the largest aligned resolution.
+		// Once the step admits rollups (5m at most step/5), an exact
+		// answer takes the largest aligned resolution; shorter steps stay
+		// raw.
 		{name: "1h at step 1h", q: `max_over_time(x[1h])`, start: day, step: time.Hour,
 			want: `max_over_time(x{` + r + `"max@1h"}[1h])`},
-		{name: "5m at step 15m", q: `max_over_time(x[1h])`, start: day, step: 15 * time.Minute,
-			want: `max_over_time(x{` + r + `"max@5m"}[1h])`},
-		{name: "step aligned to none", q: `max_over_time(x[1h])`, start: day, step: 7 * time.Minute},
+		{name: "step too short", q: `max_over_time(x[1h])`, start: day, step: 15 * time.Minute},
+		{name: "step aligned to none", q: `max_over_time(x[1h])`, start: day, step: 37 * time.Minute},
 		{name: "Grafana's year: max 6h", q: `max_over_time(x[6h])`, start: day, step: 6 * time.Hour,
 			want: `max_over_time(x{` + r + `"max@6h"}[6h])`},
 		{name: "Grafana's year: rate 6h", q: `sum by (job) (rate(x[6h1m]))`, start: day, step: 6 * time.Hour,
