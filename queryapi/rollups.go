@@ -236,6 +236,9 @@ func (p *planner) aligned(rng, off int64) rollup.Resolution {
 // same answer; Grafana's rate(x[$__rate_interval]) at a step of 6h is a
 // window of 6h plus one scrape interval, read from one 6h bucket.
 func (p *planner) counter(rng, off int64) rollup.Resolution {
+	if len(p.resolutions) == 0 {
+		return 0 // rollups off
+	}
 	finest := p.resolutions[len(p.resolutions)-1].Millis()
 	if rng < 4*finest {
 		// A few scrape intervals: raw's extrapolation from its first and
@@ -262,7 +265,7 @@ func (p *planner) ends(r, off int64) bool {
 // exactly (its buckets stand where the windows need them) may be coarser:
 // its answer is the same, from fewer cells. Short steps stay raw.
 func (p *planner) resolution(rng int64, fits func(r int64) (fits, exact bool)) rollup.Resolution {
-	if !p.src.auto && p.src.max == 0 {
+	if !p.src.auto && p.src.max == 0 || len(p.resolutions) == 0 {
 		return 0
 	}
 	limit := p.stepOr(rng) / 5

@@ -28,6 +28,7 @@ func TestPlanReads(t *testing.T) {
 		want     string        // "" = unchanged
 		err      string
 		frontend bool // the request is the frontend's (WithShardPlans)
+		off      bool // rollups off (--rollup.resolutions=): windows only
 	}{
 		{name: "max 1h", q: `max_over_time(x[8h])`, start: day, step: 8 * time.Hour,
 			want: `max_over_time(x{` + r + `"max@1h"}[8h])`},
@@ -107,9 +108,18 @@ func TestPlanReads(t *testing.T) {
 		{name: "frontend shard merged", frontend: true, q: `sum(avg_over_time(x{__kairos_read__="shard=1/2"}[8h]))`, start: day, step: 8 * time.Hour,
 			want: `sum((sum_over_time(x{` + r + `"sum@1h,shard=1/2"}[8h]) / sum_over_time(x{` + r + `"count@1h,shard=1/2"}[8h])))`},
 		{name: "frontend only shards", frontend: true, q: `x{__kairos_read__="max@1h"}`, start: day, step: time.Hour, err: `reserved`},
+		// With rollups off the windows still apply, and nothing else.
+		{name: "off: rate", off: true, q: `sum by (job) (rate(x[6h1m]))`, start: day, step: 8 * time.Hour,
+			want: `sum by (job) (rate(x{` + r + `"windows=21660000"}[6h1m]))`},
+		{name: "off: max", off: true, q: `max_over_time(x[6h])`, start: day, step: 6 * time.Hour},
+		{name: "off: instant", off: true, q: `increase(x[1d])`, start: day},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a := New(nil, Options{RollupResolutions: testResolutions}, nil, nil)
+			res := testResolutions
+			if c.off {
+				res = nil
+			}
+			a := New(nil, Options{RollupResolutions: res}, nil, nil)
 			form := url.Values{"query": {c.q}}
 			if c.src != "" {
 				form.Set("max_source_resolution", c.src)
