@@ -227,20 +227,16 @@ func (p *planner) aligned(rng, off int64) rollup.Resolution {
 
 // counter is the largest resolution allowed for rate or increase of a
 // range rng (at least four of the finest resolution), offset by off: one
-// of at most rng/4, whose points fall
-// anywhere in a window, or one on whose bucket ends every window ends
-// (the step and the first evaluation time minus off are multiples of it)
-// and whose whole buckets cover all but at most a quarter of the window.
+// of at most rng/4, whose points fall anywhere in a window, or one on
+// whose bucket ends every window ends (the step and the first evaluation
+// time minus off are multiples of it) and whose whole buckets cover all
+// but at most a quarter of the window.
 // rate then takes the same first and last points as from any finer
 // resolution of those ends, so the coarse one reads fewer cells for the
 // same answer; Grafana's rate(x[$__rate_interval]) at a step of 6h is a
 // window of 6h plus one scrape interval, read from one 6h bucket.
 func (p *planner) counter(rng, off int64) rollup.Resolution {
-	if len(p.resolutions) == 0 {
-		return 0 // rollups off
-	}
-	finest := p.resolutions[len(p.resolutions)-1].Millis()
-	if rng < 4*finest {
+	if finest := p.finest(); finest == 0 || rng < 4*finest {
 		// A few scrape intervals: raw's extrapolation from its first and
 		// last samples and the buckets' exact increase differ by more than
 		// the 1 % the rollups are held to.
@@ -254,9 +250,18 @@ func (p *planner) counter(rng, off int64) rollup.Resolution {
 	})
 }
 
-// ends says whether every window of the query ends on a bucket end of r.
+// ends says whether every window of the query ends on a bucket end of r
+// (an instant query, step 0, has one window).
 func (p *planner) ends(r, off int64) bool {
-	return p.stepOr(0)%r == 0 && (p.start-off)%r == 0
+	return p.step%r == 0 && (p.start-off)%r == 0
+}
+
+// finest is the smallest resolution in ms; 0 with rollups off.
+func (p *planner) finest() int64 {
+	if len(p.resolutions) == 0 {
+		return 0
+	}
+	return p.resolutions[len(p.resolutions)-1].Millis()
 }
 
 // resolution is the largest resolution allowed that fits. With auto,
@@ -265,11 +270,11 @@ func (p *planner) ends(r, off int64) bool {
 // exactly (its buckets stand where the windows need them) may be coarser:
 // its answer is the same, from fewer cells. Short steps stay raw.
 func (p *planner) resolution(rng int64, fits func(r int64) (fits, exact bool)) rollup.Resolution {
-	if !p.src.auto && p.src.max == 0 || len(p.resolutions) == 0 {
+	if !p.src.auto && p.src.max == 0 || p.finest() == 0 {
 		return 0
 	}
 	limit := p.stepOr(rng) / 5
-	admits := p.resolutions[len(p.resolutions)-1].Millis() <= limit
+	admits := p.finest() <= limit
 	for _, r := range p.resolutions {
 		ms := r.Millis()
 		if !p.src.auto && r > p.src.max {

@@ -460,11 +460,11 @@ type metricAge struct {
 }
 
 // metricsAt lists the metrics that may hold samples in unit e or before:
-// those whose oldest row starts before its end. With exact (backfill), a metric whose
-// oldest row holds the unit is first asked for its oldest sample (one cell
-// read per series of that row), so that backfill does not read the empty
-// weeks of a row before the data; forward units, near the present, need
-// not ask.
+// those whose oldest row starts before its end. With exact (backfill), a
+// metric whose oldest row holds the unit is first asked for its oldest
+// sample (one cell read per series of that row), so that backfill does not
+// read the empty weeks of a row before the data; forward units, near the
+// present, need not ask.
 func (j *Job) metricsAt(ctx context.Context, e int64, exact bool) ([]string, error) {
 	j.mu.Lock()
 	var out, ask []string
