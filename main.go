@@ -159,7 +159,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 			}
 			return nil
 		},
-		Gatherer: reg, MetricPrefix: cfg.KairosDB.MetricPrefix, Config: cfg, API: queryAPI.JSON, MaxMetrics: cfg.Query.MaxMetrics,
+		Gatherer: reg, MetricPrefix: cfg.KairosDB.MetricPrefix, Config: cfg, API: queryAPI.JSON, MaxMetrics: cfg.Query.MaxMetrics, Logger: logger,
 		Status: func() map[string]any {
 			st := map[string]any{"engine": cfg.Storage.Type, "keyspace": cfg.Cassandra.Keyspace, "path": cfg.Storage.Path}
 			if e := cqlEngine.Load(); e != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 
+	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 )
 
@@ -333,7 +334,14 @@ func (f *Frontend) cachedPart(ctx context.Context, q *rangeQuery, p part, keyTex
 		if pc == nil {
 			continue
 		}
-		wg.Go(func() { got[i], errs[i] = f.evalRange(ctx, q, pc.from, pc.to, sem) })
+		wg.Go(func() {
+			defer func() {
+				if p := recover(); p != nil {
+					errs[i] = internalError(recovered.Err(f.logger, "a part of the query", p))
+				}
+			}()
+			got[i], errs[i] = f.evalRange(ctx, q, pc.from, pc.to, sem)
+		})
 	}
 	wg.Wait()
 	for _, err := range errs {

@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/promql/parser"
 
+	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/queryapi"
 )
 
@@ -317,6 +318,11 @@ func (f *Frontend) eval(ctx context.Context, q *rangeQuery) (*matrix, *upstreamE
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					fail(internalError(recovered.Err(f.logger, "a part of the query", p)))
+				}
+			}()
 			var (
 				m   *matrix
 				err *upstreamError

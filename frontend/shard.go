@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser/posrange"
 	"github.com/prometheus/prometheus/util/jsonutil"
 
+	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
@@ -244,19 +245,27 @@ func (f *Frontend) evalSharded(ctx context.Context, q *rangeQuery, start, end in
 		mu       sync.Mutex
 		firstErr *upstreamError
 	)
+	fail := func(e *upstreamError) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = e
+			cancel()
+		}
+		mu.Unlock()
+	}
 	for i, sq := range plan.queries {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					fail(internalError(recovered.Err(f.logger, "a shard of the query", p)))
+				}
+			}()
 			f.metrics.shards.Inc()
 			m, err := f.call(ctx, sq, q.params, start, end, sem)
 			if err != nil {
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
-					cancel()
-				}
-				mu.Unlock()
+				fail(err)
 				return
 			}
 			answers[i] = m

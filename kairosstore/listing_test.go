@@ -234,3 +234,46 @@ func TestRowKeysCacheOwnWritesUnderConcurrentListings(t *testing.T) {
 		readers.Wait()
 	})
 }
+
+// panicRowKeys panics in RowKeys while armed.
+type panicRowKeys struct {
+	engine.Engine
+	armed bool
+}
+
+func (e *panicRowKeys) RowKeys(ctx context.Context, metric string, rt int64, fn func(string, []codec.Tag) error) error {
+	if e.armed {
+		panic("no codec expected this")
+	}
+	return e.Engine.RowKeys(ctx, metric, rt, fn)
+}
+
+// TestListingAfterAPanic: a row_keys listing that panics, on one of the
+// index's goroutines, fails its query with an error naming the panic (it
+// ended the test binary before), and still ends its fill, so that the
+// partition is kept at its next listing: an unended fill would keep it
+// from ever being kept again.
+func TestListingAfterAPanic(t *testing.T) {
+	eng := &panicRowKeys{Engine: openPebble(t)}
+	reg := prometheus.NewRegistry()
+	s, err := ks.Open(context.Background(), eng, ks.Options{RowKeysCacheBytes: 64 << 20}, nil, reg)
+	require.NoError(t, err)
+	data := map[string][]sample{lbl("__name__", "p", "i", "0"): {{1000, bits(1)}}}
+	write(t, s, data)
+
+	// Listed once first: the listing that panics is the one that would be
+	// kept (a partition is kept at its second listing).
+	require.Equal(t, sortByLabels(t, expect(data, 0, hour, nil)), read(t, s, 0, hour, eq("__name__", "p")))
+	eng.armed = true
+	q, err := s.Querier(0, hour)
+	require.NoError(t, err)
+	set := q.Select(t.Context(), true, nil, eq("__name__", "p"))
+	require.False(t, set.Next())
+	require.ErrorContains(t, set.Err(), "an index read panicked: no codec expected this")
+	require.NoError(t, q.Close())
+	eng.armed = false
+	require.Equal(t, sortByLabels(t, expect(data, 0, hour, nil)), read(t, s, 0, hour, eq("__name__", "p")))
+	hits := cacheHits(t, reg)
+	require.Equal(t, sortByLabels(t, expect(data, 0, hour, nil)), read(t, s, 0, hour, eq("__name__", "p")))
+	require.Equal(t, hits+1, cacheHits(t, reg), "the partition's listing was kept")
+}

@@ -259,3 +259,60 @@ func TestIndexPhasesOfMetricsConcurrent(t *testing.T) {
 	require.False(t, set.Next())
 	require.ErrorIs(t, set.Err(), errNodeLost)
 }
+
+// panicEngine panics in every data_points read of a row key containing
+// bad: a cell no codec expected, or a bug, on a read's own goroutine.
+type panicEngine struct {
+	engine.Engine
+	bad []byte
+}
+
+func (e *panicEngine) Cells(ctx context.Context, key []byte, lo, hi uint32, fn func(uint32, []byte) error) error {
+	if bytes.Contains(key, e.bad) {
+		panic("no codec expected this")
+	}
+	return e.Engine.Cells(ctx, key, lo, hi, fn)
+}
+
+// TestReadPanicFailsTheQuery: a read that panics on its goroutine (reads
+// ahead run on their own) fails its series with an error naming the panic,
+// in both the sample and the chunk path; the other series read as usual.
+// Before the recover, the panic ended the test binary.
+func TestReadPanicFailsTheQuery(t *testing.T) {
+	s := openStore(t, &panicEngine{Engine: openPebble(t), bad: []byte("i=1:")}, ks.Options{ReadConcurrency: 4})
+	data := map[string][]sample{}
+	for i := range 3 {
+		data[lbl("__name__", "panics", "i", fmt.Sprint(i))] = []sample{{1000, bits(float64(i))}}
+	}
+	write(t, s, data)
+
+	q, err := s.Querier(0, hour-1)
+	require.NoError(t, err)
+	set := q.Select(t.Context(), true, nil, eq("__name__", "panics"))
+	var errs []string
+	for set.Next() {
+		it := set.At().Iterator(nil)
+		for it.Next() != chunkenc.ValNone {
+		}
+		if it.Err() != nil {
+			errs = append(errs, set.At().Labels().Get("i")+": "+it.Err().Error())
+		}
+	}
+	require.NoError(t, q.Close())
+	require.Equal(t, []string{`1: read of {__name__="panics", i="1"} panicked: no codec expected this`}, errs)
+
+	cq, err := s.ChunkQuerier(0, hour-1)
+	require.NoError(t, err)
+	cset := cq.Select(t.Context(), true, nil, eq("__name__", "panics"))
+	errs = errs[:0]
+	for cset.Next() {
+		it := cset.At().Iterator(nil)
+		for it.Next() {
+		}
+		if it.Err() != nil {
+			errs = append(errs, cset.At().Labels().Get("i")+": "+it.Err().Error())
+		}
+	}
+	require.NoError(t, cq.Close())
+	require.Equal(t, []string{`1: read of {__name__="panics", i="1"} panicked: no codec expected this`}, errs)
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
 
+	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
 )
@@ -113,6 +114,14 @@ func (ss *seriesSet) launch(i int) chan fetched {
 	ss.reads.Add(1)
 	go func() {
 		defer ss.reads.Done()
+		// A read runs on its own goroutine, where a panic (a cell no codec
+		// expected, written by another process, or a bug) would end the
+		// process, not just this query; it fails the series' read instead.
+		defer func() {
+			if p := recover(); p != nil {
+				ch <- fetched{err: recovered.Err(ss.s.log, "read of "+ref.Labels.String(), p)}
+			}
+		}()
 		if ss.chunked {
 			chks, n, err := ss.s.readChunks(ss.ctx, ref, ss.start, ss.end, hint, ss.budget)
 			if err == nil {

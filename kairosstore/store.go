@@ -231,6 +231,7 @@ func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Log
 	}
 	s.spec = spec
 	s.idx = index.New(eng, index.Options{
+		Logger:          s.log,
 		Spec:            spec,
 		Mapper:          s.mapper,
 		MinTime:         s.minTime(),

@@ -37,6 +37,7 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/prometheus/prometheus/util/stats"
 
+	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
@@ -471,7 +472,7 @@ func (a *API) exec(ctx context.Context, qry promql.Query, limit int, withStats b
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
-				done <- execResult{err: &apiError{errInternal, fmt.Errorf("query panicked: %v", p)}}
+				done <- execResult{err: &apiError{errInternal, recovered.Err(a.logger, "query", p)}}
 			}
 		}()
 		done <- run(ctx, qry, limit, withStats)

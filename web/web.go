@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math"
 	"mime"
 	"net/http"
@@ -32,6 +33,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"gopkg.in/yaml.v3"
 
+	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 )
 
@@ -78,6 +80,9 @@ type Options struct {
 	// MaxMetrics names in byte order, marked truncated, with a warning, as
 	// Prometheus's limit parameter truncates. 0 means no limit.
 	MaxMetrics int
+	// Logger gets the stacks of panics recovered while the explorer counts
+	// metrics on goroutines of its own; nil logs nothing.
+	Logger *slog.Logger
 }
 
 // UI is the web UI's handlers.
@@ -225,13 +230,14 @@ func (u *UI) metrics(r *http.Request) (any, []string, error) {
 	g, ctx := errgroup.WithContext(r.Context())
 	g.SetLimit(4)
 	for i, name := range names {
-		g.Go(func() error {
+		g.Go(func() (err error) {
+			defer recovered.Into(&err, u.opts.Logger, "the series count of "+name)
 			m := MetricInfo{Name: name, TagIndexed: s.TagIndexed(name), Windows: []WindowSeries{}, DataTypes: []string{},
 				Scanned: scanned[u.opts.MetricPrefix+name], Selected: selected[u.opts.MetricPrefix+name]}
 			if md := meta[name]; len(md) > 0 {
 				m.Type, m.Help, m.Unit = string(md[0].Type), md[0].Help, md[0].Unit
 			}
-			err := s.SeriesCounts(ctx, name, start.UnixMilli(), end.UnixMilli(), func(rt int64, dataType string, n int, cached bool) {
+			err = s.SeriesCounts(ctx, name, start.UnixMilli(), end.UnixMilli(), func(rt int64, dataType string, n int, cached bool) {
 				if len(m.Windows) == 0 || m.Windows[len(m.Windows)-1].Start != rt {
 					m.Windows = append(m.Windows, WindowSeries{Start: rt, DataTypes: map[string]int{}})
 				}

@@ -68,7 +68,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Engine, error)
 	if err != nil {
 		return nil, err
 	}
-	e.pool = newPool(set.maxInFlight)
+	e.pool = newPool(set.maxInFlight, logger)
 	e.limit = newAdaptiveLimit(set.maxInFlight, set.slow, set.queueWait)
 	exists, err := keyspaceExists(ctx, boot, set.keyspace)
 	if err != nil {

@@ -5,12 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
+	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 )
 
@@ -64,15 +66,22 @@ type pool struct {
 	done    sync.WaitGroup
 }
 
-func newPool(n int) *pool {
+func newPool(n int, log *slog.Logger) *pool {
 	p := &pool{work: make(chan job), stop: make(chan struct{})}
+	// A panic (in the driver, say) fails its statement as an error does,
+	// so that the request answers 5xx, not the process ends with every
+	// write in flight.
+	run := func(j job, bind *binder) (err error) {
+		defer recovered.Into(&err, log, "a Cassandra write")
+		return exec(j.ctx, j.s, j.req, j.call, bind)
+	}
 	for range n {
 		p.done.Go(func() {
 			var bind binder
 			for {
 				select {
 				case j := <-p.work:
-					err := exec(j.ctx, j.s, j.req, j.call, &bind)
+					err := run(j, &bind)
 					j.limit.release(j.start, err)
 					if err != nil {
 						j.fail.add(j.req.len(), 1, classify(err))

@@ -3,6 +3,7 @@ package cql
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -63,4 +64,18 @@ func TestByPartitionGroups(t *testing.T) {
 	stmts := []stmt{{part: "r1"}, {part: "r2"}, {part: "r1"}, {part: "r1"}}
 	groups := byPartition(stmts, func(st stmt) string { return st.part }, 2)
 	require.Equal(t, [][]stmt{{{part: "r1"}, {part: "r1"}}, {{part: "r2"}}, {{part: "r1"}}}, groups)
+}
+
+// TestWritePanicFails: a statement whose execution panics on a worker of
+// the pool (here a nil session, in the driver) fails its write with an
+// error naming the panic, so the request answers 5xx; the worker serves the
+// next write. Before the recover, the panic ended the test binary.
+func TestWritePanicFails(t *testing.T) {
+	e := &Engine{pool: newPool(1, nil), limit: newAdaptiveLimit(1, time.Second, time.Second)}
+	defer e.pool.close()
+	reqs := []request{{stmts: []stmt{{cql: "INSERT INTO t (a) VALUES (?)", args: []any{1}}}}}
+	for range 2 {
+		err := e.run(t.Context(), nil, reqs, call{}, "write")
+		require.ErrorContains(t, err, "a Cassandra write panicked")
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -79,6 +80,9 @@ type Options struct {
 	TTL time.Duration
 	// Now is the clock of the listings' ages; nil means time.Now.
 	Now func() time.Time
+	// Logger gets the stacks of panics recovered on the index's own
+	// goroutines; nil logs nothing.
+	Logger *slog.Logger
 }
 
 // Index resolves selectors over KairosDB's index tables.

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/translate"
@@ -58,6 +59,7 @@ func (x *Index) keptRowKeys(ctx context.Context, metric string, rowTime int64, p
 	g.SetLimit(x.opts.ReadConcurrency)
 	for i, c := range cands {
 		g.Go(func() (err error) {
+			defer recovered.Into(&err, x.opts.Logger, "a row_keys check")
 			exists[i], err = x.r.RowKeyExists(gctx, metric, rowTime, c.dataType, c.tags)
 			return err
 		})
@@ -157,9 +159,12 @@ func (x *Index) refreshLater(metric string, rowTime int64, l *listing) {
 		return
 	}
 	go func() {
+		var err error
+		// Recovered, a panic leaves the listing unkept, as an error does.
+		defer recovered.Into(&err, x.opts.Logger, "a row_keys listing")
 		ctx, cancel := context.WithTimeout(context.Background(), x.opts.TTL/2)
 		defer cancel()
-		_ = x.listRowKeys(ctx, metric, rowTime, b, func(string, []codec.Tag) {}) // a failed listing is not kept
+		err = x.listRowKeys(ctx, metric, rowTime, b, func(string, []codec.Tag) {}) // a failed listing is not kept
 	}()
 }
 

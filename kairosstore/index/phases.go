@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/translate"
 )
@@ -36,14 +37,18 @@ func (x *Index) findSeries(ctx context.Context, metrics []string, plan translate
 	perMetric.SetLimit(x.opts.ReadConcurrency)
 	perWindow.SetLimit(x.opts.ReadConcurrency)
 	// The first error stops the others; theirs are then the cancellation,
-	// so the first is the one reported (context.Cause).
+	// so the first is the one reported (context.Cause). A panic is such an
+	// error: these goroutines are not the request's, whose server would
+	// recover it, so unrecovered it would end the process.
 	failing := func(fn func() error) func() error {
-		return func() error {
-			err := fn()
-			if err != nil {
-				cancel(err)
-			}
-			return err
+		return func() (err error) {
+			defer func() {
+				if err != nil {
+					cancel(err)
+				}
+			}()
+			defer recovered.Into(&err, x.opts.Logger, "an index read")
+			return fn()
 		}
 	}
 	for _, metric := range metrics {
@@ -185,6 +190,11 @@ func (x *Index) rowTimes(ctx context.Context, metric string, start, end int64) (
 // every entry to b as well when the listing is to be kept (b from
 // startFill; nil keeps nothing).
 func (x *Index) listRowKeys(ctx context.Context, metric string, rt int64, b *listingBuilder, fn func(dataType string, tags []codec.Tag)) error {
+	complete := false
+	// Deferred, so that a panic below (recovered by the request's server)
+	// still ends the fill: an unended one would hold its building slot and
+	// keep every later listing of the partition from being built.
+	defer func() { x.endFill(b, complete) }()
 	err := x.r.RowKeys(ctx, metric, rt, func(dataType string, tags []codec.Tag) error {
 		if b != nil {
 			b.add(dataType, tags)
@@ -192,7 +202,7 @@ func (x *Index) listRowKeys(ctx context.Context, metric string, rt int64, b *lis
 		fn(dataType, tags)
 		return nil
 	})
-	x.endFill(b, err == nil)
+	complete = err == nil
 	if err != nil {
 		return fmt.Errorf("read row_keys of %q: %w", metric, err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 
+	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/rollup"
@@ -265,7 +266,7 @@ func (j *Job) Run(ctx context.Context) {
 	defer j.release()
 	for ctx.Err() == nil {
 		start := time.Now()
-		worked, err := j.Step(ctx)
+		worked, err := j.step(ctx)
 		if err != nil && ctx.Err() == nil {
 			j.m.errors.Inc()
 			j.log.Warn("Rollup job step failed; retrying", "err", err, "retry_in", j.cfg.Interval)
@@ -285,6 +286,15 @@ func (j *Job) Run(ctx context.Context) {
 		}
 		t.Stop()
 	}
+}
+
+// step is Step with a panic turned into its error: the job runs on a
+// goroutine of its own over rows other processes write, and a step that
+// panics must fail as one that errs does (retried after the interval; it
+// holds no lock across its reads), not end the process.
+func (j *Job) step(ctx context.Context) (worked bool, err error) {
+	defer recovered.Into(&err, j.log, "rollup job step")
+	return j.Step(ctx)
 }
 
 // span is Config.Span in units.
