@@ -300,18 +300,39 @@ func (f *Frontend) evalSharded(ctx context.Context, q *rangeQuery, start, end in
 		n := len(answers) / 2
 		sums, ok1 := combine(parser.SUM, answers[:n])
 		counts, ok2 := combine(parser.SUM, answers[n:])
-		if !ok1 || !ok2 {
+		if !ok1 || !ok2 || !finite(sums) {
 			return nil, false, nil
 		}
 		return divide(sums, counts), true, nil
 	}
 	g, ok := combine(plan.op, answers)
-	if !ok {
+	if !ok || (plan.op == parser.SUM && !finite(g)) {
 		return nil, false, nil
 	}
 	m := toMatrix(g)
 	m.warnings, m.infos = warnings, infos
 	return m, true, nil
+}
+
+// finite reports whether no combined value is infinite. A sum of shards
+// that overflowed is evaluated whole: the engine's avg turns to an
+// incremental mean where a sum of finite values overflows, so the whole
+// answer is finite where the shards' sum is not; and whether a sum of
+// finite values overflows depends on the order of its additions. An
+// infinite input costs the whole evaluation too (rare; the answer is the
+// same). NaN is not re-evaluated: it comes out in any order, and summaries
+// with no observation (NaN quantiles) are common. Left: a whole sum that
+// overflows where no shard's does, and shards overflowing both ways into
+// NaN (values near 1.8e308).
+func finite(groups map[string]*group) bool {
+	for _, g := range groups {
+		for _, v := range g.vals {
+			if math.IsInf(v, 0) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // group is one output series of the shards being combined.
