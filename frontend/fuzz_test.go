@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"net/http"
+	"net/url"
 	"regexp"
 	"testing"
 	"time"
@@ -54,5 +55,42 @@ func FuzzSplitAndShardMatchWhole(f *testing.F) {
 			}
 			sameAnswer(t, form.Encode()+" round "+string(rune('0'+round)), want, got)
 		}
+	})
+}
+
+// FuzzFrontendForms sends any parameters, as text, to query_range whole and
+// through the frontend: the frontend reads start, end and step itself
+// before it splits, and must refuse what the query API refuses, with the
+// same answer, and answer the rest the same.
+func FuzzFrontendForms(f *testing.F) {
+	for _, c := range [][5]string{
+		{"sum(rate(http_requests_total[5m]))", "1741559400", "1741570200", "90", ""},
+		{"temperature", "2025-03-09T23:00:00Z", "2025-03-10T01:00:00.5Z", "1m", "10s"},
+		{"temperature", "1741570200", "1741559400", "90", ""},
+		{"temperature", "1741559400", "1741570200", "0.0001", ""},
+		{"temperature", "-1e300", "1e300", "NaN", "-1"},
+		{"avg(temperature)", "1741559400.123456789", "1741570200", "1e-3", "1ms"},
+	} {
+		f.Add(c[0], c[1], c[2], c[3], c[4])
+	}
+	store := testStore(f, nil)
+	writeTestData(f, store)
+	whole := queryAPI(store)
+	fe := New(whole, Options{SplitInterval: 30 * time.Minute, Shards: 3, CacheBytes: 16 << 20, Now: func() time.Time { return midnight.Add(48 * time.Hour) }},
+		prometheus.NewRegistry(), nil)
+	f.Fuzz(func(t *testing.T, q, start, end, step, timeout string) {
+		form := url.Values{"query": {q}, "start": {start}, "end": {end}, "step": {step}}
+		if timeout != "" {
+			form.Set("timeout", timeout)
+		}
+		want := ask(t, whole, form, nil)
+		got := ask(t, fe, form, nil)
+		if extreme.MatchString(want.body) || extreme.MatchString(got.body) {
+			t.Skip("an answer at float64's end")
+		}
+		if want.code == http.StatusServiceUnavailable || got.code == http.StatusServiceUnavailable {
+			t.Skip("timed out: how far each got is not the same")
+		}
+		sameAnswer(t, form.Encode(), want, got)
 	})
 }
