@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 
-	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 )
 
@@ -328,26 +327,15 @@ func (f *Frontend) cachedPart(ctx context.Context, q *rangeQuery, p part, keyTex
 		f.metrics.cacheRequests.WithLabelValues("partial").Inc()
 	}
 	var got [2]*matrix
-	var errs [2]*upstreamError
-	var wg sync.WaitGroup
-	for i, pc := range []*piece{before, after} {
-		if pc == nil {
-			continue
+	pieces := [2]*piece{before, after}
+	err := f.fanOut(ctx, 2, "a part of the query", func(ctx context.Context, i int) (err *upstreamError) {
+		if pc := pieces[i]; pc != nil {
+			got[i], err = f.evalRange(ctx, q, pc.from, pc.to, sem)
 		}
-		wg.Go(func() {
-			defer func() {
-				if p := recover(); p != nil {
-					errs[i] = internalError(recovered.Err(f.logger, "a part of the query", p))
-				}
-			}()
-			got[i], errs[i] = f.evalRange(ctx, q, pc.from, pc.to, sem)
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	// The extent grows by what was evaluated; only times old enough (and
 	// whose samples, negative offsets included, are older than the

@@ -290,23 +290,8 @@ func noStore(h http.Header) bool {
 // eval answers q: its parts, each from the cache or evaluated, merged.
 func (f *Frontend) eval(ctx context.Context, q *rangeQuery) (*matrix, *upstreamError) {
 	parts := splitParts(q.start, q.end, q.step, f.opts.SplitInterval.Milliseconds())
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	sem := make(chan struct{}, f.opts.Parallelism)
 	results := make([]*matrix, len(parts))
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr *upstreamError
-	)
-	fail := func(e *upstreamError) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = e
-			cancel()
-		}
-		mu.Unlock()
-	}
 	var keyText string
 	var deps *dependence
 	if f.cache != nil && !q.noCache {
@@ -314,36 +299,55 @@ func (f *Frontend) eval(ctx context.Context, q *rangeQuery) (*matrix, *upstreamE
 		d := dependsOn(q.expr, q.lookback)
 		deps = &d
 	}
-	for i, p := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if p := recover(); p != nil {
-					fail(internalError(recovered.Err(f.logger, "a part of the query", p)))
-				}
-			}()
-			var (
-				m   *matrix
-				err *upstreamError
-			)
-			if keyText != "" {
-				m, err = f.cachedPart(ctx, q, p, keyText, deps, sem)
-			} else {
-				m, err = f.evalRange(ctx, q, p.start, p.end, sem)
-			}
-			if err != nil {
-				fail(err)
-				return
-			}
-			results[i] = m
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	err := f.fanOut(ctx, len(parts), "a part of the query", func(ctx context.Context, i int) (err *upstreamError) {
+		p := parts[i]
+		if keyText != "" {
+			results[i], err = f.cachedPart(ctx, q, p, keyText, deps, sem)
+		} else {
+			results[i], err = f.evalRange(ctx, q, p.start, p.end, sem)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return concat(results), nil
+}
+
+// fanOut runs run(i) for i in [0, n) on a goroutine each and waits for
+// them all. The first error cancels the others' context and is returned. A
+// panic is its goroutine's error: net/http recovers only a request's own
+// goroutine, so unrecovered it would end the process.
+func (f *Frontend) fanOut(ctx context.Context, n int, what string, run func(ctx context.Context, i int) *upstreamError) *upstreamError {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr *upstreamError
+	)
+	for i := range n {
+		wg.Go(func() {
+			err := func() (err *upstreamError) {
+				defer func() {
+					if p := recover(); p != nil {
+						err = internalError(recovered.Err(f.logger, what, p))
+					}
+				}()
+				return run(ctx, i)
+			}()
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+					cancel()
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
 }
 
 // evalRange evaluates q over the evaluation times [start, end] with one

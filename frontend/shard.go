@@ -7,14 +7,12 @@ import (
 	"reflect"
 	"regexp"
 	"strconv"
-	"sync"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/promql/parser/posrange"
 	"github.com/prometheus/prometheus/util/jsonutil"
 
-	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
@@ -238,42 +236,13 @@ func namesMetric(vs *parser.VectorSelector) bool {
 func (f *Frontend) evalSharded(ctx context.Context, q *rangeQuery, start, end int64, sem chan struct{}) (*matrix, bool, *upstreamError) {
 	plan := q.shard
 	answers := make([]*matrix, len(plan.queries))
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr *upstreamError
-	)
-	fail := func(e *upstreamError) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = e
-			cancel()
-		}
-		mu.Unlock()
-	}
-	for i, sq := range plan.queries {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if p := recover(); p != nil {
-					fail(internalError(recovered.Err(f.logger, "a shard of the query", p)))
-				}
-			}()
-			f.metrics.shards.Inc()
-			m, err := f.call(ctx, sq, q.params, start, end, sem)
-			if err != nil {
-				fail(err)
-				return
-			}
-			answers[i] = m
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, false, firstErr
+	err := f.fanOut(ctx, len(plan.queries), "a shard of the query", func(ctx context.Context, i int) (err *upstreamError) {
+		f.metrics.shards.Inc()
+		answers[i], err = f.call(ctx, plan.queries[i], q.params, start, end, sem)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
 	}
 	var warnings, infos []string
 	for i, a := range answers {
