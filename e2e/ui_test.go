@@ -191,7 +191,11 @@ func webUI(t *testing.T, chrome string, storage func(dir string) storageArgs, us
 	var legend []string
 	complete := func(typed, want string) chromedp.Tasks {
 		return chromedp.Tasks{
-			chromedp.SendKeys(".cm-content", typed, chromedp.ByQuery),
+			// Typed into the focused editor: chromedp's SendKeys reads the
+			// node's attributes before taking the node's lock, a data race
+			// with the editor's attribute changes that -race reports.
+			chromedp.Focus(".cm-content", chromedp.ByQuery),
+			chromedp.KeyEvent(typed),
 			chromedp.Poll(`document.querySelector('.cm-tooltip-autocomplete li[aria-selected=true] .cm-completionLabel')?.textContent === `+strconv.Quote(want), nil),
 			// The editor ignores Enter for 75 ms after the list opens.
 			chromedp.Sleep(300 * time.Millisecond),
