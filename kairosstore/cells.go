@@ -31,7 +31,12 @@ func (s *Store) readSeriesIn(ctx context.Context, ref *index.Series, spans []spa
 	}
 	sorted := true
 	var customValues []float64 // the last custom bucket bounds, shared while they repeat
-	err := s.eachCellIn(ctx, ref, spans, budget, func(r index.Row, t int64, col uint32, value []byte) (bool, error) {
+	// The row's type, compared once per row, not per cell.
+	var (
+		row      *index.Row
+		dataType string
+	)
+	err := s.eachCellIn(ctx, ref, spans, budget, func(r *index.Row, t int64, col uint32, value []byte) (bool, error) {
 		var (
 			v   float64
 			h   *histogram.Histogram
@@ -39,7 +44,13 @@ func (s *Store) readSeriesIn(ctx context.Context, ref *index.Series, spans []spa
 			ok  bool
 			err error
 		)
-		switch r.DataType {
+		if r != row {
+			row, dataType = r, r.DataType
+			if dataType != codec.TypeHistogram && dataType != codec.TypeFloatHistogram {
+				dataType = ""
+			}
+		}
+		switch dataType {
 		case codec.TypeHistogram:
 			h, err = codec.DecodeHistogramValue(value)
 			if err == nil {
@@ -80,7 +91,7 @@ func (s *Store) readSeriesIn(ctx context.Context, ref *index.Series, spans []spa
 // budget as they come, so that a query over its limit stops reading within
 // budgetStep samples a read; one already over it reads nothing. An error of
 // cell stops the read and is returned wrapped.
-func (s *Store) eachCell(ctx context.Context, ref *index.Series, start, end int64, budget *sampleBudget, cell func(r index.Row, t int64, col uint32, value []byte) (bool, error)) error {
+func (s *Store) eachCell(ctx context.Context, ref *index.Series, start, end int64, budget *sampleBudget, cell func(r *index.Row, t int64, col uint32, value []byte) (bool, error)) error {
 	return s.eachCellIn(ctx, ref, []span{{start, end}}, budget, cell)
 }
 
@@ -90,7 +101,7 @@ type span struct{ lo, hi int64 }
 // eachCellIn is eachCell over the cells in spans (sorted, disjoint): one
 // data_points slice per row and span that overlap, so that a read limited
 // to the windows a query evaluates skips the cells between them.
-func (s *Store) eachCellIn(ctx context.Context, ref *index.Series, spans []span, budget *sampleBudget, cell func(r index.Row, t int64, col uint32, value []byte) (bool, error)) error {
+func (s *Store) eachCellIn(ctx context.Context, ref *index.Series, spans []span, budget *sampleBudget, cell func(r *index.Row, t int64, col uint32, value []byte) (bool, error)) error {
 	if budget.left() < 0 {
 		return fmt.Errorf("read data_points of %s: %w", ref.Labels, ErrTooManySamples)
 	}
@@ -99,7 +110,8 @@ func (s *Store) eachCellIn(ctx context.Context, ref *index.Series, spans []span,
 	uncounted, read := int64(0), 0
 	defer func() { s.m.cellsRead.WithLabelValues("raw").Add(float64(read)) }()
 	w := s.spec.WidthMillis()
-	for _, r := range ref.Rows {
+	for i := range ref.Rows {
+		r := &ref.Rows[i]
 		if r.DataType == codec.TypeExemplar {
 			continue // a metric whose own name ends in ExemplarSuffix: not samples
 		}
@@ -134,7 +146,7 @@ func (s *Store) eachCellIn(ctx context.Context, ref *index.Series, spans []span,
 
 // floatCell decodes the value of a cell of a row of a float type; !ok is
 // a value that is no number (counted as skipped).
-func (s *Store) floatCell(r index.Row, col uint32, value []byte) (float64, bool) {
+func (s *Store) floatCell(r *index.Row, col uint32, value []byte) (float64, bool) {
 	v, ok, err := codec.DecodeValue(r.DataType, r.Legacy, col, value)
 	switch {
 	case err != nil:

@@ -131,7 +131,7 @@ func (s *Store) encodeCells(ctx context.Context, ref *index.Series, start, end i
 		prev       = int64(math.MinInt64)
 		chunkBytes = 128 // the size to allocate a chunk with: the last one's
 	)
-	err := s.eachCell(ctx, ref, start, end, budget, func(r index.Row, t int64, col uint32, value []byte) (bool, error) {
+	err := s.eachCell(ctx, ref, start, end, budget, func(r *index.Row, t int64, col uint32, value []byte) (bool, error) {
 		v, ok := s.floatCell(r, col, value)
 		if !ok {
 			return false, nil

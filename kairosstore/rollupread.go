@@ -349,6 +349,7 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 	defer func() { s.m.cellsRead.WithLabelValues("rollup").Add(float64(read)) }()
 	w := s.spec.WidthMillis()
 	var key []byte
+	rollupRow := index.Row{DataType: codec.TypeDouble} // rollups are kairos_double rows
 	for _, sp := range spans {
 		for t := sp.lo; t <= sp.hi; {
 			rt := s.spec.RowTime(t)
@@ -360,7 +361,7 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 				if ts < sp.lo || ts > sp.hi {
 					return nil
 				}
-				if v, ok := s.floatCell(index.Row{DataType: codec.TypeDouble}, col, b); ok {
+				if v, ok := s.floatCell(&rollupRow, col, b); ok {
 					out.ts, out.vs = append(out.ts, ts), append(out.vs, v)
 				}
 				return nil
