@@ -1,6 +1,7 @@
 package queryapi
 
 import (
+	"bytes"
 	"cmp"
 	"compress/gzip"
 	"context"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
 
@@ -418,3 +420,42 @@ func TestGzip(t *testing.T) {
 
 // errOf is the error of an Append call, for tests that need no ref.
 func errOf(_ storage.SeriesRef, err error) error { return err }
+
+// cellsPanic panics in the data_points reads of row keys containing bad.
+type cellsPanic struct {
+	engine.Engine
+	bad []byte
+}
+
+func (e *cellsPanic) Cells(ctx context.Context, key []byte, lo, hi uint32, fn func(uint32, []byte) error) error {
+	if bytes.Contains(key, e.bad) {
+		panic("no codec expected this")
+	}
+	return e.Engine.Cells(ctx, key, lo, hi, fn)
+}
+
+// TestStorePanicAnswers500: a store read that panics (on a read-ahead
+// goroutine) fails the query as the adapter's own fault, 500 internal
+// naming the panic, not 422 as the expression's; the process serves on.
+func TestStorePanicAnswers500(t *testing.T) {
+	ctx := context.Background()
+	eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, eng.Close()) })
+	require.NoError(t, eng.Setup(ctx))
+	store, err := kairosstore.Open(ctx, &cellsPanic{Engine: eng, bad: []byte("i=b:")}, kairosstore.Options{}, nil, nil)
+	require.NoError(t, err)
+	app := store.NewAppender()
+	for _, i := range []string{"a", "b"} {
+		require.NoError(t, errOf(app.Append(0, labels.FromStrings("__name__", "c_total", "i", i), 0, 1)))
+	}
+	require.NoError(t, app.Commit(ctx))
+	h := mount(New(store, Options{}, nil, prometheus.NewRegistry()), http.NotFoundHandler())
+
+	got := get(t, h, http.MethodPost, "/api/v1/query", url.Values{"query": {"sum(c_total)"}, "time": {"0"}})
+	require.Equal(t, http.StatusInternalServerError, got.code, got.body)
+	require.Contains(t, got.body, `"errorType":"internal"`)
+	require.Contains(t, got.body, `panicked: no codec expected this`)
+	got = get(t, h, http.MethodPost, "/api/v1/query", url.Values{"query": {`c_total{i="a"}`}, "time": {"0"}})
+	require.Equal(t, http.StatusOK, got.code, got.body)
+}

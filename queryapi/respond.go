@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/util/annotations"
 
+	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 )
 
@@ -65,6 +66,8 @@ func classify(err error) *apiError {
 		timeout  promql.ErrQueryTimeout
 	)
 	switch {
+	case errors.Is(err, recovered.ErrPanic):
+		return &apiError{errInternal, err}
 	case errors.Is(err, storeerr.ErrTooManySamples):
 		// The store's budget (Options.SampleLimit) is how
 		// --query.max-samples bounds a query: Prometheus's answer to a

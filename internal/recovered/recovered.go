@@ -7,10 +7,16 @@
 package recovered
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
 )
+
+// ErrPanic is what every error of Err is (errors.Is): the adapter's own
+// fault, which the edges answer with 500, never as the request's fault or
+// as a passing unavailability.
+var ErrPanic = errors.New("panicked")
 
 // Err is the error for the panic p of what, logged with its stack; call it
 // with recover()'s value from the goroutine's deferred function.
@@ -18,7 +24,7 @@ func Err(log *slog.Logger, what string, p any) error {
 	if log != nil {
 		log.Error("Recovered from a panic", "in", what, "panic", p, "stack", string(debug.Stack()))
 	}
-	return fmt.Errorf("%s panicked: %v", what, p)
+	return fmt.Errorf("%s %w: %v", what, ErrPanic, p)
 }
 
 // Into, deferred, sets *err to Err's error when the goroutine panics.

@@ -35,6 +35,7 @@ func TestInto(t *testing.T) {
 				return
 			}
 			require.EqualError(t, err, c.want)
+			require.Equal(t, strings.Contains(c.want, "panicked"), errors.Is(err, ErrPanic))
 			// A recovered panic leaves its stack in the log, naming
 			// where it happened; an error does not.
 			require.Equal(t, strings.Contains(c.want, "panicked"), strings.Contains(logged.String(), "recovered_test.go"), logged.String())
