@@ -20,27 +20,28 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 )
 
-// gatedStore is the real store whose first commit waits for gate, so one
-// request can be held in flight.
+// gatedStore is the real store whose first commit closes reached and waits
+// for gate, so one request can be held in flight.
 type gatedStore struct {
 	kairosStore
-	gate  chan struct{}
-	first *sync.Once
+	gate, reached chan struct{}
+	first         *sync.Once
 }
 
 func (s gatedStore) NewAppender() adapter.Appender {
 	a := gatedAppender{Appender: s.Store.NewAppender()}
-	s.first.Do(func() { a.gate = s.gate })
+	s.first.Do(func() { a.gate, a.reached = s.gate, s.reached })
 	return a
 }
 
 type gatedAppender struct {
 	adapter.Appender
-	gate chan struct{}
+	gate, reached chan struct{}
 }
 
 func (a gatedAppender) Commit(ctx context.Context) error {
 	if a.gate != nil {
+		close(a.reached)
 		<-a.gate
 	}
 	return a.Appender.Commit(ctx)
@@ -69,9 +70,9 @@ func testWriteByteBudget(t *testing.T, s *kairosstore.Store) {
 	limit := adapter.WriteCost(first, 1<<20) + adapter.WriteCost(second, 1<<20) - 1
 	require.Greater(t, adapter.WriteCost(huge, 1<<20), limit)
 
-	gate := make(chan struct{})
+	gate, reached := make(chan struct{}), make(chan struct{})
 	reg := prometheus.NewRegistry()
-	h := adapter.New(gatedStore{kairosStore{s}, gate, new(sync.Once)}, adapter.Options{MaxWriteBytesInFlight: limit}, nil, reg)
+	h := adapter.New(gatedStore{kairosStore{s}, gate, reached, new(sync.Once)}, adapter.Options{MaxWriteBytesInFlight: limit}, nil, reg)
 	send := func(b []byte) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/api/v1/write", bytes.NewReader(b))
 		req.Header.Set("Content-Type", "application/x-protobuf;proto=prometheus.WriteRequest")
@@ -99,10 +100,16 @@ func testWriteByteBudget(t *testing.T, s *kairosstore.Store) {
 	var wg sync.WaitGroup
 	held := make(chan int, 1)
 	wg.Go(func() { held <- send(first).Code })
-	// The first request holds its reservation once it is in flight.
-	require.Eventually(t, func() bool {
-		return handlerMetric(t, reg, "kairos_adapter_inflight_requests", "write") == 1
-	}, 10*time.Second, 5*time.Millisecond)
+	// The first request holds its reservation once it commits. (Being
+	// counted in flight is not enough: the count comes before the
+	// reservation, and a second request sent in between got the gated
+	// commit and waited for ever.)
+	select {
+	case <-reached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first request did not reach its commit")
+	}
+	require.Equal(t, 1.0, handlerMetric(t, reg, "kairos_adapter_inflight_requests", "write"))
 
 	rec := send(second)
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
