@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
+	"time"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/exemplar"
@@ -92,6 +94,9 @@ type fakeStore struct {
 	commitGate chan struct{}
 	// selectGate, when set, blocks Select until it is closed.
 	selectGate chan struct{}
+	// atGate gets a value each time a Commit or Select starts waiting at
+	// its gate (see waitAtGate).
+	atGate chan struct{}
 	// unsorted makes Select return series in reverse order, a store bug.
 	unsorted bool
 	// selects records the matchers and sortSeries flag of every Select.
@@ -104,7 +109,27 @@ type selectCall struct {
 }
 
 func newFakeStore() *fakeStore {
-	return &fakeStore{series: map[string]*fakeSeries{}, meta: map[string][]metadata.Metadata{}, refOf: map[string]SeriesRef{}}
+	return &fakeStore{series: map[string]*fakeSeries{}, meta: map[string][]metadata.Metadata{}, refOf: map[string]SeriesRef{}, atGate: make(chan struct{}, 64)}
+}
+
+func (s *fakeStore) reachGate() {
+	select {
+	case s.atGate <- struct{}{}:
+	default:
+	}
+}
+
+// waitAtGate waits until a request waits at the commit or select gate: it
+// then holds its slot. The in-flight gauge is no such sign: a request is
+// counted before it takes a slot, so a second request sent in between took
+// the slot and waited at the gate for ever.
+func waitAtGate(t *testing.T, s *fakeStore) {
+	t.Helper()
+	select {
+	case <-s.atGate:
+	case <-time.After(timeout):
+		t.Fatal("no request reached the gate")
+	}
 }
 
 func (s *fakeStore) NewAppender() Appender { return &fakeAppender{s: s, invalid: map[string]bool{}} }
@@ -347,6 +372,7 @@ func (a *fakeAppender) SetMetadata(family string, m metadata.Metadata) error {
 
 func (a *fakeAppender) Commit(ctx context.Context) error {
 	if g := a.s.commitGate; g != nil {
+		a.s.reachGate()
 		select {
 		case <-g:
 		case <-ctx.Done():
@@ -398,6 +424,7 @@ type fakeQuerier struct {
 
 func (q *fakeQuerier) Select(ctx context.Context, sortSeries bool, _ *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
 	if g := q.s.selectGate; g != nil {
+		q.s.reachGate()
 		<-g
 	}
 	if err := ctx.Err(); err != nil {

@@ -617,9 +617,7 @@ func TestReadConcurrencyLimit(t *testing.T) {
 	var wg sync.WaitGroup
 	first := make(chan *httptest.ResponseRecorder, 1)
 	wg.Go(func() { first <- readRequest(h, samplesOnly, allQuery()) })
-	require.Eventually(t, func() bool {
-		return metricValue(t, reg, "kairos_adapter_inflight_requests", "handler", "read") == 1
-	}, timeout, tick)
+	waitAtGate(t, s) // the first request holds the slot
 
 	rec := readRequest(h, streamedOnly, allQuery())
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)

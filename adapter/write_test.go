@@ -755,10 +755,7 @@ func TestWriteConcurrencyLimit(t *testing.T) {
 	var wg sync.WaitGroup
 	first := make(chan *httptest.ResponseRecorder, 1)
 	wg.Go(func() { first <- writeV1Req(h, v1Request()) })
-	// Wait until the first request holds the slot.
-	require.Eventually(t, func() bool {
-		return metricValue(t, reg, "kairos_adapter_inflight_requests", "handler", "write") == 1
-	}, timeout, tick)
+	waitAtGate(t, s) // the first request holds the slot
 
 	rec := writeV2Req(h, v2Request())
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
