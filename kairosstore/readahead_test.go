@@ -17,6 +17,7 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/enginetest"
 )
 
 // inFlightEngine records how many data_points slices are read at once.
@@ -260,26 +261,12 @@ func TestIndexPhasesOfMetricsConcurrent(t *testing.T) {
 	require.ErrorIs(t, set.Err(), errNodeLost)
 }
 
-// panicEngine panics in every data_points read of a row key containing
-// bad: a cell no codec expected, or a bug, on a read's own goroutine.
-type panicEngine struct {
-	engine.Engine
-	bad []byte
-}
-
-func (e *panicEngine) Cells(ctx context.Context, key []byte, lo, hi uint32, fn func(uint32, []byte) error) error {
-	if bytes.Contains(key, e.bad) {
-		panic("no codec expected this")
-	}
-	return e.Engine.Cells(ctx, key, lo, hi, fn)
-}
-
 // TestReadPanicFailsTheQuery: a read that panics on its goroutine (reads
 // ahead run on their own) fails its series with an error naming the panic,
 // in both the sample and the chunk path; the other series read as usual.
 // Before the recover, the panic ended the test binary.
 func TestReadPanicFailsTheQuery(t *testing.T) {
-	s := openStore(t, &panicEngine{Engine: openPebble(t), bad: []byte("i=1:")}, ks.Options{ReadConcurrency: 4})
+	s := openStore(t, &enginetest.PanicCells{Engine: openPebble(t), Bad: []byte("i=1:")}, ks.Options{ReadConcurrency: 4})
 	data := map[string][]sample{}
 	for i := range 3 {
 		data[lbl("__name__", "panics", "i", fmt.Sprint(i))] = []sample{{1000, bits(float64(i))}}

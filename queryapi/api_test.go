@@ -1,7 +1,6 @@
 package queryapi
 
 import (
-	"bytes"
 	"cmp"
 	"compress/gzip"
 	"context"
@@ -24,7 +23,7 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/enginetest"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
 
@@ -421,19 +420,6 @@ func TestGzip(t *testing.T) {
 // errOf is the error of an Append call, for tests that need no ref.
 func errOf(_ storage.SeriesRef, err error) error { return err }
 
-// cellsPanic panics in the data_points reads of row keys containing bad.
-type cellsPanic struct {
-	engine.Engine
-	bad []byte
-}
-
-func (e *cellsPanic) Cells(ctx context.Context, key []byte, lo, hi uint32, fn func(uint32, []byte) error) error {
-	if bytes.Contains(key, e.bad) {
-		panic("no codec expected this")
-	}
-	return e.Engine.Cells(ctx, key, lo, hi, fn)
-}
-
 // TestStorePanicAnswers500: a store read that panics (on a read-ahead
 // goroutine) fails the query as the adapter's own fault, 500 internal
 // naming the panic, not 422 as the expression's; the process serves on.
@@ -443,7 +429,7 @@ func TestStorePanicAnswers500(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, eng.Close()) })
 	require.NoError(t, eng.Setup(ctx))
-	store, err := kairosstore.Open(ctx, &cellsPanic{Engine: eng, bad: []byte("i=b:")}, kairosstore.Options{}, nil, nil)
+	store, err := kairosstore.Open(ctx, &enginetest.PanicCells{Engine: eng, Bad: []byte("i=b:")}, kairosstore.Options{}, nil, nil)
 	require.NoError(t, err)
 	app := store.NewAppender()
 	for _, i := range []string{"a", "b"} {
