@@ -258,9 +258,8 @@ func (u *UI) metrics(r *http.Request) (any, []string, error) {
 		})
 	}
 	if err := g.Wait(); err != nil {
-		if errors.Is(err, recovered.ErrPanic) {
-			return nil, nil, err // 500, the adapter's own fault
-		}
+		// A recovered panic stays recovered.ErrPanic inside: the API's
+		// mapping answers it 500.
 		return nil, nil, storeerr.Unavailable(err)
 	}
 	slices.SortStableFunc(out, func(a, b MetricInfo) int { return cmp.Or(b.Series-a.Series, cmp.Compare(a.Name, b.Name)) })

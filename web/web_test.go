@@ -270,3 +270,25 @@ func TestStatusCacheBytes(t *testing.T) {
 	require.Greater(t, store["row_keys_cache_bytes"], 0.0)
 	require.LessOrEqual(t, store["row_keys_cache_bytes"], store["row_keys_cache_max"])
 }
+
+// panicCounts is the store whose series counts panic.
+type panicCounts struct{ web.Store }
+
+func (panicCounts) SeriesCounts(context.Context, string, int64, int64, func(int64, string, int, bool)) error {
+	panic("no codec expected this")
+}
+
+// TestExplorerPanicAnswers500: a series count that panics on the
+// explorer's own goroutine fails the request as the adapter's fault, 500
+// internal naming the panic, not 503 as a store that cannot answer yet;
+// the process serves on.
+func TestExplorerPanicAnswers500(t *testing.T) {
+	_, s := newUI(t)
+	ui := web.New(web.Options{Store: func() web.Store { return panicCounts{s} }, API: api(s)})
+	mux := http.NewServeMux()
+	ui.Register(func(pattern, _ string, h http.Handler) { mux.Handle(pattern, h) })
+	code, body := get(t, mux, "/api/v1/status/metrics?metric=a")
+	require.Equal(t, http.StatusInternalServerError, code, body)
+	require.Equal(t, "internal", body["errorType"])
+	require.Contains(t, body["error"], "the series count of a panicked: no codec expected this")
+}
