@@ -24,7 +24,6 @@ import (
 	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/enginetest"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
 
 func TestParseTime(t *testing.T) {
@@ -99,11 +98,7 @@ func withBudget(opts Options) Options {
 func newTestStore(t testing.TB) *kairosstore.Store {
 	t.Helper()
 	ctx := context.Background()
-	eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, eng.Close()) })
-	require.NoError(t, eng.Setup(ctx))
-	store, err := kairosstore.Open(ctx, eng, kairosstore.Options{MaxMetrics: 2}, nil, nil)
+	store, err := kairosstore.Open(ctx, openEngine(t, "pebble"), kairosstore.Options{MaxMetrics: 2}, nil, nil)
 	require.NoError(t, err)
 	app := store.NewAppender()
 	for ts := int64(0); ts <= 600_000; ts += 15_000 {
@@ -425,11 +420,7 @@ func errOf(_ storage.SeriesRef, err error) error { return err }
 // naming the panic, not 422 as the expression's; the process serves on.
 func TestStorePanicAnswers500(t *testing.T) {
 	ctx := context.Background()
-	eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, eng.Close()) })
-	require.NoError(t, eng.Setup(ctx))
-	store, err := kairosstore.Open(ctx, &enginetest.PanicCells{Engine: eng, Bad: []byte("i=b:")}, kairosstore.Options{}, nil, nil)
+	store, err := kairosstore.Open(ctx, &enginetest.PanicCells{Engine: openEngine(t, "pebble"), Bad: []byte("i=b:")}, kairosstore.Options{}, nil, nil)
 	require.NoError(t, err)
 	app := store.NewAppender()
 	for _, i := range []string{"a", "b"} {

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
 
 // BenchmarkQueryRange measures a dashboard-like range query over the
@@ -22,11 +21,7 @@ import (
 //	go test -run '^$' -bench QueryRange -benchtime 20x ./queryapi/
 func BenchmarkQueryRange(b *testing.B) {
 	ctx := context.Background()
-	eng, err := pebblekv.Open(b.TempDir(), pebblekv.Options{}, nil)
-	require.NoError(b, err)
-	b.Cleanup(func() { require.NoError(b, eng.Close()) })
-	require.NoError(b, eng.Setup(ctx))
-	store, err := kairosstore.Open(ctx, eng, kairosstore.Options{}, nil, nil)
+	store, err := kairosstore.Open(ctx, openEngine(b, "pebble"), kairosstore.Options{}, nil, nil)
 	require.NoError(b, err)
 	const series, samples = 200, 6 * 240
 	app := store.NewAppender()
