@@ -38,6 +38,7 @@ import (
 	"github.com/prometheus/prometheus/util/stats"
 
 	"github.com/kairos-remote/kairos-adapter/internal/recovered"
+	"github.com/kairos-remote/kairos-adapter/internal/timeparam"
 	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
@@ -124,6 +125,18 @@ type API struct {
 // maxPoints is the most points a range query may return per series, as in
 // Prometheus: a week at 60 s resolution.
 const maxPoints = 11000
+
+// tooManyPoints is Prometheus's check of maxPoints, (end-start)/step, with
+// the span counted in ms where time.Time.Sub saturates (past 292 years):
+// saturated, Prometheus's own check passes 2·10^10 steps between its
+// minimum and maximum times, and the engine and the reads it plans would
+// walk them.
+func tooManyPoints(start, end time.Time, step time.Duration) bool {
+	if d := end.Sub(start); d < math.MaxInt64 {
+		return d/step > maxPoints
+	}
+	return timeparam.Steps(start.UnixMilli(), end.UnixMilli(), max(step.Milliseconds(), 1))-1 > maxPoints
+}
 
 // New builds the engine; its metrics (prometheus_engine_*) go to reg.
 func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Registerer) *API {
@@ -349,7 +362,7 @@ func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiErr
 	if step <= 0 {
 		return nil, nil, badParam(errors.New("zero or negative query resolution step widths are not accepted. Try a positive integer"), "step")
 	}
-	if end.Sub(start)/step > maxPoints {
+	if tooManyPoints(start, end, step) {
 		return nil, nil, badData(errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))
 	}
 	opts, apiErr := queryOpts(r)
