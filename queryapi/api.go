@@ -244,6 +244,9 @@ func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiE
 	// A delete is refused whole on a malformed form, as Prometheus's is,
 	// rather than run on what could be read of it.
 	strict := name == "series" || name == "delete_series"
+	// The admin calls change what they cover: run on part of a form, a
+	// recomputation that lost its match[] would cover every metric.
+	whole := strict || name == "rollups_recompute"
 	timeoutParam := name == "query" || name == "query_range"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A delete answers 204, with no body to compress.
@@ -269,7 +272,7 @@ func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiE
 			respondError(w, a.logger, badData(fmt.Errorf("the request body is larger than %d bytes", maxFormBytes)), nil, "")
 			return
 		}
-		if strict && formErr != nil {
+		if whole && formErr != nil {
 			respondError(w, a.logger, badData(fmt.Errorf("error parsing form values: %w", formErr)), nil, "")
 			return
 		}
