@@ -410,6 +410,9 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 			if err != nil {
 				return nil, fmt.Errorf("read rollups of %s: %w", ref.Labels, err)
 			}
+			if rt > math.MaxInt64-w {
+				break // the last row window: rt + w would wrap
+			}
 			t = rt + w
 		}
 	}
