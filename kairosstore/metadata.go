@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/metadata"
@@ -13,6 +14,11 @@ import (
 // when metric is empty, at most limit families (0 = no limit).
 func (s *Store) Metadata(ctx context.Context, metric string, limit int) (map[string][]metadata.Metadata, error) {
 	var families []string
+	if !utf8.ValidString(metric) {
+		// No family has such a name (writes refuse it), and Cassandra
+		// refuses it as a key: nothing, as Prometheus answers.
+		return map[string][]metadata.Metadata{}, nil
+	}
 	if metric != "" {
 		families = []string{metric}
 	} else {
