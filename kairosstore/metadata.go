@@ -3,6 +3,7 @@ package kairosstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"unicode/utf8"
 
@@ -29,7 +30,7 @@ func (s *Store) Metadata(ctx context.Context, metric string, limit int) (map[str
 			families = append(families, key)
 			return nil
 		})
-		if err != nil && err != errStop {
+		if err != nil && !errors.Is(err, errStop) {
 			return nil, fmt.Errorf("list metadata: %w", err)
 		}
 	}
