@@ -116,13 +116,13 @@ func surfaceSettings(t *testing.T) surfaceConfig {
 
 // Prometheus's minimum and maximum times, as its API prints them.
 const (
-	minTimeText = "-292273086-05-16T16:47:06Z"
-	maxTimeText = "292277025-08-18T07:12:54.999999999Z"
+	surfMinTimeText = "-292273086-05-16T16:47:06Z"
+	surfMaxTimeText = "292277025-08-18T07:12:54.999999999Z"
 )
 
 var (
-	minTimeMs = time.Unix(math.MinInt64/1000+62135596801, 0).UnixMilli()
-	maxTimeMs = time.Unix(math.MaxInt64/1000-62135596801, 999999999).UnixMilli()
+	surfMinTimeMs = time.Unix(math.MinInt64/1000+62135596801, 0).UnixMilli()
+	surfMaxTimeMs = time.Unix(math.MaxInt64/1000-62135596801, 999999999).UnixMilli()
 )
 
 // The hostile vocabulary. repeatFirst and repeatLast stand for the
@@ -136,7 +136,7 @@ const (
 
 var hostileVocabulary = []string{
 	"NaN", "+Inf", "-Inf", "1e300", "-1e300", "-0",
-	minTimeText, maxTimeText,
+	surfMinTimeText, surfMaxTimeText,
 	"0.001", "1ms", // a step of 1 ms
 	"9467280000", "300y", "-300y", // 300 years
 	"864000", // 10 days: with the widest range, the point count of a saturated time.Duration
@@ -228,11 +228,11 @@ func surfaceData(end time.Time) []series {
 
 func surfaceRoutes(end time.Time) []route {
 	unix := func(d time.Duration) string { return strconv.FormatInt(end.Add(d).Unix(), 10) }
-	times := []string{unix(-3 * time.Hour), unix(0), end.Add(-time.Hour).Format(time.RFC3339), unix(-48 * time.Hour), minTimeText, maxTimeText, unix(time.Hour)}
+	times := []string{unix(-3 * time.Hour), unix(0), end.Add(-time.Hour).Format(time.RFC3339), unix(-48 * time.Hour), surfMinTimeText, surfMaxTimeText, unix(time.Hour)}
 	optTimes := append([]string{""}, times...)
 	// Times of the delete_series and recompute calls: a stored sample's
 	// own time (the bounds are inclusive), between samples, and the ends.
-	adminTimes := []string{"", unix(-2 * time.Hour), strconv.FormatInt(end.Add(-6*time.Hour).Unix()+120, 10), fmt.Sprintf("%d.5", end.Add(-time.Hour).Unix()), minTimeText, maxTimeText, end.Add(-30 * time.Minute).Format(time.RFC3339Nano)}
+	adminTimes := []string{"", unix(-2 * time.Hour), strconv.FormatInt(end.Add(-6*time.Hour).Unix()+120, 10), fmt.Sprintf("%d.5", end.Add(-time.Hour).Unix()), surfMinTimeText, surfMaxTimeText, end.Add(-30 * time.Minute).Format(time.RFC3339Nano)}
 	queries := []string{`surf_a`, `surf_a{i="1"}`, `rate(surf_a[5m])`, `sum by (i) (rate(surf_a[5m]))`, `count_over_time(surf_a[1y])`,
 		`max_over_time(surf_a[10m:1m])`, `vector(1)`, `{__name__=~"surf_.+"}`, `surf_a[5m]`, `avg(surf_b)`, `surf_a @ end()`}
 	selectors := []string{`surf_a`, `surf_a{i="1"}`, `{__name__=~"surf_.+"}`, `surf_b`, `{job="surface"}`}
@@ -368,10 +368,10 @@ func (r surfaceReq) build(base string) (*http.Request, error) {
 // request: what a client that does no checking would send.
 func wireTime(s string) int64 {
 	switch s {
-	case minTimeText:
-		return minTimeMs
-	case maxTimeText:
-		return maxTimeMs
+	case surfMinTimeText:
+		return surfMinTimeMs
+	case surfMaxTimeText:
+		return surfMaxTimeMs
 	}
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil && (n > 1e12 || n < -1e12) {
 		return n // already beyond seconds: taken as milliseconds
@@ -605,7 +605,7 @@ func pinnedRequests(rs []route, end time.Time) []surfaceReq {
 		case "query_range":
 			for _, q := range []string{`surf_a`, `count_over_time(surf_a[1y])`} {
 				out = append(out, surfaceReq{route: r, method: http.MethodGet, params: url.Values{
-					"query": {q}, "start": {minTimeText}, "end": {maxTimeText}, "step": {"864000"}, "timeout": {"3s"}}})
+					"query": {q}, "start": {surfMinTimeText}, "end": {surfMaxTimeText}, "step": {"864000"}, "timeout": {"3s"}}})
 			}
 			out = append(out, surfaceReq{route: r, method: http.MethodGet, params: url.Values{
 				"query": {"surf_a"}, "start": {strconv.FormatInt(end.Unix(), 10)}, "end": {"9467280000"}, "step": {"864000"}, "nocache": {"1"}}})
@@ -671,7 +671,7 @@ func (s *surface) baseline() {
 // stale markers included, through remote read.
 func (s *surface) snapshot() []series {
 	s.t.Helper()
-	got := remoteReadSeries(s.t, s.a, prompb.ReadRequest_SAMPLES, readQuery{Start: minTimeMs, End: maxTimeMs, Matchers: []*labels.Matcher{
+	got := remoteReadSeries(s.t, s.a, prompb.ReadRequest_SAMPLES, readQuery{Start: surfMinTimeMs, End: surfMaxTimeMs, Matchers: []*labels.Matcher{
 		labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".+"),
 		labels.MustNewMatcher(labels.MatchNotRegexp, "__name__", ".+_rollup"),
 	}})
@@ -841,13 +841,13 @@ func strictRange(params url.Values) (start, end int64, err error) {
 		}
 		v := vs[0]
 		switch v {
-		case minTimeText:
-			return minTimeMs, nil
-		case maxTimeText:
-			return maxTimeMs, nil
+		case surfMinTimeText:
+			return surfMinTimeMs, nil
+		case surfMaxTimeText:
+			return surfMaxTimeMs, nil
 		}
 		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			if math.IsNaN(f) || math.IsInf(f, 0) || f*1000 < float64(minTimeMs) || f*1000 > float64(maxTimeMs) {
+			if math.IsNaN(f) || math.IsInf(f, 0) || f*1000 < float64(surfMinTimeMs) || f*1000 > float64(surfMaxTimeMs) {
 				return 0, fmt.Errorf("%s=%q", name, v)
 			}
 			sec, frac := math.Modf(f)
