@@ -33,18 +33,25 @@ func startRollupAdapter(t testing.TB, storage storageArgs, extra ...string) *ada
 	return &adapter{process: p, addr: addr}
 }
 
-// rollupHistory is three days of 1-minute counters up to now, three series
+// rollupHistory is three days of 1-minute counters up to now, four series
 // of each of ten metrics (the job pauses between metrics, so a step of it
-// lasts), and l, the end of the latest closed unit.
+// lasts), and l, the end of the latest closed unit. Series job="late" of
+// e2e_late_0 lacks the samples of the unit ending at l: lateSamples.
 func rollupHistory(now time.Time) (data []series, l int64) {
-	u := rollupUnit.Milliseconds()
 	end := now.UnixMilli()
-	l = end - end%u
+	l = end - end%rollupUnit.Milliseconds()
 	for m := range 10 {
-		for s := range 3 {
-			ser := series{Labels: labels.FromStrings("__name__", fmt.Sprintf("e2e_late_%d", m), "job", strconv.Itoa(s))}
-			for ts, i := l-3*24*time.Hour.Milliseconds()+60_000, 0; ts <= end; ts, i = ts+60_000, i+1 {
-				ser.Samples = append(ser.Samples, sample{ts, math.Float64bits(float64(i*(s+1) + m))})
+		for s := range 4 {
+			job := strconv.Itoa(s)
+			if s == 3 {
+				job = "late"
+			}
+			ser := series{Labels: labels.FromStrings("__name__", fmt.Sprintf("e2e_late_%d", m), "job", job)}
+			for ts := l - 3*24*time.Hour.Milliseconds() + 60_000; ts <= end; ts += 60_000 {
+				if m == 0 && s == 3 && ts > l-rollupUnit.Milliseconds() && ts <= l {
+					continue
+				}
+				ser.Samples = append(ser.Samples, lateSample(l, ts, float64(s+1)+float64(m)/10))
 			}
 			data = append(data, ser)
 		}
@@ -52,12 +59,18 @@ func rollupHistory(now time.Time) (data []series, l int64) {
 	return data, l
 }
 
-// lateSeries is a new series of e2e_late_0 over the unit ending at l, which
-// the job has rolled up already: every query below changes with it.
-func lateSeries(l int64) []series {
+// lateSample is the sample at ts of a counter that grows by rate a minute.
+func lateSample(l, ts int64, rate float64) sample {
+	return sample{ts, math.Float64bits(rate * float64(ts-l+3*24*time.Hour.Milliseconds()) / 60_000)}
+}
+
+// lateSamples are the samples of e2e_late_0{job="late"} in the unit ending
+// at l, which the job has rolled up without them: every query below
+// changes with them.
+func lateSamples(l int64) []series {
 	s := series{Labels: labels.FromStrings("__name__", "e2e_late_0", "job", "late")}
-	for ts, i := l-rollupUnit.Milliseconds()+60_000, 0; ts <= l; ts, i = ts+60_000, i+1 {
-		s.Samples = append(s.Samples, sample{ts, math.Float64bits(1e6 + 10*float64(i))})
+	for ts := l - rollupUnit.Milliseconds() + 60_000; ts <= l; ts += 60_000 {
+		s.Samples = append(s.Samples, lateSample(l, ts, 4))
 	}
 	return []series{s}
 }
@@ -192,12 +205,12 @@ func TestRollupLateWriteSurvivesKill(t *testing.T) {
 			a := startRollupAdapter(t, st, "--rollup.duty-cycle=0.05")
 			data, l := rollupHistory(time.Now())
 			for i := range data {
-				if i%3 == 0 {
-					mustWrite(t, a, false, data[i:i+3])
+				if i%4 == 0 {
+					mustWrite(t, a, false, data[i:i+4])
 				}
 			}
 			waitRolledUp(t, a, l)
-			mustWrite(t, a, false, lateSeries(l))
+			mustWrite(t, a, false, lateSamples(l))
 			require.Equal(t, -1, a.stop(t, syscall.SIGKILL), "exit code after SIGKILL")
 
 			a = startRollupAdapter(t, st, "--rollup.duty-cycle=1")
@@ -216,8 +229,8 @@ func TestRollupLateWriteToStandbyKilled(t *testing.T) {
 	a := startRollupAdapter(t, st, "--rollup.duty-cycle=1")
 	data, l := rollupHistory(time.Now())
 	for i := range data {
-		if i%3 == 0 {
-			mustWrite(t, a, false, data[i:i+3])
+		if i%4 == 0 {
+			mustWrite(t, a, false, data[i:i+4])
 		}
 	}
 	waitRolledUp(t, a, l)
@@ -226,7 +239,7 @@ func TestRollupLateWriteToStandbyKilled(t *testing.T) {
 	waitRolledUp(t, b, l) // b's job has read the progress: it stands by
 	require.Equal(t, 0.0, promMetric(t, b.url(""), "kairos_adapter_rollup_leader"), "the second adapter stands by")
 
-	mustWrite(t, b, false, lateSeries(l))
+	mustWrite(t, b, false, lateSamples(l))
 	require.Equal(t, -1, b.stop(t, syscall.SIGKILL), "exit code after SIGKILL")
 	requireCaughtUp(t, a, l)
 }
