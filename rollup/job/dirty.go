@@ -281,6 +281,12 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 		return false, fmt.Errorf("list rollup recomputation marks: %w", err)
 	}
 	j.m.marks.Set(float64(len(marks)))
+	first := int64(math.MaxInt64) // the first unit any resolution has done
+	for _, r := range j.plan.res {
+		if prog[r].ok {
+			first = min(first, j.plan.unitOf(prog[r].from))
+		}
+	}
 	for i := range marks {
 		key := marks[i].serviceID
 		v, ok, err := j.st.ServiceValue(ctx, rollup.Service, rollup.ServiceKey, key)
@@ -301,6 +307,12 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 		e := m.from
 		if c, ok := j.cursor[key]; ok && c.written == m.written {
 			e = c.next
+		}
+		// A mark may reach back to the layout's first time (a write at
+		// Prometheus's minimum time): no unit before the done range
+		// is looked at one by one.
+		if first != math.MaxInt64 {
+			e = max(e, first)
 		}
 		for ; e <= m.to; e += j.plan.unit {
 			var rs []rollup.Resolution

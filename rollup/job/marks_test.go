@@ -3,7 +3,9 @@ package job_test
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -322,4 +324,43 @@ func TestFailedMarkFailsWrite(t *testing.T) {
 	require.NoError(t, app.Commit(t.Context()))
 	require.Equal(t, calls, gate.setService.Load(), "no mark for writes of the present")
 	require.Greater(t, calls, before)
+}
+
+// TestMarkOfHostileTimes: a late write at Prometheus's minimum time (which
+// the layout holds), with NaN, ±Inf and 1e300 among its values, marks
+// every unit from then to the present; the job recomputes the units it has
+// done within a step each and deletes the mark, rather than walking the
+// 2.5·10^12 hours before them one by one. A write at the maximum time
+// marks nothing.
+func TestMarkOfHostileTimes(t *testing.T) {
+	clk := &clock{}
+	clk.set(t0)
+	data := testData()
+	eng := openPebble(t)
+	seed(t, eng, clk, data)
+	gate := newGate(eng)
+	n := newNode(t, gate, clk, "a")
+	n.run(t)
+
+	promMin := int64(math.MinInt64/1000+62135596801) * 1000 // -292273086-05-16T16:47:06Z
+	promMax := int64(math.MaxInt64/1000-62135596801) * 1000 // 292277025-08-18T07:12:54Z
+	before := gate.setService.Load()
+	lateWrite(t, n, data, 1, []int64{promMax}, []float64{1})
+	require.Equal(t, before, gate.setService.Load(), "a write at the maximum time marks nothing")
+	lateWrite(t, n, data, 1, []int64{promMin, 994*hour + 1, 995*hour + 1, 996*hour + 1}, []float64{math.NaN(), math.Inf(1), math.Inf(-1), 1e300})
+	require.Len(t, marks(t, n), 1)
+	settle(clk)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for i := 0; len(marks(t, n)) > 0; i++ {
+		require.Less(t, i, 30, "the mark is done within a step per unit done")
+		_, err := n.job.Step(ctx)
+		require.NoError(t, err)
+	}
+	got := stored(t, n.store, "x")
+	for _, want := range expected(data, 1000*hour) {
+		if strings.Contains(want, `saved_from="x"`) && !strings.Contains(want, "@-") {
+			require.Contains(t, got, want)
+		}
+	}
 }
