@@ -281,6 +281,7 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 		return false, fmt.Errorf("list rollup recomputation marks: %w", err)
 	}
 	j.m.marks.Set(float64(len(marks)))
+	j.ripe = 0
 	first := int64(math.MaxInt64) // the first unit any resolution has done
 	for _, r := range j.plan.res {
 		if prog[r].ok {
@@ -301,7 +302,10 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 			bad = append(bad, err)
 			continue
 		}
-		if m.cause != "admin" && j.now()-m.written < j.cfg.MarkSlack.Milliseconds() {
+		if ripe := m.written + j.cfg.MarkSlack.Milliseconds(); m.cause != "admin" && j.now() < ripe {
+			if j.ripe == 0 || ripe < j.ripe {
+				j.ripe = ripe
+			}
 			continue
 		}
 		e := m.from

@@ -156,6 +156,10 @@ type Job struct {
 	lastStamp  atomic.Int64
 	lastLog    time.Time
 	cursor     map[string]cursor // how far a mark being recomputed got, by key
+	// ripe is when the youngest mark the last step left waiting is old
+	// enough (ms; 0: none waits), so that Run wakes then rather than
+	// after the interval.
+	ripe int64
 }
 
 // cursor is the next unit of a mark to recompute, for the mark as stored
@@ -294,6 +298,9 @@ func (j *Job) Run(ctx context.Context) {
 		if worked {
 			// The pauses rollUnit took between metrics count as rest.
 			wait = j.rest(time.Since(start) - j.paused)
+		}
+		if j.ripe != 0 {
+			wait = max(0, min(wait, time.Duration(j.ripe-j.now())*time.Millisecond))
 		}
 		j.paused = 0
 		t := time.NewTimer(wait)
