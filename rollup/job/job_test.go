@@ -67,7 +67,7 @@ func engines(t *testing.T, test func(t *testing.T, open func(t *testing.T) engin
 
 // openCassandra is an engine on the test node's keyspace, set up; each call
 // is one more adapter's connection.
-func openCassandra(t *testing.T, addr, keyspace string) *cql.Engine {
+func openCassandra(t testing.TB, addr, keyspace string) *cql.Engine {
 	t.Helper()
 	eng, err := cql.Open(t.Context(), cql.Config{
 		Hosts: []string{addr}, Keyspace: keyspace,
