@@ -304,9 +304,11 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	return promslog.New(&promslog.Config{Level: lvl, Format: format, Writer: w})
 }
 
-// openStore sets up the engine's tables and the layout, makes the store
-// available to the HTTP handlers and starts the rollup job over it; the
-// store's changes go to the job and to onChange (the frontend's cache).
+// openStore sets up the engine's tables and the layout, starts the rollup
+// job over the store and then makes the store available to the HTTP
+// handlers, in that order: every write must find the job to store its
+// recomputation marks (rollups.BeforeChange). The store's changes go to
+// the job (Guard) and to onChange (the frontend's cache).
 func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into *lazyStore, rolls *rollups, onChange func([]kairosstore.Change), logger *slog.Logger, reg prometheus.Registerer) error {
 	if err := eng.Setup(ctx); err != nil {
 		return fmt.Errorf("create tables: %w", err)
@@ -326,17 +328,18 @@ func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into 
 		MetricPrefix:      cfg.KairosDB.MetricPrefix,
 		MaxMetrics:        cfg.Query.MaxMetrics,
 		MaxSeries:         cfg.Query.MaxSeries,
-		OnChange: func(cs []kairosstore.Change) {
-			rolls.onChange(cs)
-			onChange(cs)
-		},
+		OnChange:          onChange,
+		Guard:             rolls,
 	}, logger, reg)
 	if err != nil {
 		return err
 	}
 	logger.Info("Store ready", "row_time_unit", s.Spec().Unit, "row_width", s.Spec().Width)
+	if err := rolls.start(s); err != nil {
+		return err
+	}
 	into.set(s)
-	return rolls.start(s)
+	return nil
 }
 
 func cassandraConfig(cfg *config.Config) (cql.Config, error) {
