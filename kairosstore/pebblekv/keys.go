@@ -14,7 +14,8 @@ import (
 // Cassandra query becomes one bounded iterator (no scan ever has to skip another table).
 const (
 	tableMeta       = 0x00 // layout version
-	tableData       = 'd'  // data_points
+	tableData       = 'd'  // data_points, one key per cell: layout kairosdb-1 only, converted at Open (convert.go)
+	tableBlock      = 'b'  // data_points, one block of cells per row and window (blocks.go)
 	tableDataTomb   = 'D'  // data_points partition and range tombstones
 	tableLegacy     = 'i'  // row_key_index
 	tableLegacyTomb = 'I'  // row_key_index partition tombstones
@@ -165,6 +166,15 @@ func appendDataPrefix(dst, rowKey []byte) []byte {
 
 func appendDataKey(dst, rowKey []byte, column uint32) []byte {
 	return binary.BigEndian.AppendUint32(appendDataPrefix(dst, rowKey), column)
+}
+
+// data_points blocks: b | key | window (4 bytes, column >> windowShift).
+func appendBlockPrefix(dst, rowKey []byte) []byte {
+	return appendEscaped(append(dst, tableBlock), rowKey)
+}
+
+func appendBlockKey(dst, rowKey []byte, window uint32) []byte {
+	return binary.BigEndian.AppendUint32(appendBlockPrefix(dst, rowKey), window)
 }
 
 // data_points tombstones: D | key | lo | hi (inclusive column range).

@@ -82,13 +82,14 @@ const formatVersion = pebble.FormatValueSeparation
 // stores it and Open refuses a store written with another one.
 var (
 	layoutKey     = []byte{tableMeta, 'l', 'a', 'y', 'o', 'u', 't'}
-	layoutVersion = []byte("kairosdb-1")
+	layoutVersion = []byte("kairosdb-2")
 )
 
 const (
 	defaultCacheSize      = 64 << 20
 	defaultPurgeInterval  = time.Minute
 	defaultTombstoneGrace = 10 * 24 * time.Hour
+	defaultBlockPurgeStep = 3600
 )
 
 // Options configure the engine. Start from DefaultOptions: the zero value
@@ -118,6 +119,9 @@ type Engine struct {
 	opts   Options
 	logger *slog.Logger
 	now    func() time.Time
+	// blockPurgeStep (seconds) is the granularity of the expiry index
+	// for data_points blocks (flushBlock); tests shorten it.
+	blockPurgeStep int64
 
 	// mu serialises read-modify-write transactions (writes, deletes, purge
 	// steps); reads do not take it.
@@ -167,6 +171,15 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 		}
 		return nil, fmt.Errorf("pebble directory %q is locked; is another adapter using it? %w", dir, err)
 	}
+	e := &Engine{
+		lock:           lock,
+		opts:           opts,
+		logger:         logger,
+		now:            time.Now,
+		blockPurgeStep: defaultBlockPurgeStep,
+		stop:           make(chan struct{}),
+		done:           make(chan struct{}),
+	}
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	po := &pebble.Options{
@@ -179,6 +192,7 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 		MemTableSize:  64 << 20,
 		Logger:        pebbleLogger{logger},
 		EventListener: eventListener(logger),
+		Merger:        merger,
 	}
 	// Bloom filters make the point lookups of the write path cheap for new
 	// cells, which are the common case.
@@ -190,15 +204,7 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 		_ = lock.Close()
 		return nil, fmt.Errorf("cannot open pebble store in %q: %w", dir, err)
 	}
-	e := &Engine{
-		db:     db,
-		lock:   lock,
-		opts:   opts,
-		logger: logger,
-		now:    time.Now,
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
-	}
+	e.db = db
 	if err := e.load(); err != nil {
 		_ = db.Close()
 		_ = lock.Close()
