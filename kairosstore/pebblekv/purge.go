@@ -3,7 +3,7 @@ package pebblekv
 import (
 	"encoding/binary"
 	"errors"
-		"slices"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
