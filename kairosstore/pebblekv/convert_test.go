@@ -80,7 +80,7 @@ func readOldStore(t *testing.T, dir string) oldContents {
 			ent, err := decodeEntry(it.Value())
 			require.NoError(t, err)
 			c.cells[string(row)] = append(c.cells[string(row)], cellblock.Cell{
-				Column: uint32(rest[0])<<24 | uint32(rest[1])<<16 | uint32(rest[2])<<8 | uint32(rest[3]),
+				Column:    uint32(rest[0])<<24 | uint32(rest[1])<<16 | uint32(rest[2])<<8 | uint32(rest[3]),
 				WriteTime: ent.writeTime, Expiry: ent.expiry, Value: bytes.Clone(ent.value),
 			})
 		case k[0] == tableExpiry && k[9] == tableData, bytes.Equal(k, layoutKey):
