@@ -200,15 +200,18 @@ func (x *xorState) read(r *bitReader) (uint64, error) {
 
 // Reader decodes a block cell by cell, allocating nothing.
 type Reader struct {
-	n, i   int
-	flags  byte
-	bits   bitReader
-	bytes  []byte // the value section (flag 1 off)
-	cell   Cell
-	delta  int64
-	xor    xorState
-	fixed8 [8]byte
-	err    error
+	n, i  int
+	flags byte
+	bits  bitReader
+	bytes []byte // the value section (flag 1 off)
+	// The cell is kept without its value, which is bytes[vlo:vhi] or
+	// fixed8: a slice stored per cell would cost a write barrier each.
+	cell     Cell
+	vlo, vhi int
+	delta    int64
+	xor      xorState
+	fixed8   [8]byte
+	err      error
 }
 
 // NewReader checks the block's checksum and header. The reader aliases
@@ -250,6 +253,22 @@ func NewReader(block []byte) (Reader, error) {
 	return r, nil
 }
 
+// Column, Expiry and Value are the fields of the cell Next decoded, for a
+// loop that needs only some of them (Cell copies them all).
+func (r *Reader) Column() uint32 { return r.cell.Column }
+
+func (r *Reader) Expiry() int64 { return r.cell.Expiry }
+
+func (r *Reader) Value() []byte {
+	if r.flags&flagFixed8 != 0 {
+		return r.fixed8[:]
+	}
+	return r.bytes[r.vlo:r.vhi:r.vhi]
+}
+
+// HasExpiry reports whether some cell of the block has an expiry.
+func (r *Reader) HasExpiry() bool { return r.flags&flagExpiry != 0 }
+
 // Len is the number of cells of the block.
 func (r *Reader) Len() int { return r.n }
 
@@ -269,11 +288,19 @@ func (r *Reader) Next() bool {
 
 // Cell is the cell Next decoded. Its value is valid until the next call of
 // Next.
-func (r *Reader) Cell() Cell { return r.cell }
+func (r *Reader) Cell() Cell {
+	c := r.cell
+	if r.flags&flagFixed8 != 0 {
+		c.Value = r.fixed8[:]
+	} else {
+		c.Value = r.bytes[r.vlo:r.vhi:r.vhi]
+	}
+	return c
+}
 
 // Err is the error that stopped Next, nil at the end of a sound block.
 func (r *Reader) Err() error {
-	if r.err == nil && r.i == r.n && len(r.bytes) != 0 {
+	if r.err == nil && r.i == r.n && r.vhi != len(r.bytes) {
 		return fmt.Errorf("%w: trailing bytes", ErrCorrupt)
 	}
 	return r.err
@@ -301,9 +328,16 @@ func (r *Reader) next() error {
 		}
 		return r.value()
 	}
-	d, err := br.delta(columnWidths)
-	if err != nil {
-		return err
+	// Regular samples repeat the column delta and write time: two zero
+	// bits, read here without a call each.
+	var d int64
+	if i := br.pos >> 3; i < uint64(len(br.b)) && br.b[i]&(0x80>>(br.pos&7)) == 0 {
+		br.pos++
+	} else {
+		var err error
+		if d, err = br.delta(columnWidths); err != nil {
+			return err
+		}
 	}
 	if r.i > 1 {
 		d += r.delta
@@ -347,14 +381,14 @@ func (r *Reader) value() error {
 			return err
 		}
 		binary.BigEndian.PutUint64(r.fixed8[:], v)
-		r.cell.Value = r.fixed8[:]
 		return nil
 	}
-	n, k := binary.Uvarint(r.bytes)
-	if k <= 0 || n > uint64(len(r.bytes)-k) {
+	rest := r.bytes[r.vhi:]
+	n, k := binary.Uvarint(rest)
+	if k <= 0 || n > uint64(len(rest)-k) {
 		return errors.New("bad value length")
 	}
-	r.cell.Value = r.bytes[k : k+int(n) : k+int(n)]
-	r.bytes = r.bytes[k+int(n):]
+	r.vlo = r.vhi + k
+	r.vhi = r.vlo + int(n)
 	return nil
 }

@@ -203,20 +203,21 @@ func (e *Engine) Cells(ctx context.Context, rowKey []byte, lo, hi uint32, fn fun
 		if err != nil {
 			return fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(it.Key()), err)
 		}
+		expiring := r.HasExpiry()
 		for r.Next() {
 			if n++; n%ctxCheckEvery == 0 {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
 			}
-			c := r.Cell()
-			if c.Column < lo || cellExpired(&c, now) {
+			col := r.Column()
+			if col < lo || expiring && r.Expiry() != 0 && r.Expiry() <= now {
 				continue
 			}
-			if c.Column >= hi {
+			if col >= hi {
 				break
 			}
-			if err := fn(c.Column, c.Value); err != nil {
+			if err := fn(col, r.Value()); err != nil {
 				return err
 			}
 		}
