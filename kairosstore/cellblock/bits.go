@@ -1,6 +1,9 @@
 package cellblock
 
-import "errors"
+import (
+	"encoding/binary"
+	"errors"
+)
 
 // errShort is a bit stream that ends before its last field.
 var errShort = errors.New("bit stream ends early")
@@ -54,6 +57,12 @@ func (r *bitReader) bit() (bool, error) {
 }
 
 func (r *bitReader) bits(n uint8) (uint64, error) {
+	// With 8 bytes left, one load holds up to 56 bits after any offset.
+	if i := r.pos >> 3; n <= 56 && i+8 <= uint64(len(r.b)) {
+		v := binary.BigEndian.Uint64(r.b[i:]) << (r.pos & 7) >> (64 - n)
+		r.pos += uint64(n)
+		return v, nil
+	}
 	if r.pos+uint64(n) > uint64(len(r.b))*8 {
 		return 0, errShort
 	}

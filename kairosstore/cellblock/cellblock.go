@@ -278,6 +278,26 @@ func (r *Reader) Next() bool {
 	if r.err != nil || r.i >= r.n {
 		return false
 	}
+	// Fast path of a regular series: the column delta and the write time
+	// repeat (two zero bits) and no cell expires.
+	if br := &r.bits; r.i > 1 && r.flags&flagExpiry == 0 {
+		if i := br.pos >> 3; i+1 < uint64(len(br.b)) {
+			w := uint16(br.b[i])<<8 | uint16(br.b[i+1])
+			if (w<<(br.pos&7))&0xc000 == 0 {
+				col := int64(r.cell.Column) + r.delta
+				if col <= 1<<32-1 {
+					br.pos += 2
+					r.cell.Column = uint32(col)
+					if err := r.value(); err != nil {
+						r.err = fmt.Errorf("%w: cell %d: %w", ErrCorrupt, r.i, err)
+						return false
+					}
+					r.i++
+					return true
+				}
+			}
+		}
+	}
 	if err := r.next(); err != nil {
 		r.err = fmt.Errorf("%w: cell %d: %w", ErrCorrupt, r.i, err)
 		return false
@@ -376,6 +396,13 @@ func (r *Reader) next() error {
 
 func (r *Reader) value() error {
 	if r.flags&flagFixed8 != 0 {
+		// An unchanged value is one zero bit.
+		if br := &r.bits; r.xor.started {
+			if i := br.pos >> 3; i < uint64(len(br.b)) && br.b[i]&(0x80>>(br.pos&7)) == 0 {
+				br.pos++
+				return nil
+			}
+		}
 		v, err := r.xor.read(&r.bits)
 		if err != nil {
 			return err
@@ -384,6 +411,11 @@ func (r *Reader) value() error {
 		return nil
 	}
 	rest := r.bytes[r.vhi:]
+	if len(rest) > 0 && rest[0] < 0x80 && int(rest[0]) < len(rest) { // a short value
+		r.vlo = r.vhi + 1
+		r.vhi = r.vlo + int(rest[0])
+		return nil
+	}
 	n, k := binary.Uvarint(rest)
 	if k <= 0 || n > uint64(len(rest)-k) {
 		return errors.New("bad value length")
