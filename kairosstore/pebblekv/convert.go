@@ -116,10 +116,12 @@ func convert(dir string, opts Options, logger *slog.Logger) (err error) {
 	if err := fs.MkdirAll(tmp, 0o755); err != nil {
 		return err
 	}
-	newDB, err := pebble.Open(tmp, &pebble.Options{
+	newOpts := &pebble.Options{
 		FS: fs, FormatMajorVersion: formatVersion, Merger: merger,
 		MemTableSize: 64 << 20, Logger: pebbleLogger{logger},
-	})
+	}
+	applyCompression(newOpts)
+	newDB, err := pebble.Open(tmp, newOpts)
 	if err != nil {
 		return fmt.Errorf("cannot open %q: %w", tmp, err)
 	}
