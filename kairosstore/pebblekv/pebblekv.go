@@ -236,9 +236,9 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 }
 
 // applyCompression sets Pebble's "balanced" compression: zstd in the two
-// bottom levels, where old samples settle (their blocks' XOR bits still
-// compress by about 6 %, BENCHMARKS.md), Snappy above them. The block cache
-// holds blocks decompressed, so only a cache miss pays for zstd.
+// bottom levels, where old samples settle and their blocks still compress
+// well (BENCHMARKS.md, issue #31), Snappy above them. The block cache holds
+// blocks decompressed, so only a cache miss pays for zstd.
 func applyCompression(po *pebble.Options) {
 	po.ApplyCompressionSettings(func() pebble.DBCompressionSettings { return pebble.DBCompressionBalanced })
 }
