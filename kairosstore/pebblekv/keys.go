@@ -159,14 +159,8 @@ func decodeTags(dst []codec.Tag, src []byte) ([]codec.Tag, []byte, error) {
 // The constant table_name ('data_points') and spec_type ('cluster_config')
 // columns are left out.
 
-// data_points: d | key | column1 (4 bytes, unsigned order).
-func appendDataPrefix(dst, rowKey []byte) []byte {
-	return appendEscaped(append(dst, tableData), rowKey)
-}
-
-func appendDataKey(dst, rowKey []byte, column uint32) []byte {
-	return binary.BigEndian.AppendUint32(appendDataPrefix(dst, rowKey), column)
-}
+// data_points of layout kairosdb-1, read only by the conversion:
+// d | key | column1 (4 bytes, unsigned order).
 
 // data_points blocks: b | key | window (4 bytes, column >> windowShift).
 func appendBlockPrefix(dst, rowKey []byte) []byte {
