@@ -1,19 +1,23 @@
 package pebblekv
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/kairos-remote/kairos-adapter/kairosstore/cellblock"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 )
 
 // Delete applies the deletes of one delete-by-query (§8) in one transaction.
 // See the package doc for the tombstone model.
 func (e *Engine) Delete(ctx context.Context, d *engine.Deletes) error {
-	return e.update(ctx, d.WriteTime, func(t *txn) error {
+	return e.run(ctx, d.WriteTime, true, func(t *txn) error {
 		tomb := t.tombstone()
 		for _, rowKey := range d.Rows {
 			if err := t.deleteCells(rowKey, 0, math.MaxUint32, tomb); err != nil {
@@ -67,18 +71,56 @@ func (e *Engine) Delete(ctx context.Context, d *engine.Deletes) error {
 }
 
 // deleteCells removes the cells of rowKey with lo <= column <= hi that the
-// tombstone shadows and records the range tombstone for later writes.
-func (t *txn) deleteCells(rowKey []byte, lo, hi uint32, tomb entry) error {
+// tombstone shadows and records the range tombstone for later writes. Each
+// block of the range is read merged (the transaction's own rewrites
+// included: its batch is indexed) and Set without those cells, which
+// replaces its operands.
+func (t *txn) deleteCells(rowKey []byte, lo, hi uint32, tomb entry) (err error) {
 	t.rows[string(rowKey)] = false
-	lower := appendDataKey(nil, rowKey, lo)
-	var upper []byte
-	if hi == math.MaxUint32 {
-		upper = prefixEnd(appendDataPrefix(nil, rowKey))
-	} else {
-		upper = appendDataKey(nil, rowKey, hi+1)
-	}
-	if err := t.deleteOlder(lower, upper, tomb.writeTime); err != nil {
+	lower := appendBlockKey(nil, rowKey, window(lo))
+	upper := prefixEnd(appendBlockKey(nil, rowKey, window(hi)))
+	it, err := t.b.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
 		return err
+	}
+	type rewrite struct {
+		key   []byte
+		block []byte // nil: delete the key
+	}
+	var rewrites []rewrite
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return errors.Join(err, it.Close())
+		}
+		var arena []byte
+		cells, err := decodeBlock(nil, &arena, v)
+		if err != nil {
+			return errors.Join(fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(it.Key()), err), it.Close())
+		}
+		kept := slices.DeleteFunc(slices.Clone(cells), func(c cellblock.Cell) bool {
+			return lo <= c.Column && c.Column <= hi && c.WriteTime <= tomb.writeTime
+		})
+		switch {
+		case len(kept) == len(cells):
+		case len(kept) == 0:
+			rewrites = append(rewrites, rewrite{key: bytes.Clone(it.Key())})
+		default:
+			rewrites = append(rewrites, rewrite{key: bytes.Clone(it.Key()), block: cellblock.Append(nil, kept)})
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	for _, r := range rewrites {
+		if r.block == nil {
+			err = t.b.Delete(r.key, nil)
+		} else {
+			err = t.b.Set(r.key, r.block, nil)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return t.put(appendDataTombKey(t.key[:0], rowKey, lo, hi), tomb)
 }

@@ -14,7 +14,8 @@ import (
 // Cassandra query becomes one bounded iterator (no scan ever has to skip another table).
 const (
 	tableMeta       = 0x00 // layout version
-	tableData       = 'd'  // data_points
+	tableData       = 'd'  // data_points, one key per cell: layout kairosdb-1 only, converted at Open (convert.go)
+	tableBlock      = 'b'  // data_points, one block of cells per row and window (blocks.go)
 	tableDataTomb   = 'D'  // data_points partition and range tombstones
 	tableLegacy     = 'i'  // row_key_index
 	tableLegacyTomb = 'I'  // row_key_index partition tombstones
@@ -158,13 +159,16 @@ func decodeTags(dst []codec.Tag, src []byte) ([]codec.Tag, []byte, error) {
 // The constant table_name ('data_points') and spec_type ('cluster_config')
 // columns are left out.
 
-// data_points: d | key | column1 (4 bytes, unsigned order).
-func appendDataPrefix(dst, rowKey []byte) []byte {
-	return appendEscaped(append(dst, tableData), rowKey)
+// data_points of layout kairosdb-1, read only by the conversion:
+// d | key | column1 (4 bytes, unsigned order).
+
+// data_points blocks: b | key | window (4 bytes, column >> windowShift).
+func appendBlockPrefix(dst, rowKey []byte) []byte {
+	return appendEscaped(append(dst, tableBlock), rowKey)
 }
 
-func appendDataKey(dst, rowKey []byte, column uint32) []byte {
-	return binary.BigEndian.AppendUint32(appendDataPrefix(dst, rowKey), column)
+func appendBlockKey(dst, rowKey []byte, window uint32) []byte {
+	return binary.BigEndian.AppendUint32(appendBlockPrefix(dst, rowKey), window)
 }
 
 // data_points tombstones: D | key | lo | hi (inclusive column range).

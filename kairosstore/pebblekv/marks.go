@@ -4,8 +4,9 @@ package pebblekv
 const maxMarks = 1 << 18
 
 // marks bounds the write times stored in each data_points partition, so
-// that a cell newer than its partition's bound is written without looking
-// up the store: no stored cell or tombstone can win against it. Write times
+// that a cell newer than its partition's bound is written without reading
+// the partition's tombstones: none can shadow it. (Cells themselves are
+// merged blind either way, blocks.go.) Write times
 // are the wall clock, so this is the common case even when concurrent
 // requests reach the lock out of order or in the same millisecond, which
 // the store-wide high-water mark alone would send to the slow path.

@@ -8,27 +8,36 @@
 // (keys.go): blob and text components are escaped (0x00 -> 0x00 0xFF) and
 // terminated (0x00 0x01), which keeps unsigned byte order and makes every
 // partition a contiguous, prefix-free key range; timestamps and ints are
-// big-endian with the sign bit flipped; data_points columns are the raw 4
-// bytes; the frozen tags map is its entries sorted by name, then an end
-// marker. Each Cassandra query is therefore one bounded iterator.
+// big-endian with the sign bit flipped; the frozen tags map is its entries
+// sorted by name, then an end marker. Each Cassandra query is therefore one
+// bounded iterator.
+//
+// data_points is the exception to one key per row: its cells are kept in
+// blocks, one key per row key and window of columns (blocks.go, package
+// cellblock), written blind through a merge operator. A store of the layout
+// before (kairosdb-1, a key per cell) is converted by Open (convert.go).
 //
 // # Values, last write wins, TTL and tombstones
 //
 // Every value carries the write time (ms) and an expiry (unix seconds)
-// beside the cell value (entry.go). Writes run as read-modify-write
-// transactions under one mutex: an entry replaces the stored one only if it
-// wins Cassandra's reconciliation (higher write time; ties as Cassandra
-// breaks them), so the stored entry is always the winner and reads need no
-// merging. An entry past its expiry counts as absent for reads and writes
-// alike, whether or not the purge has removed it yet.
+// beside the cell value (entry.go; in a block, per cell). Writes to the
+// other tables run as read-modify-write transactions under one mutex: an
+// entry replaces the stored one only if it wins Cassandra's reconciliation
+// (higher write time; ties as Cassandra breaks them), so the stored entry
+// is always the winner and reads need no merging. An entry past its expiry
+// counts as absent for reads and writes alike, whether or not the purge has
+// removed it yet. A data_points cell's merge applies the same rule without
+// the read (blocks.go), so an expired cell still beats an older write until
+// the purge removes it, as in Cassandra, where it turns into a tombstone.
 //
 // The lookup is skipped when nothing stored can win: the engine keeps the
 // highest write time committed (persisted with each batch) and, for
-// data_points, a bound per recently written partition (marks.go). Write
-// times are the wall clock, so a write is almost always newer than its
-// partitions and becomes blind Sets; only a write that is older (a request
-// that reached the lock behind a newer one for the same series, a clock step
-// back, a test) pays one point lookup per entry.
+// data_points, a bound per recently written partition (marks.go), which
+// spares a write the read of its partition's tombstones. Write times are
+// the wall clock, so a write is almost always newer than its partitions and
+// goes blind; only a write that is older (a request that reached the lock
+// behind a newer one for the same series, a clock step back, a test) pays
+// one lookup per entry (per partition, for cells).
 //
 // Deletes follow Cassandra's tombstones, kept as simple as that allows:
 //   - Row-level deletes (row_keys, tag_indexed_row_keys, row_key_time_index,
@@ -38,9 +47,10 @@
 //   - Partition and cell-range deletes of data_points store one range
 //     tombstone (lo, hi inclusive; a whole row is 0..0xFFFFFFFF) in a table of
 //     its own, and a delete of a row_key_index partition one partition
-//     tombstone. The delete removes the covered entries with an older-or-equal
-//     write time at once; later writes check the tombstones and are dropped
-//     if a tombstone with an equal or newer write time covers them.
+//     tombstone. The delete removes the covered entries (cells from their
+//     blocks) with an older-or-equal write time at once; later writes check
+//     the tombstones and are dropped if a tombstone with an equal or newer
+//     write time covers them.
 //
 // Tombstones live for the grace period (Options.TombstoneGrace, 10 days like
 // Cassandra's gc_grace_seconds) and are then purged; a write older than a
@@ -82,13 +92,14 @@ const formatVersion = pebble.FormatValueSeparation
 // stores it and Open refuses a store written with another one.
 var (
 	layoutKey     = []byte{tableMeta, 'l', 'a', 'y', 'o', 'u', 't'}
-	layoutVersion = []byte("kairosdb-1")
+	layoutVersion = []byte("kairosdb-2")
 )
 
 const (
 	defaultCacheSize      = 64 << 20
 	defaultPurgeInterval  = time.Minute
 	defaultTombstoneGrace = 10 * 24 * time.Hour
+	defaultBlockPurgeStep = 3600
 )
 
 // Options configure the engine. Start from DefaultOptions: the zero value
@@ -118,6 +129,9 @@ type Engine struct {
 	opts   Options
 	logger *slog.Logger
 	now    func() time.Time
+	// blockPurgeStep (seconds) is the granularity of the expiry index
+	// for data_points blocks (flushBlock); tests shorten it.
+	blockPurgeStep int64
 
 	// mu serialises read-modify-write transactions (writes, deletes, purge
 	// steps); reads do not take it.
@@ -155,8 +169,18 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 		opts.TombstoneGrace = defaultTombstoneGrace
 	}
 
+	if err := finishRenames(opts.FS, dir); err != nil {
+		return nil, fmt.Errorf("cannot finish converting the pebble store in %q: %w", dir, err)
+	}
 	if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create pebble directory %q: %w", dir, err)
+	}
+	if old, err := isOldLayout(opts.FS, dir); err != nil {
+		return nil, fmt.Errorf("cannot open pebble store in %q: %w", dir, err)
+	} else if old {
+		if err := convert(dir, opts, logger); err != nil {
+			return nil, fmt.Errorf("cannot convert the pebble store in %q to layout %s: %w", dir, layoutVersion, err)
+		}
 	}
 	// Taking Pebble's LOCK file ourselves lets the error name the likely
 	// cause instead of a bare EAGAIN.
@@ -166,6 +190,15 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 			return nil, fmt.Errorf("cannot use pebble directory %q: %w", dir, err)
 		}
 		return nil, fmt.Errorf("pebble directory %q is locked; is another adapter using it? %w", dir, err)
+	}
+	e := &Engine{
+		lock:           lock,
+		opts:           opts,
+		logger:         logger,
+		now:            time.Now,
+		blockPurgeStep: defaultBlockPurgeStep,
+		stop:           make(chan struct{}),
+		done:           make(chan struct{}),
 	}
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref() // the DB holds its own reference
@@ -179,26 +212,20 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 		MemTableSize:  64 << 20,
 		Logger:        pebbleLogger{logger},
 		EventListener: eventListener(logger),
+		Merger:        merger,
 	}
 	// Bloom filters make the point lookups of the write path cheap for new
 	// cells, which are the common case.
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
+	applyCompression(po)
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		_ = lock.Close()
 		return nil, fmt.Errorf("cannot open pebble store in %q: %w", dir, err)
 	}
-	e := &Engine{
-		db:     db,
-		lock:   lock,
-		opts:   opts,
-		logger: logger,
-		now:    time.Now,
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
-	}
+	e.db = db
 	if err := e.load(); err != nil {
 		_ = db.Close()
 		_ = lock.Close()
@@ -206,6 +233,14 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 	}
 	go e.purgeLoop()
 	return e, nil
+}
+
+// applyCompression sets Pebble's "balanced" compression: zstd in the two
+// bottom levels, where old samples settle and their blocks still compress
+// well (BENCHMARKS.md, issue #31), Snappy above them. The block cache holds
+// blocks decompressed, so only a cache miss pays for zstd.
+func applyCompression(po *pebble.Options) {
+	po.ApplyCompressionSettings(func() pebble.DBCompressionSettings { return pebble.DBCompressionBalanced })
 }
 
 // load checks the layout version and reads the high-water mark.

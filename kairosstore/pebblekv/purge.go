@@ -3,9 +3,12 @@ package pebblekv
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore/cellblock"
 )
 
 // purgeChunk bounds how many expiry index keys one purge step handles while
@@ -77,6 +80,17 @@ func (e *Engine) purgeStep(upper []byte) (purged int, more bool, err error) {
 		if len(xkey) < 9 {
 			return purged, false, errCorrupt
 		}
+		if len(xkey) > 9 && xkey[9] == tableBlock {
+			n, err := e.purgeBlock(b, xkey[9:])
+			if err != nil {
+				return purged, false, err
+			}
+			purged += n
+			if err := b.Delete(xkey, nil); err != nil {
+				return purged, false, err
+			}
+			continue
+		}
 		gone, err := e.expired(xkey[9:], int64(binary.BigEndian.Uint64(xkey[1:9])))
 		if err != nil {
 			return purged, false, err
@@ -115,4 +129,36 @@ func (e *Engine) expired(key []byte, expiry int64) (bool, error) {
 		return false, err
 	}
 	return ent.expiry == expiry, nil
+}
+
+// purgeBlock rewrites the block under key without its expired cells (all
+// of them, not only those the index key was made for: they are as gone) and
+// returns how many it dropped. The block is read merged, so the Set
+// replaces every operand; under Engine.mu no write can come between.
+func (e *Engine) purgeBlock(b *pebble.Batch, key []byte) (int, error) {
+	v, closer, err := e.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	var arena []byte
+	cells, err := decodeBlock(nil, &arena, v)
+	if err != nil {
+		// Left as it is, for an operator to see, and not in the way of the
+		// purge of everything after it.
+		e.logger.Error("Corrupt data_points block not purged", "block", describeBlockKey(key), "err", err)
+		return 0, nil
+	}
+	now := e.now().Unix()
+	kept := slices.DeleteFunc(slices.Clone(cells), func(c cellblock.Cell) bool { return cellExpired(&c, now) })
+	switch {
+	case len(kept) == len(cells):
+		return 0, nil
+	case len(kept) == 0:
+		return len(cells), b.Delete(key, nil)
+	}
+	return len(cells) - len(kept), b.Set(key, cellblock.Append(nil, kept), nil)
 }

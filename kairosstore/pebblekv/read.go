@@ -3,12 +3,12 @@ package pebblekv
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/kairos-remote/kairos-adapter/kairosstore/cellblock"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 )
 
@@ -176,16 +176,56 @@ func (e *Engine) LegacyRowKeys(ctx context.Context, metric string, lo, hi []byte
 	})
 }
 
-// Cells lists the cells of rowKey with lo <= column1 < hi, ascending.
-func (e *Engine) Cells(ctx context.Context, rowKey []byte, lo, hi uint32, fn func(column uint32, value []byte) error) error {
-	lower := appendDataKey(nil, rowKey, lo)
-	upper := appendDataKey(nil, rowKey, hi)
-	return e.scan(ctx, lower, upper, len(lower)-4, func(rest []byte, ent entry) error {
-		if len(rest) != 4 {
-			return errCorrupt
+// Cells lists the cells of rowKey with lo <= column1 < hi, ascending: the
+// blocks of the windows the range touches, in key order.
+func (e *Engine) Cells(ctx context.Context, rowKey []byte, lo, hi uint32, fn func(column uint32, value []byte) error) (err error) {
+	if err := e.usable(ctx); err != nil {
+		return err
+	}
+	if lo >= hi {
+		return nil
+	}
+	lower := appendBlockKey(nil, rowKey, window(lo))
+	upper := prefixEnd(appendBlockKey(nil, rowKey, window(hi-1)))
+	it, err := e.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, it.Close()) }()
+	now := e.now().Unix()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
 		}
-		return fn(binary.BigEndian.Uint32(rest), ent.value)
-	})
+		r, err := cellblock.NewReader(v)
+		if err != nil {
+			return fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(it.Key()), err)
+		}
+		expiring := r.HasExpiry()
+		for r.Next() {
+			if n++; n%ctxCheckEvery == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			col := r.Column()
+			if col < lo || expiring && r.Expiry() != 0 && r.Expiry() <= now {
+				continue
+			}
+			if col >= hi {
+				break
+			}
+			if err := fn(col, r.Value()); err != nil {
+				return err
+			}
+		}
+		if err := r.Err(); err != nil {
+			return fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(it.Key()), err)
+		}
+	}
+	return it.Error()
 }
 
 // FirstCell is the first column of rowKey with lo <= column1 < hi: the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/kairos-remote/kairos-adapter/kairosstore/cellblock"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 )
@@ -46,6 +47,11 @@ type txn struct {
 	tombIter *pebble.Iterator
 	tombRow  []byte
 	tombs    []rangeTomb
+
+	// The data_points cells of the block being built (putCell).
+	block       []cellblock.Cell
+	blockRow    []byte
+	blockWindow uint32
 }
 
 // rangeTomb is a data_points tombstone: it covers columns lo..hi
@@ -66,24 +72,34 @@ var highWaterKey = []byte{tableMeta, 'h', 'i', 'g', 'h', 'w', 'a', 't', 'e', 'r'
 // too. It syncs even when the transaction changed nothing, because what it
 // found may be another transaction's write that is not synced yet.
 func (e *Engine) update(ctx context.Context, writeTime int64, fn func(t *txn) error) error {
+	return e.run(ctx, writeTime, false, fn)
+}
+
+// run is update with an indexed batch if indexed: a transaction that reads
+// what it wrote itself (a delete reading blocks it already rewrote).
+func (e *Engine) run(ctx context.Context, writeTime int64, indexed bool, fn func(t *txn) error) error {
 	if err := e.usable(ctx); err != nil {
 		return err
 	}
-	if err := e.commit(writeTime, fn); err != nil || !e.opts.Sync {
+	if err := e.commit(writeTime, indexed, fn); err != nil || !e.opts.Sync {
 		return err
 	}
 	return e.db.LogData(nil, pebble.Sync)
 }
 
-func (e *Engine) commit(writeTime int64, fn func(t *txn) error) (err error) {
+func (e *Engine) commit(writeTime int64, indexed bool, fn func(t *txn) error) (err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed.Load() {
 		return ErrClosed
 	}
+	b := e.db.NewBatch()
+	if indexed {
+		b = e.db.NewIndexedBatch()
+	}
 	t := &txn{
 		e:         e,
-		b:         e.db.NewBatch(),
+		b:         b,
 		now:       e.now().Unix(),
 		writeTime: writeTime,
 		newest:    writeTime > e.highWater,
@@ -205,6 +221,9 @@ func (e *Engine) Write(ctx context.Context, b *engine.Batch) error {
 				return err
 			}
 		}
+		if err := t.flushBlock(); err != nil {
+			return err
+		}
 		for i := range b.RowKeys {
 			if err := t.putRowKey(&b.RowKeys[i], t.entry(b.RowKeys[i].TTL, nil)); err != nil {
 				return err
@@ -272,8 +291,61 @@ func (t *txn) putCell(c *engine.Cell) error {
 			return err
 		}
 	}
-	t.key = appendDataKey(t.key[:0], c.Key, c.Column)
-	return t.putIf(t.key, t.entry(c.TTL, c.Value), !newer)
+	// Cells come grouped by row key, so a block is usually built from
+	// consecutive cells; a row and window seen again later in the batch is
+	// one more merge operand, which the merge operator reconciles the same.
+	if t.block == nil || window(c.Column) != t.blockWindow || !bytes.Equal(c.Key, t.blockRow) {
+		if err := t.flushBlock(); err != nil {
+			return err
+		}
+		t.block = t.block[:0]
+		t.blockRow = append(t.blockRow[:0], c.Key...)
+		t.blockWindow = window(c.Column)
+	}
+	t.block = append(t.block, cellblock.Cell{Column: c.Column, WriteTime: t.writeTime, Expiry: t.expiry(c.TTL), Value: c.Value})
+	return nil
+}
+
+// flushBlock merges the cells collected for one row and window into its
+// key, and notes the block in the expiry index when a cell has a TTL.
+func (t *txn) flushBlock() error {
+	if len(t.block) == 0 {
+		return nil
+	}
+	cells := sortCells(t.block)
+	t.block = t.block[:0]
+	t.key = appendBlockKey(t.key[:0], t.blockRow, t.blockWindow)
+	t.val = cellblock.Append(t.val[:0], cells)
+	if err := t.b.Merge(t.key, t.val, nil); err != nil {
+		return err
+	}
+	last := int64(-1)
+	for i := range cells {
+		if cells[i].Expiry == 0 {
+			continue
+		}
+		// One index key per block and step of expiry: a block written every
+		// few seconds with a TTL adds one key per step, not one per write.
+		due := blockPurgeTime(cells[i].Expiry, t.e.blockPurgeStep)
+		if due == last {
+			continue
+		}
+		last = due
+		t.xkey = appendExpiryKey(t.xkey[:0], due, t.key)
+		if err := t.b.Set(t.xkey, nil, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// blockPurgeTime is when the purge looks at a block holding a cell that
+// expires at expiry: the end of expiry's step.
+func blockPurgeTime(expiry, step int64) int64 {
+	if r := expiry % step; r != 0 {
+		return expiry - r + step
+	}
+	return expiry
 }
 
 // cellShadowed reports whether a data_points tombstone hides a write of

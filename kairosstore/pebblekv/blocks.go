@@ -1,0 +1,170 @@
+package pebblekv
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore/cellblock"
+)
+
+// data_points cells are kept in blocks (package cellblock): one Pebble key
+// per row key and window of 2^windowShift columns, whose value holds every
+// cell of that window with its write time and expiry. With the default
+// MILLISECONDS columns a window is 2^24 ms (4.7 hours): 280 samples at one a
+// minute, 1,118 at 15 s. Keys are row-major (the window after the row key),
+// so that a read of a row is one iterator over adjacent keys; row keys begin
+// with the metric and row time, so new rows still sort after old ones of the
+// same metric.
+//
+// Writes stay blind: each write merges (pebble.Batch.Merge) a block of its
+// own cells into the key, and the merge operator (blockMerger) keeps per
+// column the cell Cassandra's reconciliation keeps (entry.supersedes), a
+// rule that is associative and commutative, so the result does not depend on
+// how flushes and compactions group the operands. Deletes and the purge,
+// which run under Engine.mu, read the merged block and Set what remains,
+// which replaces every operand below.
+const windowShift = 24
+
+func window(column uint32) uint32 { return column >> windowShift }
+
+// mergerName is stored by Pebble in the OPTIONS file; a store opened with
+// another merger is refused, which is how Open recognises a store of layout
+// kairosdb-1 (Pebble's default merger) before opening it.
+const mergerName = "kairos.cellblock.1"
+
+// cellWins reports whether a is the cell Cassandra keeps of a and b.
+func cellWins(a, b *cellblock.Cell) bool {
+	return entry{writeTime: a.WriteTime, expiry: a.Expiry, value: a.Value}.
+		supersedes(entry{writeTime: b.WriteTime, expiry: b.Expiry, value: b.Value})
+}
+
+// sortCells orders cells by column, the winner of each column first, and
+// keeps only the winners.
+func sortCells(cells []cellblock.Cell) []cellblock.Cell {
+	slices.SortStableFunc(cells, func(a, b cellblock.Cell) int {
+		if c := cmp.Compare(a.Column, b.Column); c != 0 {
+			return c
+		}
+		switch aw, bw := cellWins(&a, &b), cellWins(&b, &a); {
+		case aw && !bw:
+			return -1
+		case bw && !aw:
+			return 1
+		}
+		return 0
+	})
+	return slices.CompactFunc(cells, func(a, b cellblock.Cell) bool { return a.Column == b.Column })
+}
+
+// expired reports whether a cell's TTL has passed at now (unix seconds).
+func cellExpired(c *cellblock.Cell, now int64) bool { return c.Expiry != 0 && c.Expiry <= now }
+
+// decodeBlock appends the cells of block to dst. Values alias block, except
+// the 8-byte ones, which are copied into arena (which must have room, see
+// fixed8Room).
+func decodeBlock(dst []cellblock.Cell, arena *[]byte, block []byte) ([]cellblock.Cell, error) {
+	r, err := cellblock.NewReader(block)
+	if err != nil {
+		return nil, err
+	}
+	for r.Next() {
+		c := r.Cell()
+		if len(c.Value) == 8 {
+			n := len(*arena)
+			*arena = append(*arena, c.Value...)
+			c.Value = (*arena)[n : n+8 : n+8]
+		}
+		dst = append(dst, c)
+	}
+	return dst, r.Err()
+}
+
+// blockMerger is the merge operator's state for one key: it keeps the
+// operands and merges them all at once in Finish. It keeps expired cells:
+// dropping them in a compaction that does not reach the oldest operand
+// would let an older cell below show again; the purge drops them
+// (purgeBlock), as it removes any expired entry. So a merge is a pure
+// function of its operands, whatever the clock.
+type blockMerger struct {
+	key []byte
+	ops [][]byte
+}
+
+var merger = &pebble.Merger{
+	Name: mergerName,
+	Merge: func(key, value []byte) (pebble.ValueMerger, error) {
+		return &blockMerger{key: bytes.Clone(key), ops: [][]byte{bytes.Clone(value)}}, nil
+	},
+}
+
+func (m *blockMerger) MergeNewer(value []byte) error {
+	m.ops = append(m.ops, bytes.Clone(value))
+	return nil
+}
+
+func (m *blockMerger) MergeOlder(value []byte) error { return m.MergeNewer(value) }
+
+func (m *blockMerger) Finish(bool) ([]byte, io.Closer, error) {
+	if len(m.ops) == 1 {
+		return m.ops[0], nil, nil
+	}
+	cells, err := mergeBlocks(m.ops)
+	if err != nil {
+		// The error stops the read or compaction; the row is named so an
+		// operator can find it.
+		return nil, nil, fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(m.key), err)
+	}
+	return cellblock.Append(nil, cells), nil, nil
+}
+
+// mergeBlocks returns the winning cells of every block, by column.
+func mergeBlocks(blocks [][]byte) ([]cellblock.Cell, error) {
+	// Blocks sorted by their first column usually concatenate into sorted
+	// order (a new window's cells follow the old ones), which the sort then
+	// only checks.
+	slices.SortFunc(blocks, func(a, b []byte) int { return cmp.Compare(firstColumn(a), firstColumn(b)) })
+	n := 0
+	for _, b := range blocks {
+		r, err := cellblock.NewReader(b)
+		if err != nil {
+			return nil, err
+		}
+		n += r.Len()
+	}
+	cells := make([]cellblock.Cell, 0, n)
+	arena := make([]byte, 0, 8*n)
+	for _, b := range blocks {
+		var err error
+		if cells, err = decodeBlock(cells, &arena, b); err != nil {
+			return nil, err
+		}
+	}
+	return sortCells(cells), nil
+}
+
+// firstColumn is the first column of a block, 0 if it cannot be read (the
+// merge then reports the block).
+func firstColumn(block []byte) uint32 {
+	r, err := cellblock.NewReader(block)
+	if err != nil || !r.Next() {
+		return 0
+	}
+	return r.Cell().Column
+}
+
+// describeBlockKey names the row key and window of a block key for errors.
+func describeBlockKey(key []byte) string {
+	if len(key) < 1 || key[0] != tableBlock {
+		return fmt.Sprintf("key %x", key)
+	}
+	rowKey, rest, err := cutEscaped(key[1:])
+	if err != nil || len(rest) != 4 {
+		return fmt.Sprintf("key %x", key)
+	}
+	return fmt.Sprintf("of row key %q, window %d", rowKey, uint32(rest[0])<<24|uint32(rest[1])<<16|uint32(rest[2])<<8|uint32(rest[3]))
+}
