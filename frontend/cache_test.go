@@ -238,12 +238,15 @@ func TestConcurrentQueriesAndWrites(t *testing.T) {
 		h.count(t, "cache_requests_total", "miss"), h.count(t, "cache_invalidations_total", "write"))
 }
 
-func TestReservedLabelRefused(t *testing.T) {
+// TestFrontendAnswersAsWhole: the label that once carried the store's read
+// plans is an ordinary one (an empty answer here, as in Prometheus), and
+// malformed requests get the query API's own answer.
+func TestFrontendAnswersAsWhole(t *testing.T) {
 	h := newCacheHarness(t, Options{})
-	a := ask(t, h.front, rangeForm(`sum(temperature{__kairos_read__="shard=0/2"})`, midnight, midnight.Add(time.Hour), time.Minute), nil)
-	require.Equal(t, http.StatusBadRequest, a.code, a.body)
-	require.Contains(t, a.body, `"errorType":"bad_data"`)
-	// Malformed requests get the query API's own answer.
+	old := rangeForm(`sum(temperature{__kairos_read__="shard=0/2"})`, midnight, midnight.Add(time.Hour), time.Minute)
+	a := ask(t, h.front, old, nil)
+	require.Equal(t, http.StatusOK, a.code, a.body)
+	require.Equal(t, ask(t, h.whole, old, nil), a)
 	for _, f := range []url.Values{
 		{"query": {"sum("}, "start": {"0"}, "end": {"60"}, "step": {"15"}},
 		{"query": {"up"}, "start": {"x"}, "end": {"60"}, "step": {"15"}},

@@ -136,10 +136,6 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.inner.ServeHTTP(w, replay())
 		return
 	}
-	if q.reservedLabel {
-		writeError(w, acceptsGzip(r), http.StatusBadRequest, "bad_data", `invalid parameter "query": the label `+readMatcher+` is reserved for the adapter's own read plans`)
-		return
-	}
 	if len(splitParts(q.start, q.end, q.step, f.opts.SplitInterval.Milliseconds())) == 1 && q.shard == nil && (f.cache == nil || q.noCache) {
 		// Nothing to split, shard or cache: the query API's answer as
 		// it writes it, without a merge's copy.
@@ -164,16 +160,15 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // rangeQuery is a parsed /api/v1/query_range.
 type rangeQuery struct {
-	query         string
-	expr          parser.Expr
-	start, end    int64      // ms; end is the last evaluation time
-	step          int64      // ms
-	params        url.Values // all but query, start and end, passed on to every part
-	timeout       time.Duration
-	lookback      time.Duration
-	noCache       bool
-	shard         *shardPlan // nil: not shardable
-	reservedLabel bool
+	query      string
+	expr       parser.Expr
+	start, end int64      // ms; end is the last evaluation time
+	step       int64      // ms
+	params     url.Values // all but query, start and end, passed on to every part
+	timeout    time.Duration
+	lookback   time.Duration
+	noCache    bool
+	shard      *shardPlan // nil: not shardable
 }
 
 // parseRequest reads what the frontend needs of a range query; ok is false
@@ -241,10 +236,6 @@ func (f *Frontend) parseRequest(r *http.Request, body []byte) (*rangeQuery, bool
 	expr, err := f.parser.ParseExpr(q.query)
 	if err != nil {
 		return nil, false
-	}
-	if usesReadMatcher(expr) {
-		q.reservedLabel = true
-		return q, true
 	}
 	if !splittable(expr) {
 		return nil, false
@@ -355,7 +346,7 @@ func (f *Frontend) fanOut(ctx context.Context, n int, what string, run func(ctx 
 func (f *Frontend) evalRange(ctx context.Context, q *rangeQuery, start, end int64, sem chan struct{}) (*matrix, *upstreamError) {
 	f.metrics.parts.Inc()
 	if q.shard == nil {
-		return f.call(ctx, q.query, q.params, start, end, sem)
+		return f.call(ctx, q.query, q.params, start, end, sem, nil)
 	}
 	m, ok, err := f.evalSharded(ctx, q, start, end, sem)
 	if err != nil || ok {
@@ -365,11 +356,11 @@ func (f *Frontend) evalRange(ctx context.Context, q *rangeQuery, start, end int6
 	// annotations whose positions name the shards' text): the part
 	// whole.
 	f.metrics.shardFallbacks.Inc()
-	return f.call(ctx, q.query, q.params, start, end, sem)
+	return f.call(ctx, q.query, q.params, start, end, sem, nil)
 }
 
-// call sends one sub-query to the query API.
-func (f *Frontend) call(ctx context.Context, query string, params url.Values, start, end int64, sem chan struct{}) (*matrix, *upstreamError) {
+// call sends one sub-query to the query API; with sh, one shard of it.
+func (f *Frontend) call(ctx context.Context, query string, params url.Values, start, end int64, sem chan struct{}, sh *shardOf) (*matrix, *upstreamError) {
 	select {
 	case sem <- struct{}{}:
 	case <-ctx.Done():
@@ -386,9 +377,10 @@ func (f *Frontend) call(ctx context.Context, query string, params url.Values, st
 	v.Set("query", query)
 	v.Set("start", formatTime(start))
 	v.Set("end", formatTime(end))
-	// Shard queries carry read plans, which the query API takes only from
-	// the frontend.
-	req, err := http.NewRequestWithContext(queryapi.WithShardPlans(ctx), http.MethodPost, Path, strings.NewReader(v.Encode()))
+	if sh != nil {
+		ctx = queryapi.WithShard(ctx, sh.index, sh.count)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, Path, strings.NewReader(v.Encode()))
 	if err != nil {
 		return nil, internalError(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/internal/promqltest"
@@ -34,10 +35,22 @@ var midnight = time.Date(2025, 3, 10, 0, 0, 0, 0, time.UTC)
 // late, a native histogram).
 func writeTestData(t testing.TB, store *kairosstore.Store) {
 	t.Helper()
+	app := store.NewAppender()
+	appendTestData(t, app)
+	require.NoError(t, app.Commit(context.Background()))
+}
+
+// testAppender is what appendTestData writes to: the store's appender or
+// Prometheus's.
+type testAppender interface {
+	Append(storage.SeriesRef, labels.Labels, int64, float64) (storage.SeriesRef, error)
+	AppendHistogram(storage.SeriesRef, labels.Labels, int64, *histogram.Histogram, *histogram.FloatHistogram) (storage.SeriesRef, error)
+}
+
+func appendTestData(t testing.TB, app testAppender) {
 	const step = 15_000
 	first := midnight.Add(-2 * time.Hour).UnixMilli()
 	n := int(4*time.Hour/time.Millisecond)/step + 1
-	app := store.NewAppender()
 	add := func(ls labels.Labels, f func(i int) (float64, bool)) {
 		for i := range n {
 			if v, ok := f(i); ok {
@@ -94,7 +107,6 @@ func writeTestData(t testing.TB, store *kairosstore.Store) {
 		}, nil)
 		require.NoError(t, err)
 	}
-	require.NoError(t, app.Commit(context.Background()))
 }
 
 // testStore is a real embedded store; onChange is given the store's change

@@ -9,11 +9,7 @@ import (
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
-
-	"github.com/kairos-remote/kairos-adapter/rollup"
 )
-
-const readMatcher = rollup.ReadMatcher
 
 // part is the evaluation times start, start+step, ..., end of one interval.
 type part struct {
@@ -73,23 +69,6 @@ func splittable(e parser.Expr) bool {
 		return nil
 	})
 	return ok
-}
-
-// usesReadMatcher reports whether the text of a query names the read-plan
-// label, which only the adapter may set.
-func usesReadMatcher(e parser.Expr) bool {
-	found := false
-	parser.Inspect(e, func(node parser.Node, _ []parser.Node) error {
-		if vs, ok := node.(*parser.VectorSelector); ok {
-			for _, m := range vs.LabelMatchers {
-				if m.Name == readMatcher {
-					found = true
-				}
-			}
-		}
-		return nil
-	})
-	return found
 }
 
 // parseTime reads the query API's times: Unix seconds with a fraction,

@@ -113,6 +113,7 @@ type API struct {
 	rollups      func() Recomputer
 	engine       *promql.Engine
 	parser       parser.Parser
+	prepared     *prepared // the engine's parser
 	logger       *slog.Logger
 	now          func() time.Time
 	// What rollups.go plans reads with.
@@ -140,6 +141,7 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		panic("queryapi: Options.MaxSamples needs Options.SampleLimit, the store's budget")
 	}
 	p := parser.NewParser(parser.Options{})
+	prep := &prepared{Parser: p}
 	interval := opts.EvaluationInterval.Milliseconds()
 	g := newGate(opts.MaxConcurrency)
 	eng := promql.NewEngine(promql.EngineOpts{
@@ -153,7 +155,7 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		// Both are always on in Prometheus 3.
 		EnableAtModifier:     true,
 		EnableNegativeOffset: true,
-		Parser:               p,
+		Parser:               prep,
 	})
 	src, err := parseSourceResolution(opts.MaxSourceResolution, opts.RollupResolutions)
 	if err != nil {
@@ -162,7 +164,7 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	}
 	return &API{
 		store: store, maxSamples: max(opts.MaxSamples, 0), sampleLimit: opts.SampleLimit, limits: opts.Limits.withDefaults(), timeout: opts.Timeout,
-		evalInterval: interval, gate: g, adminAPI: opts.EnableAdminAPI, rollups: opts.Rollups, engine: eng, parser: p, logger: logger, now: time.Now,
+		evalInterval: interval, gate: g, adminAPI: opts.EnableAdminAPI, rollups: opts.Rollups, engine: eng, parser: p, prepared: prep, logger: logger, now: time.Now,
 		lookback: opts.LookbackDelta, resolutions: sortResolutions(opts.RollupResolutions), sourceRes: src,
 	}
 }
@@ -314,14 +316,20 @@ func (a *API) query(r *http.Request) (any, annotations.Annotations, *apiError) {
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
-	q, apiErr := a.check(r, opts, ts, ts, 0)
+	expr, hints, apiErr := a.check(r, opts, ts, 0)
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
 	ctx := a.sampleBudget(r.Context())
-	qry, err := a.engine.NewInstantQuery(ctx, a.queryable(), opts, q, ts)
+	handle := a.prepared.put(expr)
+	qry, err := a.engine.NewInstantQuery(ctx, a.queryable(r.Context(), hints), opts, handle, ts)
+	a.prepared.drop(handle)
 	if err != nil {
 		return nil, nil, newQueryError(ctx, err)
+	}
+	if apiErr := a.checkSteps(qry, ts, ts, 0); apiErr != nil {
+		qry.Close()
+		return nil, nil, apiErr
 	}
 	return a.exec(ctx, qry, limit, r.FormValue("stats") != "")
 }
@@ -356,77 +364,34 @@ func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiErr
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
-	q, apiErr := a.check(r, opts, start, end, step)
+	expr, hints, apiErr := a.check(r, opts, start, step)
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
 	ctx := a.sampleBudget(r.Context())
-	qry, err := a.engine.NewRangeQuery(ctx, a.queryable(), opts, q, start, end, step)
+	handle := a.prepared.put(expr)
+	qry, err := a.engine.NewRangeQuery(ctx, a.queryable(r.Context(), hints), opts, handle, start, end, step)
+	a.prepared.drop(handle)
 	if err != nil {
 		return nil, nil, newQueryError(ctx, err)
+	}
+	if apiErr := a.checkSteps(qry, start, end, step); apiErr != nil {
+		qry.Close()
+		return nil, nil, apiErr
 	}
 	return a.exec(ctx, qry, limit, r.FormValue("stats") != "")
 }
 
-// queryable opens the store's querier for the range the engine asks for:
-// that of the whole query. The engine passes each selector's matchers and
-// hints to Select.
-func (a *API) queryable() storage.Queryable {
-	return storage.QueryableFunc(func(mint, maxt int64) (storage.Querier, error) {
-		q, err := a.store.Querier(mint, maxt)
-		if err != nil {
-			return nil, err
-		}
-		return &narrowing{Querier: q, store: a.store, mint: mint, maxt: maxt}, nil
-	})
-}
-
-// narrowing reads each selector only over the range its hints give (its
-// own offset, @ time, range and lookback), not over the whole query's:
-// in `x - x offset 1w` each selector reads its own hour, not the week
-// between.
-type narrowing struct {
-	storage.Querier
-	store      Store
-	mint, maxt int64
-	subs       []storage.Querier // closed with q, after the engine read their series
-}
-
-func (q *narrowing) Close() error {
-	errs := []error{q.Querier.Close()}
-	for _, s := range q.subs {
-		errs = append(errs, s.Close())
-	}
-	return errors.Join(errs...)
-}
-
-func (q *narrowing) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
-	if hints == nil || hints.Start <= q.mint && hints.End >= q.maxt {
-		return q.Querier.Select(ctx, sortSeries, hints, ms...)
-	}
-	sub, err := q.store.Querier(max(q.mint, hints.Start), min(q.maxt, hints.End))
+// check parses a request's query within the limits and plans its reads
+// (planReads): the tree the engine evaluates (prepared) and the read hints
+// of its selectors. The steps of its subqueries are counted once the
+// engine has prepared it (checkSteps), before it runs.
+func (a *API) check(r *http.Request, opts promql.QueryOpts, start time.Time, step time.Duration) (parser.Expr, selectorHints, *apiError) {
+	expr, err := a.parse(r.FormValue("query"))
 	if err != nil {
-		return storage.ErrSeriesSet(err)
+		return nil, nil, badParam(err, "query")
 	}
-	q.subs = append(q.subs, sub)
-	return sub.Select(ctx, sortSeries, hints, ms...)
-}
-
-// check parses a request's query within the limits, and counts the steps
-// of its subqueries, before the engine sees it, and returns the text the
-// engine evaluates: the query with read plans (planReads). The engine then
-// parses the text again: its NewInstantQuery and NewRangeQuery take no
-// parsed expression, and the limits keep a parse to milliseconds.
-func (a *API) check(r *http.Request, opts promql.QueryOpts, start, end time.Time, step time.Duration) (string, *apiError) {
-	q := r.FormValue("query")
-	expr, err := a.parse(q)
-	if err != nil {
-		return "", badParam(err, "query")
-	}
-	if apiErr := a.checkSteps(expr, start, end, step); apiErr != nil {
-		return "", apiErr
-	}
-	return a.planReads(r, opts, q, expr, start, step)
+	return a.planReads(r, opts, expr, start, step)
 }
 
 // sampleBudget gives a PromQL query a budget of --query.max-samples samples
