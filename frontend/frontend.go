@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/kairos-remote/kairos-adapter/internal/recovered"
+	"github.com/kairos-remote/kairos-adapter/internal/timeparam"
 	"github.com/kairos-remote/kairos-adapter/queryapi"
 )
 
@@ -205,24 +206,26 @@ func (f *Frontend) parseRequest(r *http.Request, body []byte) (*rangeQuery, bool
 	}
 	start, err1 := parseTime(get("start"))
 	end, err2 := parseTime(get("end"))
-	step, err3 := parseDuration(get("step"))
+	step, err3 := timeparam.ParseDuration(get("step"))
 	if err1 != nil || err2 != nil || err3 != nil || end < start || step < time.Millisecond {
 		return nil, false
 	}
 	stepMs := step.Milliseconds()
-	if step%time.Millisecond != 0 || (end-start)/stepMs > maxPoints {
+	// Counted without overflow: end-start of Prometheus's bounds is no
+	// int64, and wrapped it let 2·10^10 parts through.
+	if step%time.Millisecond != 0 || timeparam.Steps(start, end, stepMs)-1 > maxPoints {
 		return nil, false
 	}
 	q := &rangeQuery{query: get("query"), start: start, end: end, step: stepMs, lookback: f.opts.LookbackDelta}
 	if v := get("timeout"); v != "" {
-		d, err := parseDuration(v)
+		d, err := timeparam.ParseDuration(v)
 		if err != nil {
 			return nil, false
 		}
 		q.timeout = d
 	}
 	if v := get("lookback_delta"); v != "" {
-		d, err := parseDuration(v)
+		d, err := timeparam.ParseDuration(v)
 		if err != nil {
 			return nil, false
 		}

@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
-	"time"
 
-	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/kairos-remote/kairos-adapter/internal/timeparam"
 )
 
 // part is the evaluation times start, start+step, ..., end of one interval.
@@ -21,17 +20,23 @@ type part struct {
 // multiples of interval (UTC midnights for a day): each part holds the
 // times that fall in one interval, so every part is evaluated at exactly
 // the times the whole query would be. interval <= 0 gives one part.
+//
+// Each part holds at least one evaluation time, so there are at most as
+// many parts as times: more than the query API's maxPoints+1 gives one
+// part (which the query API refuses), so no request makes more.
 func splitParts(start, end, step, interval int64) []part {
-	if interval <= 0 {
+	if interval <= 0 || timeparam.Steps(start, end, step) > maxPoints+1 {
 		return []part{{index: 0, start: start, end: end}}
 	}
 	var parts []part
 	for t := start; t <= end; {
 		idx := floorDiv(t, interval)
-		bound := (idx + 1) * interval // first time of the next interval
-		// The last evaluation time before bound.
-		last := t + (bound-1-t)/step*step
-		last = min(last, end)
+		last := end
+		if idx < math.MaxInt64/interval { // (idx+1)*interval holds
+			bound := (idx + 1) * interval // first time of the next interval
+			// The last evaluation time before bound.
+			last = min(t+(bound-1-t)/step*step, end)
+		}
 		parts = append(parts, part{index: idx, start: t, end: last})
 		if last > math.MaxInt64-step {
 			break
@@ -71,37 +76,14 @@ func splittable(e parser.Expr) bool {
 	return ok
 }
 
-// parseTime reads the query API's times: Unix seconds with a fraction,
-// rounded to the millisecond, or RFC 3339; the result is in ms.
+// parseTime reads a time as the query API does (internal/timeparam, one
+// parser for every endpoint), in ms.
 func parseTime(s string) (int64, error) {
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		sec, frac := math.Modf(f)
-		if math.Abs(sec) > math.MaxInt64/1000-1 {
-			return 0, fmt.Errorf("time %q out of range", s)
-		}
-		return int64(sec)*1000 + int64(math.Round(frac*1000)), nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
+	t, err := timeparam.Parse(s)
 	if err != nil {
 		return 0, err
 	}
-	if t.Year() < 1 || t.Year() > 9999 {
-		return 0, fmt.Errorf("time %q out of range", s)
-	}
 	return t.UnixMilli(), nil
-}
-
-// parseDuration reads seconds or a Prometheus duration.
-func parseDuration(s string) (time.Duration, error) {
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		d := f * float64(time.Second)
-		if math.IsNaN(d) || d >= math.MaxInt64 || d <= math.MinInt64 {
-			return 0, fmt.Errorf("duration %q out of range", s)
-		}
-		return time.Duration(d), nil
-	}
-	d, err := model.ParseDuration(s)
-	return time.Duration(d), err
 }
 
 // formatTime writes ms as seconds with exactly the milliseconds, so that

@@ -131,15 +131,41 @@ func (s *Store) planRead(ctx context.Context, p readhint.Hint, hints *storage.Se
 	return pr, nil
 }
 
+// maxWindows bounds the windows one read plans: the windows of a range
+// query are its steps, which the query API bounds to 11,000 points (11,001
+// times); a plan with more reads [start, end] whole instead, which is
+// always correct (the engine takes its windows from any superset), so no
+// hint can make a read allocate or walk more than this.
+const maxWindows = 11_001
+
 // windows are the ranges a selector evaluated every step from hintStart
 // reads (its samples in (t-w, t] for t = hintStart+w-1+k*step, as the
 // engine's getTimeRangesForSelector sets hints.Start), within [start, end],
-// merged where they touch.
+// merged where they touch. Their number is counted before any is made, in
+// uint64 arithmetic: between Prometheus's minimum and maximum times, at
+// any step, no int64 difference of two ends holds, and t0 += step wrapped.
 func windows(hintStart, step, w, start, end int64) []span {
-	var out []span
-	k := max(0, (start-w+1-hintStart)/step)
-	for t0 := hintStart + k*step; t0 <= end; t0 += step {
-		lo, hi := max(t0, start), min(t0+w-1, end)
+	whole := []span{{start, end}}
+	if step <= 0 || w <= 0 || end < start {
+		return whole
+	}
+	// The first window that can reach start: t0 >= start-w+1.
+	first := hintStart
+	if lo := addSat(start, 1-w); lo > hintStart {
+		k := (uint64(lo) - uint64(hintStart)) / uint64(step)
+		first = int64(uint64(hintStart) + k*uint64(step)) // <= lo
+	}
+	if first > end {
+		return nil
+	}
+	n := (uint64(end)-uint64(first))/uint64(step) + 1
+	if w >= step || n > maxWindows {
+		return whole
+	}
+	out := make([]span, 0, n)
+	for i := range int64(n) {
+		t0 := first + i*step // <= end; exact, as int64 arithmetic wraps
+		lo, hi := max(t0, start), min(addSat(t0, w-1), end)
 		if lo > hi {
 			continue
 		}
@@ -149,7 +175,22 @@ func windows(hintStart, step, w, start, end int64) []span {
 		}
 		out = append(out, span{lo, hi})
 	}
+	if len(out) == 0 {
+		return nil
+	}
 	return out
+}
+
+// addSat is a+b, held at the ends of int64 instead of wrapping.
+func addSat(a, b int64) int64 {
+	s := a + b
+	switch {
+	case b > 0 && s < a:
+		return math.MaxInt64
+	case b < 0 && s > a:
+		return math.MinInt64
+	}
+	return s
 }
 
 // clip is the parts of spans within [lo, hi].
@@ -369,6 +410,9 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 			})
 			if err != nil {
 				return nil, fmt.Errorf("read rollups of %s: %w", ref.Labels, err)
+			}
+			if rt > math.MaxInt64-w {
+				break // the last row window: rt + w would wrap
 			}
 			t = rt + w
 		}

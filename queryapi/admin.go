@@ -8,10 +8,13 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
 	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/kairos-remote/kairos-adapter/internal/timeparam"
 )
 
 // MetadataStore is what /api/v1/metadata reads; without it the endpoint
@@ -134,15 +137,23 @@ func (a *API) deleteSeries(r *http.Request) (any, annotations.Annotations, *apiE
 	return noContent{}, nil, nil
 }
 
-// adminRange is the start and end of an admin call (deleteTime).
+// adminRange is the start and end of an admin call, in ms. The admin
+// calls delete or recompute what they cover, so their times are read more
+// strictly than Prometheus reads them (its parser takes NaN, and a NaN
+// start deleted every sample): each given at most once and not empty (an
+// empty start from a template whose variable is unset would otherwise mean
+// all time), and a finite time within Prometheus's bounds. Absent, they
+// cover every time the layout can hold, not only the query API's default
+// range. A time finer than the millisecond is rounded inward, so that no
+// sample outside it is touched.
 func adminRange(r *http.Request) (start, end int64, _ *apiError) {
-	start, err := deleteTime(r.Form.Get("start"), math.MinInt64)
-	if err != nil {
-		return 0, 0, badData(fmt.Errorf("invalid start: %w", err))
+	start, apiErr := adminTime(r, "start", math.MinInt64, timeparam.CeilMilli)
+	if apiErr != nil {
+		return 0, 0, apiErr
 	}
-	end, err = deleteTime(r.Form.Get("end"), math.MaxInt64)
-	if err != nil {
-		return 0, 0, badData(fmt.Errorf("invalid end: %w", err))
+	end, apiErr = adminTime(r, "end", math.MaxInt64, timeparam.FloorMilli)
+	if apiErr != nil {
+		return 0, 0, apiErr
 	}
 	if start > end {
 		return 0, 0, badData(errors.New("start is after end"))
@@ -150,18 +161,22 @@ func adminRange(r *http.Request) (start, end int64, _ *apiError) {
 	return start, end, nil
 }
 
-// deleteTime reads a time of delete_series, in ms; empty means def, so
-// that a delete without bounds covers every time the layout can hold, not
-// only the range of the query API's default bounds.
-func deleteTime(s string, def int64) (int64, error) {
-	if s == "" {
+// adminTime reads one time of an admin call (adminRange), def when absent.
+func adminTime(r *http.Request, name string, def int64, toMillis func(time.Time) int64) (int64, *apiError) {
+	vs, ok := r.Form[name]
+	switch {
+	case !ok:
 		return def, nil
+	case len(vs) > 1:
+		return 0, badParam(fmt.Errorf("given %d times: give one time, or leave it out for all time", len(vs)), name)
+	case vs[0] == "":
+		return 0, badParam(errors.New("empty: give a time, or leave it out for all time"), name)
 	}
-	t, err := parseTime(s)
+	t, err := parseTime(vs[0])
 	if err != nil {
-		return 0, err
+		return 0, badParam(err, name)
 	}
-	return t.UnixMilli(), nil
+	return toMillis(t), nil
 }
 
 // Recomputer marks rollups for recomputation (rollup/job.Job).

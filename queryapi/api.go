@@ -38,6 +38,7 @@ import (
 	"github.com/prometheus/prometheus/util/stats"
 
 	"github.com/kairos-remote/kairos-adapter/internal/recovered"
+	"github.com/kairos-remote/kairos-adapter/internal/timeparam"
 	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
@@ -125,6 +126,18 @@ type API struct {
 // maxPoints is the most points a range query may return per series, as in
 // Prometheus: a week at 60 s resolution.
 const maxPoints = 11000
+
+// tooManyPoints is Prometheus's check of maxPoints, (end-start)/step, with
+// the span counted in ms where time.Time.Sub saturates (past 292 years):
+// saturated, Prometheus's own check passes 2·10^10 steps between its
+// minimum and maximum times, and the engine and the reads it plans would
+// walk them.
+func tooManyPoints(start, end time.Time, step time.Duration) bool {
+	if d := end.Sub(start); d < math.MaxInt64 {
+		return d/step > maxPoints
+	}
+	return timeparam.Steps(start.UnixMilli(), end.UnixMilli(), max(step.Milliseconds(), 1))-1 > maxPoints
+}
 
 // New builds the engine; its metrics (prometheus_engine_*) go to reg.
 func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Registerer) *API {
@@ -233,6 +246,9 @@ func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiE
 	// A delete is refused whole on a malformed form, as Prometheus's is,
 	// rather than run on what could be read of it.
 	strict := name == "series" || name == "delete_series"
+	// The admin calls change what they cover: run on part of a form, a
+	// recomputation that lost its match[] would cover every metric.
+	whole := strict || name == "rollups_recompute"
 	timeoutParam := name == "query" || name == "query_range"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A delete answers 204, with no body to compress.
@@ -258,7 +274,7 @@ func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiE
 			respondError(w, a.logger, badData(fmt.Errorf("the request body is larger than %d bytes", maxFormBytes)), nil, "")
 			return
 		}
-		if strict && formErr != nil {
+		if whole && formErr != nil {
 			respondError(w, a.logger, badData(fmt.Errorf("error parsing form values: %w", formErr)), nil, "")
 			return
 		}
@@ -357,7 +373,7 @@ func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiErr
 	if step <= 0 {
 		return nil, nil, badParam(errors.New("zero or negative query resolution step widths are not accepted. Try a positive integer"), "step")
 	}
-	if end.Sub(start)/step > maxPoints {
+	if tooManyPoints(start, end, step) {
 		return nil, nil, badData(errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))
 	}
 	opts, apiErr := queryOpts(r)

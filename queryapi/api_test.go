@@ -44,6 +44,20 @@ func TestParseTime(t *testing.T) {
 		{in: maxTimeText, want: maxTime},
 		{in: "yesterday", err: `cannot parse "yesterday" to a valid timestamp`},
 		{in: "", err: `cannot parse "" to a valid timestamp`},
+		// Prometheus's parser takes these, each becoming whatever int64
+		// conversion leaves of it.
+		{in: "NaN", err: `cannot parse "NaN" to a valid timestamp: not a finite number`},
+		{in: "-nan", err: `cannot parse "-nan" to a valid timestamp`},
+		{in: "+Inf", err: `cannot parse "+Inf" to a valid timestamp: not a finite number`},
+		{in: "-Infinity", err: `cannot parse "-Infinity" to a valid timestamp: not a finite number`},
+		{in: "1e300", err: `cannot parse "1e300" to a valid timestamp: outside ` + minTimeText + ` to ` + maxTimeText},
+		{in: "-1e300", err: `cannot parse "-1e300" to a valid timestamp: outside ` + minTimeText + ` to ` + maxTimeText},
+		{in: "1e999", err: `cannot parse "1e999" to a valid timestamp: outside ` + minTimeText + ` to ` + maxTimeText},
+		{in: "9223372036854775807", err: `cannot parse "9223372036854775807" to a valid timestamp: outside ` + minTimeText + ` to ` + maxTimeText},
+		{in: "-9223309901257976", err: `cannot parse "-9223309901257976" to a valid timestamp: outside ` + minTimeText + ` to ` + maxTimeText},
+		{in: "-9223309901257974", want: minTime},
+		{in: "-0", want: time.Unix(0, 0)},
+		{in: "0x1p4", want: time.Unix(16, 0)},
 	} {
 		got, err := parseTime(c.in)
 		if c.err != "" {
@@ -200,6 +214,24 @@ func TestAnswers(t *testing.T) {
 			answer: `{"status":"error","errorType":"bad_data","error":"invalid parameter \"step\": zero or negative query resolution step widths are not accepted. Try a positive integer"}`},
 		{name: "too many points", path: "/api/v1/query_range", form: url.Values{"query": {"c_total"}, "start": {"0"}, "end": {"11001"}, "step": {"1"}}, code: 400,
 			answer: `{"status":"error","errorType":"bad_data","error":"exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"}`},
+		// time.Time.Sub saturates at 292 years: 2·10^10 steps counted as
+		// 10,670, and the read planner walked them all.
+		{name: "too many points between Prometheus's bounds", path: "/api/v1/query_range", form: url.Values{"query": {"c_total"}, "start": {minTimeText}, "end": {maxTimeText}, "step": {"864000"}, "timeout": {"3s"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"}`},
+		{name: "too many points between Prometheus's bounds in seconds", path: "/api/v1/query_range", form: url.Values{"query": {"count_over_time(c_total[1y])"}, "start": {"-9223309901257974"}, "end": {"9223309901257974"}, "step": {"864000"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"}`},
+		{name: "NaN time", path: "/api/v1/query", form: url.Values{"query": {"c_total"}, "time": {"NaN"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"invalid parameter \"time\": invalid time value for 'time': cannot parse \"NaN\" to a valid timestamp: not a finite number"}`},
+		{name: "NaN start", path: "/api/v1/query_range", form: url.Values{"query": {"c_total"}, "start": {"NaN"}, "end": {"1"}, "step": {"1"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"invalid parameter \"start\": cannot parse \"NaN\" to a valid timestamp: not a finite number"}`},
+		{name: "infinite end", path: "/api/v1/query_range", form: url.Values{"query": {"c_total"}, "start": {"1"}, "end": {"+Inf"}, "step": {"1"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"invalid parameter \"end\": cannot parse \"+Inf\" to a valid timestamp: not a finite number"}`},
+		{name: "series from 1e300", path: "/api/v1/series", form: url.Values{"match[]": {"c_total"}, "start": {"1e300"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"invalid parameter \"start\": invalid time value for 'start': cannot parse \"1e300\" to a valid timestamp: outside -292273086-05-16T16:47:06Z to 292277025-08-18T07:12:54.999999999Z"}`},
+		{name: "labels to -Inf", path: "/api/v1/labels", form: url.Values{"match[]": {"c_total"}, "end": {"-Inf"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"invalid parameter \"end\": invalid time value for 'end': cannot parse \"-Inf\" to a valid timestamp: not a finite number"}`},
+		{name: "exemplars from NaN", path: "/api/v1/query_exemplars", form: url.Values{"query": {"c_total"}, "start": {"NaN"}}, code: 400,
+			answer: `{"status":"error","errorType":"bad_data","error":"invalid parameter \"start\": invalid time value for 'start': cannot parse \"NaN\" to a valid timestamp: not a finite number"}`},
 		{name: "range of a range vector", path: "/api/v1/query_range", form: url.Values{"query": {"c_total[1m]"}, "start": {"1"}, "end": {"2"}, "step": {"1"}}, code: 400,
 			answer: `{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": invalid expression type \"range vector\" for range query, must be Scalar or instant Vector"}`},
 		{name: "series without match", path: "/api/v1/series", form: url.Values{}, code: 400,

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"math"
 	"mime"
 	"net/http"
 	"path"
@@ -35,6 +34,7 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
+	"github.com/kairos-remote/kairos-adapter/internal/timeparam"
 )
 
 //go:embed ui/static
@@ -381,25 +381,17 @@ func (u *UI) store() (Store, error) {
 	return nil, storeerr.Unavailable(errors.New("the store is still starting (connecting to Cassandra)"))
 }
 
-// timeParam reads an optional time, as Prometheus's API takes them: Unix
-// seconds or RFC 3339.
+// timeParam reads an optional time with the query API's parser
+// (internal/timeparam, one for every endpoint): Unix seconds or RFC 3339,
+// finite and within Prometheus's bounds.
 func timeParam(r *http.Request, name string, def time.Time) (time.Time, error) {
 	v := r.FormValue(name)
 	if v == "" {
 		return def, nil
 	}
-	// 9e15 s keeps the milliseconds within int64.
-	if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) && math.Abs(f) < 9e15 {
-		return time.UnixMilli(int64(math.Round(f * 1000))), nil
+	t, err := timeparam.Parse(v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("invalid parameter %q: %w", name, err)
 	}
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t, nil
-	}
-	return time.Time{}, &paramError{name: name, value: v}
-}
-
-type paramError struct{ name, value string }
-
-func (e *paramError) Error() string {
-	return "invalid parameter \"" + e.name + "\": cannot parse \"" + e.value + "\" to a valid timestamp"
+	return t, nil
 }

@@ -1,0 +1,61 @@
+package frontend
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/internal/timeparam"
+)
+
+// TestHostileRangesAnswerAtOnce sends range queries between Prometheus's
+// own minimum and maximum times, as text and as Unix seconds, at a step of
+// 10 days: 2·10^10 evaluation times. The frontend counted them as
+// (end-start)/step in int64 ms, which wrapped, and split such a range into
+// a part per day; the query API's own check saturated at 292 years. Each
+// is refused with Prometheus's 11,000-points answer at once. Times that are
+// no finite number in the layout's range are refused naming the parameter.
+func TestHostileRangesAnswerAtOnce(t *testing.T) {
+	store := testStore(t, nil)
+	writeTestData(t, store)
+	f := New(queryAPI(store), Options{Shards: 2, CacheBytes: 64 << 20}, prometheus.NewRegistry(), nil)
+	secs := func(t time.Time) string { return formatTime(t.UnixMilli()) }
+	for _, c := range []struct {
+		name, start, end, step, query, msg string
+	}{
+		{"bounds as text", timeparam.MinText, timeparam.MaxText, "864000", "http_requests_total", "exceeded maximum resolution of 11,000 points"},
+		{"bounds in seconds", secs(timeparam.Min), secs(timeparam.Max), "864000", "http_requests_total", "exceeded maximum resolution of 11,000 points"},
+		{"count_over_time 1y, bounds in seconds", secs(timeparam.Min), secs(timeparam.Max), "864000", "count_over_time(http_requests_total[1y])", "exceeded maximum resolution of 11,000 points"},
+		{"sum of rate, 1 ms steps from the start", secs(timeparam.Min), secs(timeparam.Max), "0.001", "sum(rate(http_requests_total[5m]))", "exceeded maximum resolution of 11,000 points"},
+		{"NaN start", "NaN", "1", "1", "http_requests_total", `invalid parameter \"start\": cannot parse \"NaN\"`},
+		{"infinite end", "1", "Inf", "1", "http_requests_total", `invalid parameter \"end\": cannot parse \"Inf\"`},
+		{"1e300 end", "1", "1e300", "1", "http_requests_total", `invalid parameter \"end\": cannot parse \"1e300\"`},
+		{"-1e300 start", "-1e300", "1", "1", "http_requests_total", `invalid parameter \"start\": cannot parse \"-1e300\"`},
+	} {
+		form := url.Values{"query": {c.query}, "start": {c.start}, "end": {c.end}, "step": {c.step}, "timeout": {"3s"}}
+		began := time.Now()
+		got := ask(t, f, form, nil)
+		took := time.Since(began)
+		require.Equal(t, http.StatusBadRequest, got.code, "%s: %s", c.name, got.body)
+		require.Contains(t, got.body, `"errorType":"bad_data"`, c.name)
+		require.Contains(t, got.body, c.msg, c.name)
+		require.Less(t, took, time.Second, c.name)
+	}
+}
+
+// TestSplitPartsBounded: parts are counted before they are made, and the
+// interval arithmetic holds at int64's ends.
+func TestSplitPartsBounded(t *testing.T) {
+	day := int64(24 * time.Hour / time.Millisecond)
+	minMs, maxMs := timeparam.Min.UnixMilli(), timeparam.Max.UnixMilli()
+	require.Len(t, splitParts(minMs, maxMs, 10*day, day), 1, "2·10^10 times: one part, which the query API refuses")
+	require.Len(t, splitParts(minMs, maxMs, (maxMs/11_000)*2, day), 11_001)
+	// The interval [2^62, 2^63) ends past int64's.
+	require.Equal(t, []part{{index: 1, start: maxMs - 2*day, end: maxMs}}, splitParts(maxMs-2*day, maxMs, day, 1<<62))
+	require.Equal(t, []part{{index: 0, start: 1<<62 - 1, end: 1<<62 - 1}, {index: 1, start: 1<<62 - 1 + day, end: 1<<62 - 1 + day}},
+		splitParts(1<<62-1, 1<<62-1+day, day, 1<<62))
+}
