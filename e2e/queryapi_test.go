@@ -87,15 +87,16 @@ func compareGaps(t *testing.T, prom, adapterURL string, t0 time.Time) {
 		step string
 	}{
 		{`absent_over_time(temperature[1s])`, "60"},
-		{`absent_over_time(temperature{room="r1", job="sensors"}[10s])`, "60"},
+		{`absent_over_time(temperature{room="r1", job="sensors"}[5s])`, "60"},
 		{`absent_over_time(flaky_gauge{id="late", job="x"}[20s] offset 7s)`, "60"},
-		{`absent_over_time(http_requests_total{code="500", instance="b"}[14s])`, "90"},
+		{`absent_over_time(http_requests_total{code="500", instance="b"}[6s])`, "90"},
 		{`count_over_time(temperature{room="r2"}[10s])`, "60"},
 		{`absent(flaky_gauge{id="gone", job="x"})`, "600"},
-		{`absent(temperature{room="r3"} offset 1m)`, "600"},
+		{`absent(temperature{room="r9"} offset 1m)`, "600"},
 		{`absent(nonexistent{job="x"})`, "600"},
 	} {
-		params := url.Values{"query": {c.expr}, "start": {sec(-55 * time.Minute)}, "end": {sec(0)}, "step": {c.step}}
+		// Evaluation times 7 s after the samples' 15 s grid.
+		params := url.Values{"query": {c.expr}, "start": {sec(-55*time.Minute + 7*time.Second)}, "end": {sec(0)}, "step": {c.step}}
 		require.Positive(t, compareAnswers(t, prom, adapterURL, "/api/v1/query_range", params), c.expr)
 	}
 }

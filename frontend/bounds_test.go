@@ -59,3 +59,44 @@ func TestSplitPartsBounded(t *testing.T) {
 	require.Equal(t, []part{{index: 0, start: 1<<62 - 1, end: 1<<62 - 1}, {index: 1, start: 1<<62 - 1 + day, end: 1<<62 - 1 + day}},
 		splitParts(1<<62-1, 1<<62-1+day, day, 1<<62))
 }
+
+// TestPartsBoundedByMaxParts: a year at a day's interval is cut into at
+// most MaxParts parts, each starting at a multiple of the day (so at UTC
+// midnights), every evaluation time in exactly one part; a week keeps its
+// days.
+func TestPartsBoundedByMaxParts(t *testing.T) {
+	day := int64(24 * time.Hour / time.Millisecond)
+	step := 6 * int64(time.Hour/time.Millisecond)
+	start := 1_700_006_400_000 / day * day
+	for _, c := range []struct {
+		end      int64
+		maxParts int
+		want     int // parts at most
+		interval int64
+	}{
+		{start + 365*day, 16, 16, 27 * day},
+		{start + 7*day, 16, 8, day},
+		{start + 365*day, 3, 3, 365 * day},
+		{start + 14*day, 16, 15, day},
+		{start + 15*day, 16, 16, 2 * day},
+	} {
+		iv := partInterval(start, c.end, day, c.maxParts)
+		require.Equal(t, c.interval, iv, "end %d, max %d", (c.end-start)/day, c.maxParts)
+		parts := splitParts(start, c.end, step, iv)
+		require.LessOrEqual(t, len(parts), c.want)
+		next := start
+		for _, p := range parts {
+			require.Equal(t, next, p.start, "every time in one part")
+			require.Zero(t, (p.start-start)%step)
+			next = p.end + step
+		}
+		require.Equal(t, c.end+step, next)
+	}
+	// Prometheus's bounds: no overflow, and the query API's own check
+	// refuses such a range.
+	minMs, maxMs := timeparam.Min.UnixMilli(), timeparam.Max.UnixMilli()
+	iv := partInterval(minMs, maxMs, day, 16)
+	require.Positive(t, iv)
+	require.LessOrEqual(t, len(splitParts(minMs, maxMs, (maxMs-minMs)/10_000, iv)), 16)
+	require.Equal(t, int64(-1), partInterval(0, day, -1, 16), "splitting off stays off")
+}

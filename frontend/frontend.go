@@ -44,6 +44,11 @@ type Options struct {
 	// of it since the Unix epoch (UTC midnights for 24h, the default); a
 	// negative interval turns splitting off.
 	SplitInterval time.Duration
+	// MaxParts bounds the parts of one query: a longer range is split at
+	// a multiple of SplitInterval, as Thanos's query frontend caps its
+	// splits, so that a year is a few dozen parts, not 365, each of
+	// which costs its own parse, plan and evaluation. Default 16.
+	MaxParts int
 	// Parallelism is how many sub-queries of one query run at once;
 	// default GOMAXPROCS.
 	Parallelism int
@@ -68,6 +73,9 @@ type Options struct {
 	LookbackDelta time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Parser parses queries; nil means Prometheus's own with its default
+	// options (a test counts parses with its own).
+	Parser parser.Parser
 }
 
 // Frontend serves Path and passes other requests to inner.
@@ -88,6 +96,7 @@ func New(inner http.Handler, opts Options, reg prometheus.Registerer, logger *sl
 	}
 	procs := runtime.GOMAXPROCS(0)
 	opts.SplitInterval = cmp.Or(opts.SplitInterval, 24*time.Hour)
+	opts.MaxParts = max(cmp.Or(opts.MaxParts, 16), 3)
 	opts.Parallelism = max(cmp.Or(opts.Parallelism, procs), 1)
 	opts.Shards = max(cmp.Or(opts.Shards, procs), 1)
 	opts.CacheFreshness = cmp.Or(opts.CacheFreshness, 10*time.Minute)
@@ -97,7 +106,11 @@ func New(inner http.Handler, opts Options, reg prometheus.Registerer, logger *sl
 		opts.Now = time.Now
 	}
 	m := newMetrics(reg)
-	f := &Frontend{inner: inner, opts: opts, parser: parser.NewParser(parser.Options{}), metrics: m, logger: logger}
+	p := opts.Parser
+	if p == nil {
+		p = parser.NewParser(parser.Options{})
+	}
+	f := &Frontend{inner: inner, opts: opts, parser: p, metrics: m, logger: logger}
 	if opts.CacheBytes > 0 {
 		f.cache = newCache(opts.CacheBytes, opts.CacheTTL, opts.Now, m)
 	}
@@ -137,7 +150,9 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.inner.ServeHTTP(w, replay())
 		return
 	}
-	if len(splitParts(q.start, q.end, q.step, f.opts.SplitInterval.Milliseconds())) == 1 && q.shard == nil && (f.cache == nil || q.noCache) {
+	q.interval = partInterval(q.start, q.end, f.opts.SplitInterval.Milliseconds(), f.opts.MaxParts)
+	q.parts = splitParts(q.start, q.end, q.step, q.interval)
+	if len(q.parts) == 1 && q.shard == nil && (f.cache == nil || q.noCache) {
 		// Nothing to split, shard or cache: the query API's answer as
 		// it writes it, without a merge's copy.
 		f.metrics.queries.WithLabelValues("whole").Inc()
@@ -170,6 +185,8 @@ type rangeQuery struct {
 	lookback   time.Duration
 	noCache    bool
 	shard      *shardPlan // nil: not shardable
+	interval   int64      // ms, the parts' (partInterval); <= 0: none
+	parts      []part
 }
 
 // parseRequest reads what the frontend needs of a range query; ok is false
@@ -283,7 +300,7 @@ func noStore(h http.Header) bool {
 
 // eval answers q: its parts, each from the cache or evaluated, merged.
 func (f *Frontend) eval(ctx context.Context, q *rangeQuery) (*matrix, *upstreamError) {
-	parts := splitParts(q.start, q.end, q.step, f.opts.SplitInterval.Milliseconds())
+	parts := q.parts
 	sem := make(chan struct{}, f.opts.Parallelism)
 	results := make([]*matrix, len(parts))
 	var keyText string

@@ -277,7 +277,9 @@ func TestSplitAndShardMatchWhole(t *testing.T) {
 		{"20m-cache", Options{SplitInterval: 20 * time.Minute, Shards: 2, CacheBytes: 64 << 20, Now: func() time.Time { return midnight.Add(24 * time.Hour) }}, []int{0, 1}, 2},
 		// Many short parts and uneven shards, over the shorter range
 		// only: each query is some 30 sub-queries.
-		{"7m-odd", Options{SplitInterval: 7 * time.Minute, Shards: 5, Parallelism: 3}, []int{1}, 1},
+		{"7m-odd", Options{SplitInterval: 7 * time.Minute, MaxParts: 100, Shards: 5, Parallelism: 3}, []int{1}, 1},
+		// The same range in at most 4 parts: 21m each.
+		{"max-parts", Options{SplitInterval: 7 * time.Minute, MaxParts: 4, Shards: 2}, []int{1}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()

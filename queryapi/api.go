@@ -99,6 +99,9 @@ type Options struct {
 	// parameter ("" is auto): rollups.go.
 	RollupResolutions   []rollup.Resolution
 	MaxSourceResolution string
+	// Parser parses queries; nil means Prometheus's own with its default
+	// options (a test counts parses with its own).
+	Parser parser.Parser
 }
 
 // API serves the query endpoints.
@@ -153,7 +156,10 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	if opts.MaxSamples > 0 && opts.SampleLimit == nil {
 		panic("queryapi: Options.MaxSamples needs Options.SampleLimit, the store's budget")
 	}
-	p := parser.NewParser(parser.Options{})
+	p := opts.Parser
+	if p == nil {
+		p = parser.NewParser(parser.Options{})
+	}
 	prep := &prepared{Parser: p}
 	interval := opts.EvaluationInterval.Milliseconds()
 	g := newGate(opts.MaxConcurrency)
