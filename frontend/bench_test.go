@@ -39,9 +39,7 @@ func BenchmarkSplitShardedQuery(b *testing.B) {
 	writeTestData(b, store)
 	var parses atomic.Int64
 	p := countingParser{parser.NewParser(parser.Options{}), &parses}
-	mux := http.NewServeMux()
-	queryapi.New(store, queryapi.Options{Parser: p}, nil, prometheus.NewRegistry()).Register(func(pattern, _ string, h http.Handler) { mux.Handle(pattern, h) })
-	f := New(mux, Options{SplitInterval: 20 * time.Minute, Shards: 3, Parallelism: 2, Parser: p}, prometheus.NewRegistry(), nil)
+	f := New(queryAPIWith(store, queryapi.Options{Parser: p}), Options{SplitInterval: 20 * time.Minute, Shards: 3, Parallelism: 2, Parser: p}, prometheus.NewRegistry(), nil)
 	body := rangeForm(`sum by (instance) (rate(http_requests_total[5m]))`, midnight.Add(-2*time.Hour), midnight.Add(2*time.Hour-time.Minute), time.Minute).Encode()
 	run := func() {
 		req := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(body))

@@ -3,6 +3,7 @@ package frontend
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/internal/timeparam"
+	"github.com/kairos-remote/kairos-adapter/queryapi"
 )
 
 // TestHostileRangesAnswerAtOnce sends range queries between Prometheus's
@@ -99,4 +101,22 @@ func TestPartsBoundedByMaxParts(t *testing.T) {
 	require.Positive(t, iv)
 	require.LessOrEqual(t, len(splitParts(minMs, maxMs, (maxMs-minMs)/10_000, iv)), 16)
 	require.Equal(t, int64(-1), partInterval(0, day, -1, 16), "splitting off stays off")
+}
+
+// TestMaxLengthIsTheQueryAPIs: the frontend takes the longest expression
+// from the query API (--query.max-length), not from a copy of its
+// default: raised, a query longer than the default is split and sharded
+// like any other.
+func TestMaxLengthIsTheQueryAPIs(t *testing.T) {
+	store := testStore(t, nil)
+	writeTestData(t, store)
+	whole := queryAPIWith(store, queryapi.Options{Limits: queryapi.Limits{MaxLength: 1 << 20}})
+	reg := prometheus.NewRegistry()
+	f := New(whole, Options{SplitInterval: 30 * time.Minute, Shards: 2}, reg, nil)
+	q := `sum(temperature{room!="` + strings.Repeat("x", 200<<10) + `"})`
+	form := rangeForm(q, midnight.Add(-time.Hour), midnight.Add(time.Hour), time.Minute)
+	want := ask(t, whole, form, nil)
+	require.Equal(t, http.StatusOK, want.code, want.body)
+	sameAnswer(t, "long query", want, ask(t, f, form, nil))
+	require.Greater(t, counter(t, reg, "kairos_adapter_frontend_parts_evaluated_total", ""), 1.0)
 }

@@ -6,10 +6,11 @@
 // answers in a results cache that the store's own change notices
 // (kairosstore.Options.OnChange) invalidate exactly.
 //
-// Every part is a sub-request to the query API's own handler, so limits,
-// timeouts, errors and encodings stay the query API's; the frontend only
-// merges answers. A query it cannot split or shard safely goes to the query
-// API whole.
+// Every part and shard is evaluated by the query API's own range
+// evaluation (Inner.EvalRange: one parse, its limits, timeouts and error
+// answers), called directly, with no request or JSON answer between them;
+// the frontend only merges answers. A query it cannot split or shard
+// safely goes to the query API's handler whole.
 package frontend
 
 import (
@@ -28,6 +29,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/kairos-remote/kairos-adapter/internal/recovered"
@@ -78,9 +80,19 @@ type Options struct {
 	Parser parser.Parser
 }
 
+// Inner is what the frontend stands in front of: the query API's
+// query_range handler (queryapi.RangeHandler), which answers the requests
+// the frontend passes on whole and evaluates parts and shards directly.
+type Inner interface {
+	http.Handler
+	EvalRange(ctx context.Context, req queryapi.RangeRequest, convert func(promql.Matrix) any) (queryapi.RangeAnswer, *queryapi.Error)
+	// MaxQueryLength is the longest expression the query API accepts.
+	MaxQueryLength() int
+}
+
 // Frontend serves Path and passes other requests to inner.
 type Frontend struct {
-	inner   http.Handler
+	inner   Inner
 	opts    Options
 	parser  parser.Parser
 	cache   *cache // nil when off
@@ -88,9 +100,9 @@ type Frontend struct {
 	logger  *slog.Logger
 }
 
-// New builds a frontend in front of inner, the query API's handler; its
-// metrics go to reg.
-func New(inner http.Handler, opts Options, reg prometheus.Registerer, logger *slog.Logger) *Frontend {
+// New builds a frontend in front of inner, the query API's query_range
+// handler; its metrics go to reg.
+func New(inner Inner, opts Options, reg prometheus.Registerer, logger *slog.Logger) *Frontend {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -250,7 +262,9 @@ func (f *Frontend) parseRequest(r *http.Request, body []byte) (*rangeQuery, bool
 			q.lookback = d
 		}
 	}
-	if len(q.query) > maxQueryBytes {
+	// What the query API's --query.max-length refuses goes to it
+	// unparsed, to be refused in its words.
+	if len(q.query) > f.inner.MaxQueryLength() {
 		return nil, false
 	}
 	expr, err := f.parser.ParseExpr(q.query)
@@ -281,11 +295,6 @@ func (f *Frontend) parseRequest(r *http.Request, body []byte) (*rangeQuery, bool
 	}
 	return q, true
 }
-
-// maxQueryBytes keeps the frontend from parsing what the query API's
-// --query.max-length would refuse anyway (its default); a longer query goes
-// to the query API whole.
-const maxQueryBytes = 128 << 10
 
 func noStore(h http.Header) bool {
 	for _, v := range h.Values("Cache-Control") {
@@ -366,7 +375,7 @@ func (f *Frontend) fanOut(ctx context.Context, n int, what string, run func(ctx 
 func (f *Frontend) evalRange(ctx context.Context, q *rangeQuery, start, end int64, sem chan struct{}) (*matrix, *upstreamError) {
 	f.metrics.parts.Inc()
 	if q.shard == nil {
-		return f.call(ctx, q.query, q.params, start, end, sem, nil)
+		return f.call(ctx, q.query, q, start, end, sem, nil)
 	}
 	m, ok, err := f.evalSharded(ctx, q, start, end, sem)
 	if err != nil || ok {
@@ -376,11 +385,12 @@ func (f *Frontend) evalRange(ctx context.Context, q *rangeQuery, start, end int6
 	// annotations whose positions name the shards' text): the part
 	// whole.
 	f.metrics.shardFallbacks.Inc()
-	return f.call(ctx, q.query, q.params, start, end, sem, nil)
+	return f.call(ctx, q.query, q, start, end, sem, nil)
 }
 
-// call sends one sub-query to the query API; with sh, one shard of it.
-func (f *Frontend) call(ctx context.Context, query string, params url.Values, start, end int64, sem chan struct{}, sh *shardOf) (*matrix, *upstreamError) {
+// call evaluates one sub-query of q with the query API's evaluator; with
+// sh, one shard of it.
+func (f *Frontend) call(ctx context.Context, query string, q *rangeQuery, start, end int64, sem chan struct{}, sh *shardOf) (*matrix, *upstreamError) {
 	select {
 	case sem <- struct{}{}:
 	case <-ctx.Done():
@@ -390,53 +400,37 @@ func (f *Frontend) call(ctx context.Context, query string, params url.Values, st
 	if ctx.Err() != nil {
 		return nil, contextError(ctx)
 	}
-	v := url.Values{}
-	for k, vs := range params {
-		v[k] = vs
+	req := queryapi.RangeRequest{
+		Query: query, Start: time.UnixMilli(start), End: time.UnixMilli(end), Step: time.Duration(q.step) * time.Millisecond,
+		Params: q.params,
 	}
-	v.Set("query", query)
-	v.Set("start", formatTime(start))
-	v.Set("end", formatTime(end))
 	if sh != nil {
-		ctx = queryapi.WithShard(ctx, sh.index, sh.count)
+		req.ShardIndex, req.ShardCount = sh.index, sh.count
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, Path, strings.NewReader(v.Encode()))
+	ans, err := f.inner.EvalRange(ctx, req, fromEngine)
 	if err != nil {
-		return nil, internalError(err)
+		return nil, &upstreamError{api: err}
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	rec := &recorder{header: http.Header{}, code: http.StatusOK}
-	f.inner.ServeHTTP(rec, req)
-	if rec.code != http.StatusOK {
-		return nil, &upstreamError{code: rec.code, header: rec.header, body: rec.body.Bytes()}
-	}
-	m, err := parseAnswer(rec.body.Bytes())
-	if err != nil {
-		return nil, internalError(err)
-	}
+	m := ans.Data.(*matrix)
+	m.warnings, m.infos = ans.Warnings, ans.Infos
 	return m, nil
 }
 
-// recorder holds a sub-query's answer.
-type recorder struct {
-	header http.Header
-	code   int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header         { return r.header }
-func (r *recorder) WriteHeader(code int)        { r.code = code }
-func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
-
-// upstreamError is the query API's own error answer to a part, passed on
-// as it is: the first error answers the whole query.
+// upstreamError is the query API's own error answer to a part (api),
+// passed on as it is, or the frontend's: the first error answers the
+// whole query.
 type upstreamError struct {
+	api    *queryapi.Error
 	code   int
 	header http.Header
 	body   []byte
 }
 
 func (e *upstreamError) writeTo(w http.ResponseWriter) {
+	if e.api != nil {
+		e.api.WriteTo(w)
+		return
+	}
 	for _, k := range []string{"Content-Type", "Content-Encoding", "Vary"} {
 		if v := e.header.Get(k); v != "" {
 			w.Header().Set(k, v)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/stretchr/testify/require"
 
@@ -131,10 +132,19 @@ func testStore(t testing.TB, onChange *func([]kairosstore.Change)) *kairosstore.
 	return store
 }
 
-func queryAPI(store *kairosstore.Store) http.Handler {
-	mux := http.NewServeMux()
-	queryapi.New(store, queryapi.Options{}, nil, prometheus.NewRegistry()).Register(func(pattern, _ string, h http.Handler) { mux.Handle(pattern, h) })
-	return mux
+// queryAPI is the query API's query_range handler over store.
+func queryAPI(store *kairosstore.Store) queryapi.RangeHandler {
+	return queryAPIWith(store, queryapi.Options{})
+}
+
+func queryAPIWith(store *kairosstore.Store, opts queryapi.Options) queryapi.RangeHandler {
+	var h queryapi.RangeHandler
+	queryapi.New(store, opts, nil, prometheus.NewRegistry()).Register(func(_, name string, handler http.Handler) {
+		if name == "query_range" {
+			h = handler.(queryapi.RangeHandler)
+		}
+	})
+	return h
 }
 
 type answer struct {
@@ -327,12 +337,23 @@ func counter(t testing.TB, reg *prometheus.Registry, name, label string) float64
 	return total
 }
 
+// panicking panics wherever it is asked.
+type panicking struct{}
+
+func (panicking) ServeHTTP(http.ResponseWriter, *http.Request) { panic("boom") }
+
+func (panicking) MaxQueryLength() int { return 1 << 10 }
+
+func (panicking) EvalRange(context.Context, queryapi.RangeRequest, func(promql.Matrix) any) (queryapi.RangeAnswer, *queryapi.Error) {
+	panic("boom")
+}
+
 // TestPanicInAPartAnswers500: parts and shards run on goroutines of their
 // own, where net/http's recovery does not reach; a panic in one (here in
 // the query API it calls) must fail that query with 500, not end the
 // process. Before the recovers, the test binary died.
 func TestPanicInAPartAnswers500(t *testing.T) {
-	panics := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") })
+	var panics panicking
 	midnight := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
 		name, query, what string

@@ -16,8 +16,8 @@ import (
 
 // shardPlan is how an aggregation is evaluated in shards by series: each
 // shard's query reads only the series whose labels hash to it
-// (queryapi.WithShard), and the shards' answers combine by op. avg is
-// evaluated as a sum and a count per shard.
+// (queryapi.RangeRequest.ShardIndex), and the shards' answers combine by
+// op. avg is evaluated as a sum and a count per shard.
 type shardPlan struct {
 	op      parser.ItemType
 	n       int      // shards
@@ -64,7 +64,7 @@ func planShards(q string, e parser.Expr, p parser.Parser, n int) *shardPlan {
 	}
 	for _, op := range ops {
 		// Every shard of op evaluates the same text: the shard travels
-		// beside it (queryapi.WithShard).
+		// beside it (queryapi.RangeRequest.ShardIndex).
 		e2, err := p.ParseExpr(q)
 		if err != nil {
 			return nil
@@ -232,7 +232,7 @@ func (f *Frontend) evalSharded(ctx context.Context, q *rangeQuery, start, end in
 	answers := make([]*matrix, len(plan.queries))
 	err := f.fanOut(ctx, len(plan.queries), "a shard of the query", func(ctx context.Context, i int) (err *upstreamError) {
 		f.metrics.shards.Inc()
-		answers[i], err = f.call(ctx, plan.queries[i], q.params, start, end, sem, &shardOf{uint64(i % plan.n), uint64(plan.n)})
+		answers[i], err = f.call(ctx, plan.queries[i], q, start, end, sem, &shardOf{uint64(i % plan.n), uint64(plan.n)})
 		return err
 	})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -220,7 +221,10 @@ func (a *API) Register(handle func(pattern, name string, h http.Handler)) {
 		{"/api/v1/format_query", "format_query", a.formatQuery},
 		{"/api/v1/parse_query", "parse_query", a.parseQuery},
 	} {
-		h := a.handler(r.f, r.name)
+		var h http.Handler = a.handler(r.f, r.name)
+		if r.name == "query_range" {
+			h = RangeHandler{Handler: h, api: a}
+		}
 		handle("GET "+r.path, r.name, h)
 		handle("POST "+r.path, r.name, h)
 	}
@@ -285,13 +289,12 @@ func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiE
 			return
 		}
 		timeout := a.timeout
-		if s := r.FormValue("timeout"); s != "" && timeoutParam {
-			d, err := parseDuration(s)
-			if err != nil {
-				respondError(w, a.logger, badParam(err, "timeout"), nil, "")
+		if timeoutParam {
+			var apiErr *apiError
+			if timeout, apiErr = a.timeoutOf(r.Form); apiErr != nil {
+				respondError(w, a.logger, apiErr, nil, "")
 				return
 			}
-			timeout = min(timeout, d)
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
@@ -307,6 +310,19 @@ func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiE
 		}
 		respond(w, a.logger, data, ann, q)
 	})
+}
+
+// timeoutOf is a query's timeout: --query.timeout, or the request's
+// timeout parameter if shorter.
+func (a *API) timeoutOf(form url.Values) (time.Duration, *apiError) {
+	if s := form.Get("timeout"); s != "" {
+		d, err := parseDuration(s)
+		if err != nil {
+			return 0, badParam(err, "timeout")
+		}
+		return min(a.timeout, d), nil
+	}
+	return a.timeout, nil
 }
 
 func acceptsGzip(r *http.Request) bool {
@@ -334,17 +350,17 @@ func (a *API) query(r *http.Request) (any, annotations.Annotations, *apiError) {
 	if err != nil {
 		return nil, nil, badParam(err, "time")
 	}
-	opts, apiErr := queryOpts(r)
+	opts, apiErr := queryOpts(r.Form)
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
-	expr, hints, apiErr := a.check(r, opts, ts, 0)
+	expr, hints, apiErr := a.check(r.FormValue("query"), r.Form, opts, ts, 0)
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
 	ctx := a.sampleBudget(r.Context())
 	handle := a.prepared.put(expr)
-	qry, err := a.engine.NewInstantQuery(ctx, a.queryable(r.Context(), hints), opts, handle, ts)
+	qry, err := a.engine.NewInstantQuery(ctx, a.queryable(shard{}, hints), opts, handle, ts)
 	a.prepared.drop(handle)
 	if err != nil {
 		return nil, nil, newQueryError(ctx, err)
@@ -353,7 +369,7 @@ func (a *API) query(r *http.Request) (any, annotations.Annotations, *apiError) {
 		qry.Close()
 		return nil, nil, apiErr
 	}
-	return a.exec(ctx, qry, limit, r.FormValue("stats") != "")
+	return a.exec(ctx, qry, encodeJSON(limit, r.FormValue("stats") != ""))
 }
 
 func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiError) {
@@ -369,12 +385,20 @@ func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiErr
 	if err != nil {
 		return nil, nil, badParam(err, "end")
 	}
-	if end.Before(start) {
-		return nil, nil, badParam(errors.New("end timestamp must not be before start time"), "end")
-	}
 	step, err := parseDuration(r.FormValue("step"))
 	if err != nil {
 		return nil, nil, badParam(err, "step")
+	}
+	req := RangeRequest{Query: r.FormValue("query"), Start: start, End: end, Step: step, Params: r.Form}
+	return a.evalRange(r.Context(), req, encodeJSON(limit, r.FormValue("stats") != ""))
+}
+
+// evalRange evaluates a range query; out makes the answer's data of the
+// engine's result.
+func (a *API) evalRange(ctx context.Context, req RangeRequest, out output) (any, annotations.Annotations, *apiError) {
+	start, end, step := req.Start, req.End, req.Step
+	if end.Before(start) {
+		return nil, nil, badParam(errors.New("end timestamp must not be before start time"), "end")
 	}
 	if step <= 0 {
 		return nil, nil, badParam(errors.New("zero or negative query resolution step widths are not accepted. Try a positive integer"), "step")
@@ -382,38 +406,38 @@ func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiErr
 	if tooManyPoints(start, end, step) {
 		return nil, nil, badData(errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))
 	}
-	opts, apiErr := queryOpts(r)
+	opts, apiErr := queryOpts(req.Params)
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
-	expr, hints, apiErr := a.check(r, opts, start, step)
+	expr, hints, apiErr := a.check(req.Query, req.Params, opts, start, step)
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
-	ctx := a.sampleBudget(r.Context())
+	qctx := a.sampleBudget(ctx)
 	handle := a.prepared.put(expr)
-	qry, err := a.engine.NewRangeQuery(ctx, a.queryable(r.Context(), hints), opts, handle, start, end, step)
+	qry, err := a.engine.NewRangeQuery(qctx, a.queryable(shard{req.ShardIndex, req.ShardCount}, hints), opts, handle, start, end, step)
 	a.prepared.drop(handle)
 	if err != nil {
-		return nil, nil, newQueryError(ctx, err)
+		return nil, nil, newQueryError(qctx, err)
 	}
 	if apiErr := a.checkSteps(qry, start, end, step); apiErr != nil {
 		qry.Close()
 		return nil, nil, apiErr
 	}
-	return a.exec(ctx, qry, limit, r.FormValue("stats") != "")
+	return a.exec(qctx, qry, out)
 }
 
 // check parses a request's query within the limits and plans its reads
 // (planReads): the tree the engine evaluates (prepared) and the read hints
 // of its selectors. The steps of its subqueries are counted once the
 // engine has prepared it (checkSteps), before it runs.
-func (a *API) check(r *http.Request, opts promql.QueryOpts, start time.Time, step time.Duration) (parser.Expr, selectorHints, *apiError) {
-	expr, err := a.parse(r.FormValue("query"))
+func (a *API) check(q string, form url.Values, opts promql.QueryOpts, start time.Time, step time.Duration) (parser.Expr, selectorHints, *apiError) {
+	expr, err := a.parse(q)
 	if err != nil {
 		return nil, nil, badParam(err, "query")
 	}
-	return a.planReads(r, opts, expr, start, step)
+	return a.planReads(form, opts, expr, start, step)
 }
 
 // sampleBudget gives a PromQL query a budget of --query.max-samples samples
@@ -444,17 +468,39 @@ func newQueryError(ctx context.Context, err error) *apiError {
 const execGrace = 100 * time.Millisecond
 
 type execResult struct {
-	data json.RawMessage
+	data any
 	ann  annotations.Annotations
 	err  *apiError
 }
 
+// output makes the data of an answer of the engine's result, which refers
+// to the engine's pooled slices, reused once the query is closed: it runs
+// before.
+type output func(qry promql.Query, res *promql.Result) (any, annotations.Annotations, error)
+
+// encodeJSON is the handlers' output: the result as JSON, with at most
+// limit series (0: all), and with withStats the engine's statistics
+// (timings and samples), as Prometheus's answer carries them for any
+// non-empty stats parameter.
+func encodeJSON(limit int, withStats bool) output {
+	return func(qry promql.Query, res *promql.Result) (any, annotations.Annotations, error) {
+		ann := res.Warnings
+		if limit > 0 && truncate(res, limit) {
+			ann = ann.Add(errors.New("results truncated due to limit"))
+		}
+		var qs stats.QueryStats
+		if withStats {
+			qs = stats.NewQueryStats(qry.Stats())
+		}
+		b, err := encodeResult(res.Value, qs)
+		return b, ann, err
+	}
+}
+
 // exec evaluates a query and answers at its deadline at the latest: the
 // engine goes on until its next check of the context, which the limits keep
-// short, and then closes the query and frees its slot. With withStats the
-// answer carries the engine's statistics (timings and samples), as
-// Prometheus's does for any non-empty stats parameter.
-func (a *API) exec(ctx context.Context, qry promql.Query, limit int, withStats bool) (any, annotations.Annotations, *apiError) {
+// short, and then closes the query and frees its slot.
+func (a *API) exec(ctx context.Context, qry promql.Query, out output) (any, annotations.Annotations, *apiError) {
 	done := make(chan execResult, 1)
 	go func() {
 		defer func() {
@@ -462,7 +508,7 @@ func (a *API) exec(ctx context.Context, qry promql.Query, limit int, withStats b
 				done <- execResult{err: &apiError{errInternal, recovered.Err(a.logger, "query", p)}}
 			}
 		}()
-		done <- run(ctx, qry, limit, withStats)
+		done <- run(ctx, qry, out)
 	}()
 	var res execResult
 	select {
@@ -489,27 +535,17 @@ func deadlineError(ctx context.Context) *apiError {
 	return classify(promql.ErrQueryCanceled("expression evaluation"))
 }
 
-func run(ctx context.Context, qry promql.Query, limit int, withStats bool) execResult {
+func run(ctx context.Context, qry promql.Query, out output) execResult {
 	defer qry.Close()
 	res := qry.Exec(ctx)
 	if res.Err != nil {
 		return execResult{ann: res.Warnings, err: classify(res.Err)}
 	}
-	ann := res.Warnings
-	if limit > 0 && truncate(res, limit) {
-		ann = ann.Add(errors.New("results truncated due to limit"))
-	}
-	var qs stats.QueryStats
-	if withStats {
-		qs = stats.NewQueryStats(qry.Stats())
-	}
-	// The result refers to the engine's pooled slices, reused after
-	// Close: encode it now.
-	b, err := encodeResult(res.Value, qs)
+	data, ann, err := out(qry, res)
 	if err != nil {
 		return execResult{ann: ann, err: &apiError{errInternal, err}}
 	}
-	return execResult{data: b, ann: ann}
+	return execResult{data: data, ann: ann}
 }
 
 // truncate keeps the first limit series of a vector or matrix.
@@ -529,9 +565,9 @@ func truncate(res *promql.Result, limit int) bool {
 	return false
 }
 
-func queryOpts(r *http.Request) (promql.QueryOpts, *apiError) {
+func queryOpts(form url.Values) (promql.QueryOpts, *apiError) {
 	var lookback time.Duration
-	if s := r.FormValue("lookback_delta"); s != "" {
+	if s := form.Get("lookback_delta"); s != "" {
 		d, err := parseDuration(s)
 		if err != nil {
 			return nil, badData(fmt.Errorf("error parsing lookback delta duration: %w", err))
@@ -541,7 +577,7 @@ func queryOpts(r *http.Request) (promql.QueryOpts, *apiError) {
 	// Per-step statistics, as Prometheus asks them for stats=all; the
 	// engine, like Prometheus's without --enable-feature=promql-per-step-stats,
 	// does not collect them.
-	return promql.NewPrometheusQueryOpts(r.FormValue("stats") == "all", lookback), nil
+	return promql.NewPrometheusQueryOpts(form.Get("stats") == "all", lookback), nil
 }
 
 // labelParams are the parameters /labels, /label/<name>/values and /series

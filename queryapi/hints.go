@@ -74,26 +74,16 @@ func (p *prepared) ParseExpr(s string) (parser.Expr, error) {
 	return p.Parser.ParseExpr(s)
 }
 
-// shard is the part of a query's series that it reads (WithShard).
+// shard is the part of a query's series that it reads
+// (RangeRequest.ShardIndex of ShardCount; count 0: all).
 type shard struct{ index, count uint64 }
-
-type shardKey struct{}
-
-// WithShard makes the queries of a request read only the series whose
-// labels hash to index modulo count (the store's part of Prometheus's
-// storage.SelectHints.ShardIndex and ShardCount): the frontend's shards
-// of one aggregation. A context cannot come over HTTP: users never reach
-// it.
-func WithShard(ctx context.Context, index, count uint64) context.Context {
-	return context.WithValue(ctx, shardKey{}, shard{index, count})
-}
 
 // queryable opens the store's querier for the range the engine asks for:
 // that of the whole query. The engine passes each selector's matchers and
-// hints to Select, where the request's shard (ctx's) and each selector's
-// read hint are added.
-func (a *API) queryable(ctx context.Context, hints selectorHints) storage.Queryable {
-	sh, _ := ctx.Value(shardKey{}).(shard)
+// hints to Select, where the query's shard (Prometheus's
+// SelectHints.ShardIndex and ShardCount) and each selector's read hint are
+// added.
+func (a *API) queryable(sh shard, hints selectorHints) storage.Queryable {
 	return storage.QueryableFunc(func(mint, maxt int64) (storage.Querier, error) {
 		q, err := a.store.Querier(mint, maxt)
 		if err != nil {

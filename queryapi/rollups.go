@@ -2,7 +2,7 @@ package queryapi
 
 import (
 	"fmt"
-	"net/http"
+	"net/url"
 	"slices"
 	"time"
 
@@ -78,9 +78,9 @@ type planner struct {
 // rewrites the calls that read rollups on the syntax tree (count_over_time
 // to a sum of counts, avg_over_time to sums over counts) and returns the
 // hint of each planned selector.
-func (a *API) planReads(r *http.Request, opts promql.QueryOpts, expr parser.Expr, start time.Time, step time.Duration) (parser.Expr, selectorHints, *apiError) {
+func (a *API) planReads(form url.Values, opts promql.QueryOpts, expr parser.Expr, start time.Time, step time.Duration) (parser.Expr, selectorHints, *apiError) {
 	src := a.sourceRes
-	if s := r.FormValue("max_source_resolution"); s != "" {
+	if s := form.Get("max_source_resolution"); s != "" {
 		var err error
 		if src, err = parseSourceResolution(s, a.resolutions); err != nil {
 			return nil, nil, badParam(err, "max_source_resolution")

@@ -136,9 +136,9 @@ func TestPlanReads(t *testing.T) {
 			req := httptest.NewRequest("POST", "/api/v1/query_range", strings.NewReader(form.Encode()))
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			require.NoError(t, req.ParseForm())
-			opts, apiErr := queryOpts(req)
+			opts, apiErr := queryOpts(req.Form)
 			require.Nil(t, apiErr)
-			expr, hints, apiErr := a.check(req, opts, c.start, c.step)
+			expr, hints, apiErr := a.check(req.FormValue("query"), req.Form, opts, c.start, c.step)
 			if c.err != "" {
 				require.NotNil(t, apiErr)
 				require.Equal(t, errBadData, apiErr.typ)
