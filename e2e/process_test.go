@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -215,10 +216,15 @@ const adapterReadyTimeout = 3 * time.Minute
 func startAdapter(t testing.TB, addr string, storage storageArgs) *adapter {
 	t.Helper()
 	p, addr := startServer(t, "adapter", adapterBin, addr, func(addr string) []string {
-		// Rollups off: their _rollup metrics would show in the metric
-		// listings these tests compare with Prometheus's. The rollup job
-		// has tests of its own (rollup/job, adapter).
-		return append([]string{"--web.listen-address=" + addr, "--log.level=info", "--rollup.resolutions="}, storage...)
+		// Rollups off unless a test turns them on: their _rollup
+		// metrics would show in the metric listings these tests compare
+		// with Prometheus's. The rollup job has tests of its own
+		// (rollup/job, adapter).
+		args := []string{"--web.listen-address=" + addr, "--log.level=info"}
+		if !slices.ContainsFunc(storage, func(a string) bool { return strings.HasPrefix(a, "--rollup.resolutions=") }) {
+			args = append(args, "--rollup.resolutions=")
+		}
+		return append(args, storage...)
 	}, adapterReadyTimeout)
 	return &adapter{process: p, addr: addr}
 }

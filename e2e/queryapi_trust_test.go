@@ -23,7 +23,9 @@ import (
 // Prometheus itself dies on the first (its engine allocates per subquery
 // step), so the limits, not a Prometheus answer, are the reference here.
 func TestQueryAPITrust(t *testing.T) {
-	a := startAdapter(t, "", append(embeddedStorage(t.TempDir()), "--query.timeout=15s", "--query.max-concurrency=4"))
+	// With the admin API and rollups as by default: the hostile ranges
+	// and deletes below need them.
+	a := startAdapter(t, "", append(embeddedStorage(t.TempDir()), "--query.timeout=15s", "--query.max-concurrency=4", "--web.enable-admin-api", "--rollup.resolutions=5m,1h,6h"))
 	// 100 series of 6 hours at 15 s: 144,000 samples.
 	end := time.Now().Truncate(time.Hour)
 	for b := range 5 {
@@ -37,8 +39,12 @@ func TestQueryAPITrust(t *testing.T) {
 		}
 		mustWrite(t, a, false, batch)
 	}
+	mustWrite(t, a, false, hostileSeries(end))
 	at := strconv.FormatInt(end.Unix(), 10)
 	pid := a.cmd.Process.Pid
+
+	requireHostileRangesBounded(t, a, end)
+	requireRefusedDeletesDeleteNothing(t, a)
 
 	refused := []struct {
 		name, path string

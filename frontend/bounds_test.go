@@ -1,9 +1,12 @@
 package frontend
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,4 +122,47 @@ func TestMaxLengthIsTheQueryAPIs(t *testing.T) {
 	require.Equal(t, http.StatusOK, want.code, want.body)
 	sameAnswer(t, "long query", want, ask(t, f, form, nil))
 	require.Greater(t, counter(t, reg, "kairos_adapter_frontend_parts_evaluated_total", ""), 1.0)
+}
+
+// TestFanOutBounded: the parts of a query run on at most Parallelism
+// goroutines, not one each (a query may have 11,000 parts), every part
+// runs once, and after an error the parts left answer at once.
+func TestFanOutBounded(t *testing.T) {
+	f := New(panicking{}, Options{Parallelism: 3}, prometheus.NewRegistry(), nil)
+	var mu sync.Mutex
+	running, most, ran := 0, 0, map[int]int{}
+	err := f.fanOut(context.Background(), 11_000, "a part", func(ctx context.Context, i int) *upstreamError {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		ran[i]++
+		mu.Unlock()
+		time.Sleep(10 * time.Microsecond)
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return nil
+	})
+	require.Nil(t, err)
+	require.Len(t, ran, 11_000)
+	for i, n := range ran {
+		require.Equal(t, 1, n, "part %d", i)
+	}
+	require.LessOrEqual(t, most, 3)
+
+	began := time.Now()
+	err = f.fanOut(context.Background(), 11_000, "a part", func(ctx context.Context, i int) *upstreamError {
+		if i == 5 {
+			return internalError(errors.New("part 5 failed"))
+		}
+		select {
+		case <-ctx.Done():
+			return contextError(ctx)
+		case <-time.After(10 * time.Millisecond):
+			return nil
+		}
+	})
+	require.NotNil(t, err)
+	require.Contains(t, string(err.body), "part 5 failed")
+	require.Less(t, time.Since(began), time.Second, "the parts after the error do not wait")
 }

@@ -26,6 +26,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -334,10 +335,13 @@ func (f *Frontend) eval(ctx context.Context, q *rangeQuery) (*matrix, *upstreamE
 	return concat(results), nil
 }
 
-// fanOut runs run(i) for i in [0, n) on a goroutine each and waits for
-// them all. The first error cancels the others' context and is returned. A
-// panic is its goroutine's error: net/http recovers only a request's own
-// goroutine, so unrecovered it would end the process.
+// fanOut runs run(i) for i in [0, n) and waits for them all, on at most
+// --query.parallelism goroutines (a query may have 11,000 parts, and no
+// more of them than that can run at once anyway). The first error cancels
+// the others' context and is returned; the parts not started yet then
+// answer that context's error at once. A panic is its part's error:
+// net/http recovers only a request's own goroutine, so unrecovered it
+// would end the process.
 func (f *Frontend) fanOut(ctx context.Context, n int, what string, run func(ctx context.Context, i int) *upstreamError) *upstreamError {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -345,24 +349,31 @@ func (f *Frontend) fanOut(ctx context.Context, n int, what string, run func(ctx 
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		firstErr *upstreamError
+		next     atomic.Int64
 	)
-	for i := range n {
+	for range min(n, f.opts.Parallelism) {
 		wg.Go(func() {
-			err := func() (err *upstreamError) {
-				defer func() {
-					if p := recover(); p != nil {
-						err = internalError(recovered.Err(f.logger, what, p))
-					}
-				}()
-				return run(ctx, i)
-			}()
-			if err != nil {
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
-					cancel()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
 				}
-				mu.Unlock()
+				err := func() (err *upstreamError) {
+					defer func() {
+						if p := recover(); p != nil {
+							err = internalError(recovered.Err(f.logger, what, p))
+						}
+					}()
+					return run(ctx, i)
+				}()
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+						cancel()
+					}
+					mu.Unlock()
+				}
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -144,6 +145,7 @@ func TestDeleteSeries(t *testing.T) {
 		{name: "range and two selectors", form: url.Values{"match[]": {`up{job=~"a|b"}`, `{__name__="down"}`}, "start": {"1.5"}, "end": {"2024-01-01T00:00:00Z"}}, code: 204,
 			calls: []deleteCall{{1500, 1704067200000, `job=~"a|b",__name__="up"`}, {1500, 1704067200000, `__name__="down"`}}},
 		{name: "no selector", form: url.Values{}, code: 400, msg: "no match[] parameter"},
+		{name: "an empty selector deletes nothing", form: url.Values{"match[]": {`{job="x"}`, ""}}, code: 400, msg: `invalid match[] ""`},
 		{name: "bad selector deletes nothing", form: url.Values{"match[]": {`{job="x"}`, `{job=`}}, code: 400, msg: "invalid match[]"},
 		// Prometheus refuses selectors that select everything; {} parses.
 		{name: "empty selector deletes nothing", form: url.Values{"match[]": {`{}`}}, code: 400, msg: "match[] must contain at least one non-empty matcher"},
@@ -207,4 +209,69 @@ func TestDeleteSeries(t *testing.T) {
 		require.Equal(t, http.StatusInternalServerError, code)
 		require.Contains(t, msg, "cassandra down")
 	})
+}
+
+// recorder is a Recomputer that records its calls.
+type recorder struct {
+	calls []string
+}
+
+func (r *recorder) Recompute(_ context.Context, selectors [][]*labels.Matcher, start, end int64) ([]string, error) {
+	var sets []string
+	for _, ms := range selectors {
+		var parts []string
+		for _, m := range ms {
+			parts = append(parts, m.String())
+		}
+		sets = append(sets, "{"+strings.Join(parts, ",")+"}")
+	}
+	r.calls = append(r.calls, fmt.Sprintf("%s %d %d", strings.Join(sets, " "), start, end))
+	return []string{}, nil
+}
+
+// TestRecomputeTimes: the rollup recomputation reads its range as strictly
+// as delete_series, and a refused call marks nothing; on 4f4fb57 start=NaN
+// marked every unit.
+func TestRecomputeTimes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		form url.Values
+		code int
+		msg  string
+		call string
+	}{
+		{name: "every metric, all time", form: url.Values{}, code: 200, call: fmt.Sprintf("{} %d %d", int64(math.MinInt64), int64(math.MaxInt64))},
+		{name: "a range", form: url.Values{"match[]": {"x"}, "start": {"1"}, "end": {"2024-01-01T00:00:00Z"}}, code: 200, call: `{__name__="x"} 1000 1704067200000`},
+		{name: "NaN start", form: url.Values{"match[]": {"x"}, "start": {"NaN"}}, code: 400, msg: `invalid parameter "start": cannot parse "NaN" to a valid timestamp: not a finite number`},
+		{name: "infinite end", form: url.Values{"end": {"+Inf"}}, code: 400, msg: `invalid parameter "end": cannot parse "+Inf"`},
+		{name: "1e300 start", form: url.Values{"start": {"1e300"}}, code: 400, msg: `invalid parameter "start": cannot parse "1e300"`},
+		{name: "empty end", form: url.Values{"end": {""}}, code: 400, msg: `invalid parameter "end": empty`},
+		{name: "start twice", form: url.Values{"start": {"1", "2"}}, code: 400, msg: `invalid parameter "start": given 2 times`},
+		{name: "empty selector", form: url.Values{"match[]": {""}}, code: 400, msg: `invalid match[] ""`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{}
+			h := mount(New(&adminStore{}, Options{EnableAdminAPI: true, Rollups: func() Recomputer { return rec }}, nil, prometheus.NewRegistry()), http.NotFoundHandler())
+			got := get(t, h, http.MethodPost, "/api/v1/admin/rollups/recompute", tc.form)
+			require.Equal(t, tc.code, got.code, got.body)
+			var r response
+			require.NoError(t, json.Unmarshal([]byte(got.body), &r), got.body)
+			require.Contains(t, r.Error, tc.msg)
+			if tc.call == "" {
+				require.Empty(t, rec.calls)
+			} else {
+				require.Equal(t, []string{tc.call}, rec.calls)
+			}
+		})
+	}
+	// A body that fails to parse is refused whole: without its match[],
+	// the call would mark every metric.
+	rec := &recorder{}
+	h := mount(New(&adminStore{}, Options{EnableAdminAPI: true, Rollups: func() Recomputer { return rec }}, nil, prometheus.NewRegistry()), http.NotFoundHandler())
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/admin/rollups/recompute", strings.NewReader("start=1&match[]=%zz"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	require.Equal(t, http.StatusBadRequest, w.Code, w.Body.String())
+	require.Empty(t, rec.calls)
 }
