@@ -187,7 +187,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		Routes: func(handle func(string, string, http.Handler)) {
 			queryAPI.Register(func(pattern, name string, h http.Handler) {
 				if name == "query_range" {
-					h = front
+					h = queryDeadline(front, time.Duration(cfg.Query.Timeout))
 				}
 				handle(pattern, name, h)
 			})
@@ -271,6 +271,23 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	return 0
 }
 
+// queryDeadline bounds a range query through the frontend by
+// --query.timeout as a whole, counted from its arrival as the query API
+// counts it: each part the frontend sends to the query API gets a deadline
+// of its own, so 8,900 parts of a 244-year range at a 10-day step answered
+// 200 after 16 s with --query.timeout=4s. The frontend answers a deadline
+// passed as the query API does (503 timeout).
+func queryDeadline(h http.Handler, d time.Duration) http.Handler {
+	if d <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
 // splitInterval is --query.split-interval as the frontend takes it: 0
 // turns splitting off.
 func splitInterval(cfg *config.Config) time.Duration {
@@ -287,9 +304,11 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	return promslog.New(&promslog.Config{Level: lvl, Format: format, Writer: w})
 }
 
-// openStore sets up the engine's tables and the layout, makes the store
-// available to the HTTP handlers and starts the rollup job over it; the
-// store's changes go to the job and to onChange (the frontend's cache).
+// openStore sets up the engine's tables and the layout, starts the rollup
+// job over the store and then makes the store available to the HTTP
+// handlers, in that order: every write must find the job to store its
+// recomputation marks (rollups.BeforeChange). The store's changes go to
+// the job (Guard) and to onChange (the frontend's cache).
 func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into *lazyStore, rolls *rollups, onChange func([]kairosstore.Change), logger *slog.Logger, reg prometheus.Registerer) error {
 	if err := eng.Setup(ctx); err != nil {
 		return fmt.Errorf("create tables: %w", err)
@@ -309,17 +328,18 @@ func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into 
 		MetricPrefix:      cfg.KairosDB.MetricPrefix,
 		MaxMetrics:        cfg.Query.MaxMetrics,
 		MaxSeries:         cfg.Query.MaxSeries,
-		OnChange: func(cs []kairosstore.Change) {
-			rolls.onChange(cs)
-			onChange(cs)
-		},
+		OnChange:          onChange,
+		Guard:             rolls,
 	}, logger, reg)
 	if err != nil {
 		return err
 	}
 	logger.Info("Store ready", "row_time_unit", s.Spec().Unit, "row_width", s.Spec().Width)
+	if err := rolls.start(s); err != nil {
+		return err
+	}
 	into.set(s)
-	return rolls.start(s)
+	return nil
 }
 
 func cassandraConfig(cfg *config.Config) (cql.Config, error) {

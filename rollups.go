@@ -14,16 +14,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kairos-remote/kairos-adapter/config"
+	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/queryapi"
 	"github.com/kairos-remote/kairos-adapter/rollup"
 	"github.com/kairos-remote/kairos-adapter/rollup/job"
 )
 
-// rollups runs the rollup job once the store is open. The store reports its
-// changes from the first write on, before the job exists: those of a store
-// without a job yet are not lost to it, as the job's first units read the
-// samples after them.
+// rollups runs the rollup job once the store is open, and is the store's
+// Guard: every commit and delete tells the job before it is answered, so
+// that the recomputation marks of late writes are stored first (package
+// job, dirty.go). The job exists before the store serves a write
+// (openStore); a write that found none could not be marked, and fails.
 type rollups struct {
 	cfg    job.Config
 	log    *slog.Logger
@@ -68,11 +70,32 @@ func newRollups(cfg *config.Config, logger *slog.Logger, reg prometheus.Register
 
 func (r *rollups) enabled() bool { return len(r.cfg.Resolutions) > 0 }
 
-// onChange is the store's Options.OnChange.
-func (r *rollups) onChange(cs []kairosstore.Change) {
-	if j := r.job.Load(); j != nil {
-		j.OnChange(cs)
+// errNoJob fails a write that found the job not yet created: its marks
+// could not be stored. openStore creates the job before the store serves.
+var errNoJob = fmt.Errorf("rollup job not started yet: %w", storeerr.ErrUnavailable)
+
+// BeforeChange is the store's Guard.BeforeChange.
+func (r *rollups) BeforeChange(ctx context.Context, cs []kairosstore.Change) error {
+	if !r.enabled() {
+		return nil
 	}
+	j := r.job.Load()
+	if j == nil {
+		return errNoJob
+	}
+	return j.BeforeChange(ctx, cs)
+}
+
+// AfterChange is the store's Guard.AfterChange.
+func (r *rollups) AfterChange(ctx context.Context, cs []kairosstore.Change, began time.Time) error {
+	if !r.enabled() {
+		return nil
+	}
+	j := r.job.Load()
+	if j == nil {
+		return errNoJob
+	}
+	return j.AfterChange(ctx, cs, began)
 }
 
 // start runs the job over st until stop.

@@ -3,8 +3,10 @@ package frontend
 import (
 	"container/list"
 	"context"
+	"math"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
 // The results cache holds, per query and part, one extent: the answer at
@@ -159,21 +162,40 @@ func (c *cache) invalidate(changes []kairosstore.Change) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, ch := range changes {
-		c.seq++
-		c.ring[c.seq%ringSize] = ch
-		cause := "write"
-		if ch.Deleted {
-			cause = "delete"
+		c.note(ch)
+		// A rollup written is a change of the answers of its raw
+		// metric too: a query with max_source_resolution=auto reads
+		// them in the raw series' place, and the rollup job rewrites
+		// them after a late write or a restart. Without this, an
+		// answer cached before the recomputation stayed for the
+		// cache's TTL. A bucket ends at its time and holds up to a
+		// resolution before it; resolutions divide a day.
+		if raw, ok := strings.CutSuffix(ch.Metric, rollup.NameSuffix); ok && ch.Derived {
+			ch.Metric, ch.MinT = raw, max(ch.MinT, math.MinInt64+day)-day
+			c.note(ch)
 		}
-		for e := range c.byName[ch.Metric] {
-			if e.touches(ch) {
-				c.remove(e, cause)
-			}
+	}
+}
+
+const day = 24 * int64(time.Hour/time.Millisecond)
+
+// note drops the extents ch touches, and keeps it for the evaluations in
+// flight. Called with mu held.
+func (c *cache) note(ch kairosstore.Change) {
+	c.seq++
+	c.ring[c.seq%ringSize] = ch
+	cause := "write"
+	if ch.Deleted {
+		cause = "delete"
+	}
+	for e := range c.byName[ch.Metric] {
+		if e.touches(ch) {
+			c.remove(e, cause)
 		}
-		for e := range c.others {
-			if e.touches(ch) {
-				c.remove(e, cause)
-			}
+	}
+	for e := range c.others {
+		if e.touches(ch) {
+			c.remove(e, cause)
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/queryapi"
+	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
 // cacheHarness is a frontend with its cache over a real store whose change
@@ -303,4 +304,24 @@ func TestCacheBytesMeasured(t *testing.T) {
 	freed := float64(filled.HeapAlloc) - float64(dropped.HeapAlloc)
 	t.Logf("cache_bytes held %.0f, dropping them freed %.0f of heap (%.2f)", held, freed, freed/held)
 	require.InDelta(t, 1, freed/held, 0.25)
+}
+
+// TestCacheRollupWriteIsVisible: the rollup job rewriting a unit (after a
+// late write or a restart) drops the cached answers of the raw metric
+// around it, which max_source_resolution=auto reads from those rollups.
+// Before, only answers naming the _rollup series went, and the others
+// stayed stale for the cache's TTL.
+func TestCacheRollupWriteIsVisible(t *testing.T) {
+	h := newCacheHarness(t, Options{})
+	form := rangeForm(`max(temperature)`, midnight.Add(-90*time.Minute), midnight.Add(90*time.Minute), time.Minute)
+	h.fresh(t, form)
+	app := h.store.NewAppender()
+	app.SetDerived(0)
+	ls := rollup.SeriesLabels(labels.FromStrings("__name__", "temperature", "job", "sensors", "room", "r1"), rollup.Resolution(time.Hour), rollup.Max)
+	_, err := app.Append(0, ls, midnight.Add(2*time.Hour).UnixMilli(), 30) // its bucket holds the query's last hour
+	require.NoError(t, err)
+	require.NoError(t, app.Commit(context.Background()))
+	// Both days' parts: the change is widened by a day, the largest
+	// resolution a bucket can have.
+	require.Equal(t, 2.0, h.count(t, "cache_invalidations_total", "write"))
 }

@@ -2,10 +2,12 @@ package kairosstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/prometheus/storage"
 	"github.com/stretchr/testify/require"
@@ -75,4 +77,87 @@ func TestShardPlan(t *testing.T) {
 	set := q.Select(context.Background(), true, &storage.SelectHints{ShardIndex: 4, ShardCount: 4}, eq("__name__", "sh"))
 	require.False(t, set.Next())
 	require.ErrorContains(t, set.Err(), "no such shard")
+}
+
+// guardLog is an Options.Guard that records its calls, whether the samples
+// of metric a were readable at each, and fails BeforeChange or AfterChange
+// while told to.
+type guardLog struct {
+	s                     *ks.Store
+	t                     *testing.T
+	calls                 []string
+	failBefore, failAfter error
+}
+
+func (g *guardLog) seen() int {
+	return len(read(g.t, g.s, 0, math.MaxInt64, eq("__name__", "a")))
+}
+
+func (g *guardLog) BeforeChange(_ context.Context, cs []ks.Change) error {
+	g.calls = append(g.calls, fmt.Sprintf("before %v, %d series readable", cs, g.seen()))
+	return g.failBefore
+}
+
+func (g *guardLog) AfterChange(_ context.Context, cs []ks.Change, began time.Time) error {
+	g.calls = append(g.calls, fmt.Sprintf("after %v, %d series readable, began %d", cs, g.seen(), began.UnixMilli()))
+	return g.failAfter
+}
+
+// TestGuard: the store tells Options.Guard of a commit of received samples
+// and of a delete before the engine writes (nothing of it readable yet)
+// and after (readable), with the time of the first call; a BeforeChange
+// error fails the commit with nothing stored, an AfterChange error fails it
+// with the samples stored; commits of derived samples (rollups) are not
+// told. The rollup job stores its recomputation marks there, so that a
+// write acknowledged is a mark stored (rollup/job, dirty.go).
+func TestGuard(t *testing.T) {
+	eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { eng.Close() })
+	g := &guardLog{t: t}
+	now := int64(7 * hour)
+	g.s = openStore(t, eng, ks.Options{Guard: g, Now: func() time.Time { return time.UnixMilli(now) }})
+	s := g.s
+	ls := parseLabels(t, lbl("__name__", "a", "k", "1"))
+	commit := func(ts int64, derived bool) error {
+		app := s.NewAppender()
+		if derived {
+			app.SetDerived(0)
+		}
+		_, err := app.Append(0, ls, ts, 1)
+		require.NoError(t, err)
+		return app.Commit(context.Background())
+	}
+
+	boom := errors.New("boom")
+	g.failBefore = boom
+	require.ErrorIs(t, commit(10, false), boom)
+	require.Empty(t, read(t, s, 0, math.MaxInt64, eq("__name__", "a")), "nothing stored when BeforeChange fails")
+	require.Equal(t, []string{"before [{a 10 10 false false}], 0 series readable"}, g.calls)
+
+	g.failBefore, g.calls = nil, nil
+	require.NoError(t, commit(10, false))
+	require.Equal(t, []string{
+		"before [{a 10 10 false false}], 0 series readable",
+		"after [{a 10 10 false false}], 1 series readable, began 25200000",
+	}, g.calls)
+
+	g.failAfter, g.calls = boom, nil
+	require.ErrorIs(t, commit(20, false), boom)
+	require.Len(t, read(t, s, 0, math.MaxInt64, eq("__name__", "a"))[0].Samples, 2, "stored, though the commit failed")
+
+	g.failAfter, g.calls = nil, nil
+	require.NoError(t, commit(30, true))
+	require.Empty(t, g.calls, "derived commits are not told")
+
+	_, err = s.Delete(context.Background(), 0, 15, eq("__name__", "a"))
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"before [{a 0 15 true false}], 1 series readable",
+		"after [{a 0 15 true false}], 1 series readable, began 25200000",
+	}, g.calls)
+	g.failBefore, g.calls = boom, nil
+	_, err = s.Delete(context.Background(), 0, math.MaxInt64, eq("__name__", "a"))
+	require.ErrorIs(t, err, boom)
+	require.Len(t, read(t, s, 0, math.MaxInt64, eq("__name__", "a"))[0].Samples, 2, "nothing deleted when BeforeChange fails")
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -80,9 +81,9 @@ func (s *Store) Delete(ctx context.Context, start, end int64, ms ...*labels.Matc
 		d.LegacyMetrics = append(d.LegacyMetrics, metrics...)
 		d.MetricNames = append(d.MetricNames, metrics...)
 	}
-	err = s.eng.Delete(ctx, d)
-	if s.opts.OnChange != nil {
-		changes := make([]Change, 0, len(metrics))
+	var changes []Change
+	if s.opts.OnChange != nil || s.opts.Guard != nil {
+		changes = make([]Change, 0, len(metrics))
 		for _, m := range metrics {
 			// Side metrics (exemplars, non-finite values) change with
 			// their metric, which the selection names too.
@@ -90,6 +91,16 @@ func (s *Store) Delete(ctx context.Context, start, end int64, ms ...*labels.Matc
 				changes = append(changes, Change{Metric: name, MinT: start, MaxT: end, Deleted: true})
 			}
 		}
+	}
+	var began time.Time
+	if s.opts.Guard != nil {
+		began = s.opts.Now()
+		if err := s.opts.Guard.BeforeChange(ctx, changes); err != nil {
+			return 0, err
+		}
+	}
+	err = s.eng.Delete(ctx, d)
+	if s.opts.OnChange != nil {
 		s.opts.OnChange(changes)
 	}
 	// Index rows are gone, so this process must write them again on the
@@ -103,6 +114,11 @@ func (s *Store) Delete(ctx context.Context, start, end int64, ms ...*labels.Matc
 	}
 	if err != nil {
 		return 0, fmt.Errorf("delete: %w", err)
+	}
+	if s.opts.Guard != nil {
+		if err := s.opts.Guard.AfterChange(ctx, changes, began); err != nil {
+			return 0, err
+		}
 	}
 	return n, nil
 }

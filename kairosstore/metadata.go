@@ -3,7 +3,9 @@ package kairosstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/metadata"
@@ -13,6 +15,11 @@ import (
 // when metric is empty, at most limit families (0 = no limit).
 func (s *Store) Metadata(ctx context.Context, metric string, limit int) (map[string][]metadata.Metadata, error) {
 	var families []string
+	if !utf8.ValidString(metric) {
+		// No family has such a name (writes refuse it), and Cassandra
+		// refuses it as a key: nothing, as Prometheus answers.
+		return map[string][]metadata.Metadata{}, nil
+	}
 	if metric != "" {
 		families = []string{metric}
 	} else {
@@ -23,7 +30,7 @@ func (s *Store) Metadata(ctx context.Context, metric string, limit int) (map[str
 			families = append(families, key)
 			return nil
 		})
-		if err != nil && err != errStop {
+		if err != nil && !errors.Is(err, errStop) {
 			return nil, fmt.Errorf("list metadata: %w", err)
 		}
 	}

@@ -73,6 +73,29 @@ type Options struct {
 	// after the engine returns, also when it failed (some rows may be
 	// stored), on the caller's goroutine: it must not block.
 	OnChange func([]Change)
+	// Guard, when set, is told of a commit of received samples and of a
+	// delete before the engine writes it and again once the engine has
+	// confirmed it, on the caller's goroutine, with the changes OnChange
+	// hears; an error fails the commit or the delete. What is derived
+	// from stored samples and kept on disk (the rollup job's
+	// recomputation marks) is stored there, so that it is as durable as
+	// the samples by the time the caller answers: OnChange, called after
+	// the write and allowed no I/O, would leave a window in which a
+	// stopped process loses it. Commits of Appender.SetDerived skip it.
+	Guard Guard
+}
+
+// Guard is what Options.Guard is told. It is on every write's path: it
+// must not do I/O for a change it has no use for.
+type Guard interface {
+	// BeforeChange is called before the engine writes; an error returns
+	// at once, with nothing written.
+	BeforeChange(ctx context.Context, cs []Change) error
+	// AfterChange is called once the engine has confirmed the write,
+	// with the time BeforeChange was called (Options.Now); an error
+	// fails the commit or delete, whose rows are stored: the caller
+	// answers an error, and a retry writes the same rows again.
+	AfterChange(ctx context.Context, cs []Change, began time.Time) error
 }
 
 // Change is the samples of one metric a commit or a delete touched.

@@ -589,6 +589,14 @@ func TestMetadata(t *testing.T) {
 		one, err := s.Metadata(ctx, "temp", 0)
 		require.NoError(t, err)
 		require.Len(t, one, 1)
+		first, err := s.Metadata(ctx, "", 1)
+		require.NoError(t, err, "a limit below the families stops the listing early")
+		require.Len(t, first, 1)
+		// No family has a name of invalid UTF-8; Cassandra refuses one as
+		// a key, with an error rather than an empty answer.
+		none, err := s.Metadata(ctx, "\xff\xfe", 0)
+		require.NoError(t, err)
+		require.Empty(t, none)
 	})
 }
 

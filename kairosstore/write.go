@@ -299,7 +299,7 @@ func (e *timeRangeError) RefusesItemOnly()     {}
 
 // noteTime widens the current series' metric's Change to t.
 func (a *Appender) noteTime(t int64) {
-	if a.s.opts.OnChange == nil {
+	if a.s.opts.OnChange == nil && a.s.opts.Guard == nil {
 		return
 	}
 	if a.chgOf != a.cur {
@@ -465,6 +465,14 @@ func (a *Appender) Commit(ctx context.Context) error {
 	s.m.metricRowHits.Add(float64(metricHits))
 	s.m.metricRowMisses.Add(float64(metricMisses))
 	if len(b.Cells) > 0 || len(b.RowKeys) > 0 {
+		guard := s.opts.Guard != nil && !a.derived && len(a.changes) > 0
+		var began time.Time
+		if guard {
+			began = s.opts.Now()
+			if err := s.opts.Guard.BeforeChange(ctx, a.changes); err != nil {
+				return err
+			}
+		}
 		start, n := time.Now(), len(b.Cells)
 		err := s.eng.Write(ctx, b)
 		s.observe("write", start)
@@ -472,11 +480,16 @@ func (a *Appender) Commit(ctx context.Context) error {
 		// listing must not hide them.
 		s.idx.NoteWritten(b.RowKeys)
 		a.release()
-		if len(a.changes) > 0 {
+		if len(a.changes) > 0 && s.opts.OnChange != nil {
 			s.opts.OnChange(a.changes)
 		}
 		if err != nil {
 			return fmt.Errorf("store %d samples: %w", n, err)
+		}
+		if guard {
+			if err := s.opts.Guard.AfterChange(ctx, a.changes, began); err != nil {
+				return err
+			}
 		}
 	}
 	s.rowKeys.AddAll(newRows, now)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/prometheus/common/model"
@@ -61,12 +62,14 @@ func (m Mapper) Plan(ms []*labels.Matcher) (Plan, error) {
 		}
 	}
 
-	// Stored series always have a non-empty name (Split refuses an empty
-	// one), so "" never counts as a name candidate.
+	// Stored series always have a non-empty name of valid UTF-8 (Split
+	// refuses others, and Cassandra's text columns cannot hold them), so
+	// no other name counts as a candidate: asking Cassandra for one is an
+	// error, not an empty answer.
 	if names, pinned := pinnedValues(p.names); pinned {
 		p.Metrics = []string{}
 		for _, n := range names {
-			if n != "" {
+			if n != "" && utf8.ValidString(n) {
 				p.Metrics = append(p.Metrics, m.Prefix+n)
 			}
 		}
@@ -84,6 +87,8 @@ func (m Mapper) Plan(ms []*labels.Matcher) (Plan, error) {
 			// the scan.
 			continue
 		}
+		// Nor has any stored series a tag value of invalid UTF-8.
+		values = slices.DeleteFunc(values, func(v string) bool { return !utf8.ValidString(v) })
 		if len(values) == 0 {
 			p.empty = true
 		}

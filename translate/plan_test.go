@@ -213,6 +213,11 @@ func TestPlanFields(t *testing.T) {
 		{ms: []*labels.Matcher{re("job", "a|b"), nre("job", "b|c")}, wantTags: map[string][]string{"job": {"a"}}},
 		{ms: []*labels.Matcher{eq("job", "a"), eq("job", "b")}, wantTags: map[string][]string{"job": {}}, wantEmpty: true},
 		{ms: []*labels.Matcher{nre("job", "a|b")}},
+		// No stored name or tag value is invalid UTF-8: Cassandra
+		// refuses such a key with an error rather than an empty answer.
+		{ms: []*labels.Matcher{eq(name, "\xff\xfe")}, wantMetrics: []string{}, wantEmpty: true},
+		{ms: []*labels.Matcher{re(name, "up|\xff")}, wantMetrics: []string{"p.up"}},
+		{ms: []*labels.Matcher{eq(name, "up"), eq("job", "\xff")}, wantMetrics: []string{"p.up"}, wantTags: map[string][]string{"job": {}}, wantEmpty: true},
 	} {
 		t.Run(selector(tc.ms), func(t *testing.T) {
 			p, err := Mapper{Prefix: "p."}.Plan(tc.ms)

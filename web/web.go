@@ -139,6 +139,12 @@ func (u *UI) Register(handle func(pattern, name string, h http.Handler)) {
 	files := http.FileServerFS(static)
 	handle("GET /static/", "ui", http.StripPrefix("/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := r.URL.Path
+		// Go's file server answers 500 to a name fs.FS refuses (invalid
+		// UTF-8): no file has it.
+		if !fs.ValidPath(name) {
+			http.NotFound(w, r)
+			return
+		}
 		etag, known := etags[name]
 		if known {
 			w.Header().Set("Cache-Control", "no-cache")

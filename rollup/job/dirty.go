@@ -4,22 +4,53 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
+	"golang.org/x/sync/errgroup"
 
+	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
-// Recomputation. The store tells OnChange of every commit and delete of
-// this process; a write into a closed unit, or a delete, marks the units
-// it covers. Marks go to service_index (flushMarks), so the lease holder
-// sees those of every adapter and a restart keeps them; the holder
-// recomputes them one unit per step (recomputeOne) before any other work.
+// Recomputation. The store tells the job (BeforeChange, AfterChange) of
+// every commit of received samples and every delete, before it writes and
+// once the engine has confirmed it; a write into a closed unit, or a
+// delete, marks the units it covers in service_index before the write is
+// answered, so the lease holder sees the marks of every adapter and neither
+// a restart nor kill -9 loses one: a mark kept in memory until the job's
+// next step was lost with the process, and the unit stayed wrong for good.
+// The holder recomputes marked units one per step (recomputeOne) before
+// any other work.
+//
+// Three races are closed by the one slack, Config.MarkSlack (S):
+//   - A write that finds its unit open may still be in flight when the
+//     unit closes and the job rolls it up without its samples. Units that
+//     close within S of the write's start are marked too, and a write
+//     whose commit took longer than S/4 marks again after it (AfterChange),
+//     with the horizon of that moment.
+//   - The holder may read a mark, recompute the unit and delete the mark
+//     before the samples of the write that made it land (the mark is
+//     stored before them). It leaves a write or delete mark alone until it
+//     is S old, and deletes it as of its own write time, so a mark stored
+//     again since survives; a write that took longer than S/4 has marked
+//     again after it landed.
+//   - The holder's clock decides when a unit closes, the writer's when it
+//     marks: adapters sharing a keyspace need clocks within S/2.
+//
+// The cost: a write of the present, into units not yet closed, does no
+// I/O here. A late write stores one mark per metric and range of units,
+// and a process does not store the same mark again within S/4 of its last
+// store of it (the reuse is covered by the same S/4 bound), so the hours
+// of WAL Prometheus resends after an outage mark each metric's units a
+// few times a minute, not once per request (BENCHMARKS.md,
+// BenchmarkLateWriteMarks).
 //
 // The bound: only this adapter's changes are seen, and those of other
 // adapters running the job (with or without the lease) that share the
@@ -28,12 +59,32 @@ import (
 // of the units it touched as they were: an operator marks them with
 // POST /api/v1/admin/rollups/recompute (Recompute).
 
-// OnChange hears the store's changes (kairosstore.Options.OnChange). It
-// does not block: marks are kept in memory until the job's next step
-// stores them, and the job is woken.
-func (j *Job) OnChange(cs []kairosstore.Change) {
+// BeforeChange is the store's Guard.BeforeChange: it stores the marks of
+// the changes that touch closed units, or units that close within
+// MarkSlack, before the engine writes them. An error fails the write
+// (with nothing written; a 5xx, so Prometheus sends it again).
+func (j *Job) BeforeChange(ctx context.Context, cs []kairosstore.Change) error {
+	return j.markChanges(ctx, cs, true)
+}
+
+// AfterChange is the store's Guard.AfterChange: a commit or delete that
+// took MarkSlack/4 or longer marks again, now that it has landed, so that
+// a unit that closed meanwhile is marked and no mark the holder may have
+// deleted while the write was in flight covers it. An error fails the
+// write, whose samples are stored; Prometheus sends it again.
+func (j *Job) AfterChange(ctx context.Context, cs []kairosstore.Change, began time.Time) error {
+	if j.cfg.Now().Sub(began) < j.cfg.MarkSlack/4 {
+		return nil
+	}
+	return j.markChanges(ctx, cs, false)
+}
+
+// markChanges stores the marks of cs; with reuse, not those this process
+// stored within MarkSlack/4.
+func (j *Job) markChanges(ctx context.Context, cs []kairosstore.Change, reuse bool) error {
 	now := j.now()
-	closed := j.plan.closed(now)
+	slack := j.cfg.MarkSlack.Milliseconds()
+	horizon := j.plan.closed(now + slack)
 	var marks []mark
 	for _, c := range cs {
 		if c.Derived {
@@ -41,31 +92,47 @@ func (j *Job) OnChange(cs []kairosstore.Change) {
 		}
 		if !c.Deleted {
 			// The common case, a write of the present, costs this.
-			if c.MinT > closed {
+			if c.MinT > horizon {
 				continue
 			}
 			j.older(c.Metric, c.MinT)
 			// The unit after the last one touched too: its first
 			// bucket's counter starts from the last sample before it.
-			marks = append(marks, mark{metric: c.Metric, from: j.plan.unitOf(c.MinT), to: min(j.plan.unitOf(min(c.MaxT, now))+j.plan.unit, closed), cause: "write"})
+			marks = append(marks, mark{metric: c.Metric, from: j.plan.unitOf(c.MinT), to: min(j.plan.unitOf(min(c.MaxT, now+slack))+j.plan.unit, horizon), cause: "write"})
 			continue
 		}
-		if m, ok := j.clip(c.Metric, c.MinT, c.MaxT, closed, "delete"); ok {
+		// A delete is clipped to what may be rolled up: the progress
+		// must be known, also before the job's first step.
+		if err := j.knowProgress(ctx); err != nil {
+			return err
+		}
+		if m, ok := j.clip(c.Metric, c.MinT, c.MaxT, horizon, "delete"); ok {
 			marks = append(marks, m)
 		}
 	}
 	if len(marks) == 0 {
-		return
+		return nil
 	}
-	j.mu.Lock()
-	for _, m := range marks {
-		j.pending[markKey(m.metric, m.from, m.to)] = m
+	if err := j.storeMarks(ctx, marks, reuse); err != nil {
+		return err
 	}
-	j.mu.Unlock()
 	select {
 	case j.wake <- struct{}{}:
 	default:
 	}
+	return nil
+}
+
+// knowProgress reads the progress unless a step or a call before did.
+func (j *Job) knowProgress(ctx context.Context) error {
+	j.mu.Lock()
+	known := j.viewRead
+	j.mu.Unlock()
+	if known {
+		return nil
+	}
+	_, err := j.readProgress(ctx)
+	return err
 }
 
 // older notes a sample of metric at t, which may be older than what the
@@ -98,7 +165,7 @@ func (j *Job) clip(metric string, lo, hi, closed int64, cause string) (mark, boo
 	if lo > hi {
 		return mark{}, false
 	}
-	from, to := j.plan.unitOf(lo), min(j.plan.unitOf(hi)+j.plan.unit, closed) // the unit after, as in OnChange
+	from, to := j.plan.unitOf(lo), min(j.plan.unitOf(hi)+j.plan.unit, closed) // the unit after, as for a write
 	return mark{metric: metric, from: from, to: to, cause: cause}, from <= to
 }
 
@@ -124,7 +191,7 @@ func (j *Job) Recompute(ctx context.Context, selectors [][]*labels.Matcher, star
 			marked = append(marked, name)
 		}
 	}
-	if err := j.storeMarks(ctx, marks); err != nil {
+	if err := j.storeMarks(ctx, marks, false); err != nil {
 		return nil, err
 	}
 	select {
@@ -143,43 +210,50 @@ func namesMatch(ms []*labels.Matcher, name string) bool {
 	return true
 }
 
-// flushMarks stores the marks OnChange collected; those that fail to store
-// are kept for the next step.
-func (j *Job) flushMarks(ctx context.Context) error {
-	j.mu.Lock()
-	if len(j.pending) == 0 {
-		j.mu.Unlock()
-		return nil
-	}
-	marks := make([]mark, 0, len(j.pending))
-	for _, m := range j.pending {
-		marks = append(marks, m)
-	}
-	clear(j.pending)
-	j.mu.Unlock()
-	err := j.storeMarks(ctx, marks)
-	if err != nil {
-		j.mu.Lock()
-		for _, m := range marks {
-			if _, ok := j.pending[markKey(m.metric, m.from, m.to)]; !ok {
-				j.pending[markKey(m.metric, m.from, m.to)] = m
-			}
-		}
-		j.mu.Unlock()
-	}
-	return err
-}
+// markWriters bounds the marks one write stores at once: a request that
+// spans many metrics stores their marks concurrently, not one round trip
+// after another.
+const markWriters = 16
 
-func (j *Job) storeMarks(ctx context.Context, marks []mark) error {
-	var errs []error
-	for _, m := range marks {
-		wt := j.stamp()
-		v := strconv.FormatInt(wt, 10) + " " + m.cause
-		if err := j.st.SetServiceValue(ctx, rollup.Service, rollup.ServiceKey, markKey(m.metric, m.from, m.to), v, wt); err != nil {
-			errs = append(errs, err)
-		}
+// maxRemembered bounds the marks remembered for reuse.
+const maxRemembered = 1 << 14
+
+// storeMarks stores marks, each with a write time of its own; with reuse,
+// those this process stored within MarkSlack/4 are not stored again.
+func (j *Job) storeMarks(ctx context.Context, marks []mark, reuse bool) error {
+	now := j.now()
+	fresh := j.cfg.MarkSlack.Milliseconds() / 4
+	if reuse {
+		j.mu.Lock()
+		marks = slices.DeleteFunc(marks, func(m mark) bool {
+			w, ok := j.stored[markKey(m.metric, m.from, m.to)]
+			return ok && now-w < fresh
+		})
+		j.mu.Unlock()
 	}
-	if err := errors.Join(errs...); err != nil {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(markWriters)
+	for _, m := range marks {
+		g.Go(func() (err error) {
+			defer recovered.Into(&err, j.log, "store rollup recomputation mark")
+			key := markKey(m.metric, m.from, m.to)
+			wt := j.stamp()
+			if err := j.st.SetServiceValue(gctx, rollup.Service, rollup.ServiceKey, key, strconv.FormatInt(wt, 10)+" "+m.cause, wt); err != nil {
+				return err
+			}
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			if len(j.stored) >= maxRemembered {
+				maps.DeleteFunc(j.stored, func(_ string, w int64) bool { return now-w >= fresh })
+				if len(j.stored) >= maxRemembered {
+					clear(j.stored)
+				}
+			}
+			j.stored[key] = wt
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
 		return fmt.Errorf("store rollup recomputation marks: %w", err)
 	}
 	return nil
@@ -190,8 +264,12 @@ func (j *Job) storeMarks(ctx context.Context, marks []mark) error {
 // left to forward or backfill, which read the samples after the change: a
 // unit past the done range waits for it, one before it is skipped. A mark
 // whose units are all done is deleted as of its write time, so that a mark
-// stored again since survives. How far a mark got is kept in memory only: a
-// restart recomputes its range from the start.
+// stored again since survives. A write or delete mark younger than
+// MarkSlack waits: the samples of the write that stored it may not have
+// landed yet (see the top of this file). How far a mark got is kept in
+// memory only, with the mark's write time: a restart, or the mark stored
+// again meanwhile (a later write into units already recomputed),
+// recomputes its range from the start.
 func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progress) (bool, error) {
 	var marks []mark
 	var bad []error
@@ -203,6 +281,13 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 		return false, fmt.Errorf("list rollup recomputation marks: %w", err)
 	}
 	j.m.marks.Set(float64(len(marks)))
+	j.ripe = 0
+	first := int64(math.MaxInt64) // the first unit any resolution has done
+	for _, r := range j.plan.res {
+		if prog[r].ok {
+			first = min(first, j.plan.unitOf(prog[r].from))
+		}
+	}
 	for i := range marks {
 		key := marks[i].serviceID
 		v, ok, err := j.st.ServiceValue(ctx, rollup.Service, rollup.ServiceKey, key)
@@ -217,9 +302,21 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 			bad = append(bad, err)
 			continue
 		}
-		e, ok := j.cursor[key]
-		if !ok {
-			e = m.from
+		if ripe := m.written + j.cfg.MarkSlack.Milliseconds(); m.cause != "admin" && j.now() < ripe {
+			if j.ripe == 0 || ripe < j.ripe {
+				j.ripe = ripe
+			}
+			continue
+		}
+		e := m.from
+		if c, ok := j.cursor[key]; ok && c.written == m.written {
+			e = c.next
+		}
+		// A mark may reach back to the layout's first time (a write at
+		// Prometheus's minimum time): no unit before the done range
+		// is looked at one by one.
+		if first != math.MaxInt64 {
+			e = max(e, first)
 		}
 		for ; e <= m.to; e += j.plan.unit {
 			var rs []rollup.Resolution
@@ -235,7 +332,7 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 					return false, err
 				}
 				j.m.recomputed.WithLabelValues(m.cause).Inc()
-				j.cursor[key] = e + j.plan.unit
+				j.cursor[key] = cursor{next: e + j.plan.unit, written: m.written}
 				return true, nil
 			}
 			if ahead {
@@ -243,7 +340,7 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 			}
 		}
 		if e <= m.to {
-			j.cursor[key] = e
+			j.cursor[key] = cursor{next: e, written: m.written}
 			continue // waits for the forward job
 		}
 		delete(j.cursor, key)

@@ -72,6 +72,13 @@ type Config struct {
 	DutyCycle float64
 	// CommitCells bounds the cells of one write. Default 5000.
 	CommitCells int
+	// MarkSlack is how long a write may be in flight while a unit closes
+	// and clocks of adapters sharing a keyspace may differ (by at most
+	// half of it): writes mark the units that close within it, a commit
+	// that took a quarter of it marks again, and the job waits that long
+	// before it recomputes a mark (dirty.go). Default 30s: a write of the
+	// present pays no mark as long as it is under --rollup.delay.
+	MarkSlack time.Duration
 	// Span is how much of a metric the job rolls up per read, rounded
 	// down to whole units (at least one). Each read also takes the unit
 	// before, for the counters' start, so a span of k units reads each raw
@@ -119,8 +126,8 @@ func (c *Config) Check() error {
 	return nil
 }
 
-// Job is the rollup job. Run runs it; OnChange and Recompute may be called
-// from any goroutine.
+// Job is the rollup job. Run runs it; BeforeChange, AfterChange and
+// Recompute may be called from any goroutine.
 type Job struct {
 	st   Store
 	cfg  Config
@@ -128,12 +135,16 @@ type Job struct {
 	log  *slog.Logger
 	m    metrics
 
-	mu      sync.Mutex
-	pending map[string]mark // marks not yet in service_index, by key
-	// view is the progress as last read, for OnChange's deletes; oldest is
+	mu sync.Mutex
+	// stored is the write time of each mark this process stored lately,
+	// by key (storeMarks).
+	stored map[string]int64
+	// view is the progress as last read (viewRead once it was), for the
+	// marks of deletes; oldest is
 	// the oldest sample any metric may hold (math.MaxInt64 before one is
 	// known, floor), oldestOf per metric, listed at most every oldestEvery.
 	view     map[rollup.Resolution]progress
+	viewRead bool
 	oldest   int64
 	oldestOf map[string]*metricAge
 	oldestAt time.Time
@@ -144,8 +155,16 @@ type Job struct {
 	paused     time.Duration // slept by pause in the current step
 	lastStamp  atomic.Int64
 	lastLog    time.Time
-	cursor     map[string]int64 // the next unit of a mark being recomputed, by key
+	cursor     map[string]cursor // how far a mark being recomputed got, by key
+	// ripe is when the youngest mark the last step left waiting is old
+	// enough (ms; 0: none waits), so that Run wakes then rather than
+	// after the interval.
+	ripe int64
 }
+
+// cursor is the next unit of a mark to recompute, for the mark as stored
+// at written.
+type cursor struct{ next, written int64 }
 
 // oldestEvery is how often the job lists the metrics and their oldest rows
 // again: a metric new since is rolled up forward from its first unit on;
@@ -184,6 +203,9 @@ func New(st Store, cfg Config, logger *slog.Logger, reg prometheus.Registerer) (
 	if cfg.CommitCells <= 0 {
 		cfg.CommitCells = 5000
 	}
+	if cfg.MarkSlack <= 0 {
+		cfg.MarkSlack = 30 * time.Second
+	}
 	if cfg.Span <= 0 {
 		cfg.Span = 24 * time.Hour
 	}
@@ -201,11 +223,11 @@ func New(st Store, cfg Config, logger *slog.Logger, reg prometheus.Registerer) (
 			unit:  cfg.Resolutions[len(cfg.Resolutions)-1].Millis(),
 			delay: cfg.Delay.Milliseconds(),
 		},
-		pending:  map[string]mark{},
+		stored:   map[string]int64{},
 		view:     map[rollup.Resolution]progress{},
 		oldest:   math.MaxInt64,
 		wake:     make(chan struct{}, 1),
-		cursor:   map[string]int64{},
+		cursor:   map[string]cursor{},
 		rowWidth: st.Spec().WidthMillis(),
 		m: metrics{
 			buckets: f.NewCounterVec(prometheus.CounterOpts{
@@ -277,6 +299,9 @@ func (j *Job) Run(ctx context.Context) {
 			// The pauses rollUnit took between metrics count as rest.
 			wait = j.rest(time.Since(start) - j.paused)
 		}
+		if j.ripe != 0 {
+			wait = max(0, min(wait, time.Duration(j.ripe-j.now())*time.Millisecond))
+		}
 		j.paused = 0
 		t := time.NewTimer(wait)
 		select {
@@ -340,14 +365,10 @@ func (j *Job) release() {
 	j.m.leader.Set(0)
 }
 
-// Step does one piece of work: it stores the marks OnChange collected,
-// and, holding the lease, recomputes one marked unit, or rolls up the
-// next closed unit, or backfills one unit, in that order. worked says
-// whether there was such work.
+// Step does one piece of work: holding the lease, it recomputes one
+// marked unit, or rolls up the next closed unit, or backfills one unit,
+// in that order. worked says whether there was such work.
 func (j *Job) Step(ctx context.Context) (worked bool, err error) {
-	if err := j.flushMarks(ctx); err != nil {
-		return false, err
-	}
 	prog, err := j.readProgress(ctx)
 	if err != nil {
 		return false, err
@@ -587,7 +608,7 @@ func (j *Job) readProgress(ctx context.Context) (map[rollup.Resolution]progress,
 		prog[r] = p
 	}
 	j.mu.Lock()
-	j.view = prog
+	j.view, j.viewRead = prog, true
 	j.mu.Unlock()
 	return prog, nil
 }

@@ -67,7 +67,7 @@ func engines(t *testing.T, test func(t *testing.T, open func(t *testing.T) engin
 
 // openCassandra is an engine on the test node's keyspace, set up; each call
 // is one more adapter's connection.
-func openCassandra(t *testing.T, addr, keyspace string) *cql.Engine {
+func openCassandra(t testing.TB, addr, keyspace string) *cql.Engine {
 	t.Helper()
 	eng, err := cql.Open(t.Context(), cql.Config{
 		Hosts: []string{addr}, Keyspace: keyspace,
@@ -97,18 +97,23 @@ type node struct {
 // t0 is the test's present: the unit ending at 1000h closed at 1000h10m.
 const t0 = 1000*hour + 15*minute
 
+// guard is the store's Guard: the job, once it exists (the program's
+// rollups.go).
+type guard struct{ j atomic.Pointer[job.Job] }
+
+func (g *guard) BeforeChange(ctx context.Context, cs []kairosstore.Change) error {
+	return g.j.Load().BeforeChange(ctx, cs)
+}
+
+func (g *guard) AfterChange(ctx context.Context, cs []kairosstore.Change, began time.Time) error {
+	return g.j.Load().AfterChange(ctx, cs, began)
+}
+
 func newNode(t *testing.T, eng engine.Engine, clk *clock, owner string, mod ...func(*job.Config)) *node {
 	t.Helper()
 	n := &node{reg: prometheus.NewRegistry()}
-	var j atomic.Pointer[job.Job]
-	st, err := kairosstore.Open(t.Context(), eng, kairosstore.Options{
-		Now: clk.Now,
-		OnChange: func(cs []kairosstore.Change) {
-			if j := j.Load(); j != nil {
-				j.OnChange(cs)
-			}
-		},
-	}, nil, prometheus.NewRegistry())
+	j := &guard{}
+	st, err := kairosstore.Open(t.Context(), eng, kairosstore.Options{Now: clk.Now, Guard: j}, nil, prometheus.NewRegistry())
 	require.NoError(t, err)
 	cfg := job.Config{
 		Resolutions: []rollup.Resolution{m5, h1}, Delay: 10 * time.Minute,
@@ -119,7 +124,7 @@ func newNode(t *testing.T, eng engine.Engine, clk *clock, owner string, mod ...f
 	}
 	jb, err := job.New(st, cfg, nil, n.reg)
 	require.NoError(t, err)
-	j.Store(jb)
+	j.j.Store(jb)
 	n.store, n.job = st, jb
 	return n
 }
@@ -419,6 +424,10 @@ func TestRestartMidBackfill(t *testing.T) {
 	})
 }
 
+// settle moves the clock past the default job.Config.MarkSlack: the job
+// leaves a write's or a delete's mark alone until then.
+func settle(clk *clock) { clk.set(clk.ms.Load() + 31*time.Second.Milliseconds()) }
+
 // TestLateWriteAndDelete: a sample written into a rolled-up bucket, and
 // deletes of part of a series and of a whole metric, are reflected in the
 // rollups at the next steps; buckets left without samples are deleted,
@@ -444,6 +453,7 @@ func TestLateWriteAndDelete(t *testing.T) {
 		require.NoError(t, app.Commit(t.Context()))
 		data[0].vs[slices.Index(data[0].ts, late)] = 1e9
 		require.NotEqual(t, expected(data, 1000*hour), stored(t, n.store, "x", "y"))
+		settle(clk)
 		n.run(t)
 		require.Equal(t, expected(data, 1000*hour), stored(t, n.store, "x", "y"))
 		require.Positive(t, counter(n, "kairos_adapter_rollup_recomputations_total", "write"))
@@ -460,6 +470,7 @@ func TestLateWriteAndDelete(t *testing.T) {
 			}
 		}
 		data[3].ts, data[3].vs = keep, keepV
+		settle(clk)
 		n.run(t)
 		require.Equal(t, expected(data, 1000*hour), stored(t, n.store, "x", "y"))
 
@@ -467,6 +478,7 @@ func TestLateWriteAndDelete(t *testing.T) {
 		_, err = n.store.Delete(t.Context(), math.MinInt64, math.MaxInt64, labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, "y"))
 		require.NoError(t, err)
 		data = slices.Delete(data, 2, 3)
+		settle(clk)
 		n.run(t)
 		require.Equal(t, expected(data, 1000*hour), stored(t, n.store, "x", "y"))
 		require.Positive(t, counter(n, "kairos_adapter_rollup_recomputations_total", "delete"))
