@@ -98,10 +98,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	// Range queries go through the frontend: split by day, sharded, and
 	// cached; the store's change notices invalidate the cache, so the
 	// frontend exists before the store opens.
-	var queryRange http.Handler
+	var queryRange frontend.Inner
 	queryAPI.Register(func(_, name string, h http.Handler) {
 		if name == "query_range" {
-			queryRange = h
+			queryRange = h.(frontend.Inner)
 		}
 	})
 	front := frontend.New(queryRange, frontend.Options{

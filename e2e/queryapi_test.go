@@ -65,6 +65,40 @@ func TestQueryAPIMatchesPrometheus(t *testing.T) {
 			require.Greater(t, frontend("parts_evaluated_total"), 2*frontend("queries_total", `path="split"`), "queries split in parts")
 		})
 	}
+	// Without the frontend (no split, shard or cache), the same answers
+	// where the store's read hints apply.
+	t.Run("embedded without frontend", func(t *testing.T) {
+		a := startAdapter(t, "", append(embeddedStorage(t.TempDir()), "--query.split-interval=0", "--query.shards=1", "--query.results-cache-bytes=0"))
+		mustWrite(t, a, false, data)
+		compareGaps(t, prom, a.url(""), t0)
+	})
+}
+
+// compareGaps asks for the functions whose answers take their labels from
+// a selector's matchers (absent, absent_over_time) where the store reads
+// only the windows the engine evaluates: a step longer than the range (or
+// the lookback) over series with gaps between samples longer than the
+// range, so that most windows are empty and the answer is absent's. No
+// label of the adapter's may show in them.
+func compareGaps(t *testing.T, prom, adapterURL string, t0 time.Time) {
+	sec := func(d time.Duration) string { return strconv.FormatInt(t0.Add(d).Unix(), 10) }
+	for _, c := range []struct {
+		expr string
+		step string
+	}{
+		{`absent_over_time(temperature[1s])`, "60"},
+		{`absent_over_time(temperature{room="r1", job="sensors"}[5s])`, "60"},
+		{`absent_over_time(flaky_gauge{id="late", job="x"}[20s] offset 7s)`, "60"},
+		{`absent_over_time(http_requests_total{code="500", instance="b"}[6s])`, "90"},
+		{`count_over_time(temperature{room="r2"}[10s])`, "60"},
+		{`absent(flaky_gauge{id="gone", job="x"})`, "600"},
+		{`absent(temperature{room="r9"} offset 1m)`, "600"},
+		{`absent(nonexistent{job="x"})`, "600"},
+	} {
+		// Evaluation times 7 s after the samples' 15 s grid.
+		params := url.Values{"query": {c.expr}, "start": {sec(-55*time.Minute + 7*time.Second)}, "end": {sec(0)}, "step": {c.step}}
+		require.Positive(t, compareAnswers(t, prom, adapterURL, "/api/v1/query_range", params), c.expr)
+	}
 }
 
 // queryAPISeries is an hour of 15 s samples up to t0: counters (one resets),
@@ -346,6 +380,7 @@ func compareQueryAPI(t *testing.T, prom, adapterURL string, t0 time.Time) {
 	}
 	require.LessOrEqual(t, empty, len(exprs)/10, "too many expressions answer nothing")
 
+	compareGaps(t, prom, adapterURL, t0)
 	compareBytes(t, prom, adapterURL, t0)
 	compareStats(t, prom, adapterURL, t0)
 	compareCompliance(t, prom, adapterURL, t0)

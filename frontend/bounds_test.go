@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/internal/timeparam"
+	"github.com/kairos-remote/kairos-adapter/queryapi"
 )
 
 // TestHostileRangesAnswerAtOnce sends range queries between Prometheus's
@@ -63,11 +65,70 @@ func TestSplitPartsBounded(t *testing.T) {
 		splitParts(1<<62-1, 1<<62-1+day, day, 1<<62))
 }
 
+// TestPartsBoundedByMaxParts: a year at a day's interval is cut into at
+// most MaxParts parts, each starting at a multiple of the day (so at UTC
+// midnights), every evaluation time in exactly one part; a week keeps its
+// days.
+func TestPartsBoundedByMaxParts(t *testing.T) {
+	day := int64(24 * time.Hour / time.Millisecond)
+	step := 6 * int64(time.Hour/time.Millisecond)
+	start := 1_700_006_400_000 / day * day
+	for _, c := range []struct {
+		end      int64
+		maxParts int
+		want     int // parts at most
+		interval int64
+	}{
+		{start + 365*day, 16, 16, 27 * day},
+		{start + 7*day, 16, 8, day},
+		{start + 365*day, 3, 3, 365 * day},
+		{start + 14*day, 16, 15, day},
+		{start + 15*day, 16, 16, 2 * day},
+	} {
+		iv := partInterval(start, c.end, day, c.maxParts)
+		require.Equal(t, c.interval, iv, "end %d, max %d", (c.end-start)/day, c.maxParts)
+		parts := splitParts(start, c.end, step, iv)
+		require.LessOrEqual(t, len(parts), c.want)
+		next := start
+		for _, p := range parts {
+			require.Equal(t, next, p.start, "every time in one part")
+			require.Zero(t, (p.start-start)%step)
+			next = p.end + step
+		}
+		require.Equal(t, c.end+step, next)
+	}
+	// Prometheus's bounds: no overflow, and the query API's own check
+	// refuses such a range.
+	minMs, maxMs := timeparam.Min.UnixMilli(), timeparam.Max.UnixMilli()
+	iv := partInterval(minMs, maxMs, day, 16)
+	require.Positive(t, iv)
+	require.LessOrEqual(t, len(splitParts(minMs, maxMs, (maxMs-minMs)/10_000, iv)), 16)
+	require.Equal(t, int64(-1), partInterval(0, day, -1, 16), "splitting off stays off")
+}
+
+// TestMaxLengthIsTheQueryAPIs: the frontend takes the longest expression
+// from the query API (--query.max-length), not from a copy of its
+// default: raised, a query longer than the default is split and sharded
+// like any other.
+func TestMaxLengthIsTheQueryAPIs(t *testing.T) {
+	store := testStore(t, nil)
+	writeTestData(t, store)
+	whole := queryAPIWith(store, queryapi.Options{Limits: queryapi.Limits{MaxLength: 1 << 20}})
+	reg := prometheus.NewRegistry()
+	f := New(whole, Options{SplitInterval: 30 * time.Minute, Shards: 2}, reg, nil)
+	q := `sum(temperature{room!="` + strings.Repeat("x", 200<<10) + `"})`
+	form := rangeForm(q, midnight.Add(-time.Hour), midnight.Add(time.Hour), time.Minute)
+	want := ask(t, whole, form, nil)
+	require.Equal(t, http.StatusOK, want.code, want.body)
+	sameAnswer(t, "long query", want, ask(t, f, form, nil))
+	require.Greater(t, counter(t, reg, "kairos_adapter_frontend_parts_evaluated_total", ""), 1.0)
+}
+
 // TestFanOutBounded: the parts of a query run on at most Parallelism
 // goroutines, not one each (a query may have 11,000 parts), every part
 // runs once, and after an error the parts left answer at once.
 func TestFanOutBounded(t *testing.T) {
-	f := New(http.NotFoundHandler(), Options{Parallelism: 3}, prometheus.NewRegistry(), nil)
+	f := New(panicking{}, Options{Parallelism: 3}, prometheus.NewRegistry(), nil)
 	var mu sync.Mutex
 	running, most, ran := 0, 0, map[int]int{}
 	err := f.fanOut(context.Background(), 11_000, "a part", func(ctx context.Context, i int) *upstreamError {

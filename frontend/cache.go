@@ -95,8 +95,9 @@ func (d *dependence) reads(metric string) bool {
 }
 
 type entryKey struct {
-	query string // cacheKey
-	part  int64
+	query    string // cacheKey
+	interval int64  // the part's length: it grows with the query's (partInterval)
+	part     int64
 }
 
 type entry struct {
@@ -320,7 +321,7 @@ func sizeOf(m *matrix) int64 {
 // cachedPart answers part p of q from the cache and evaluates what it
 // lacks.
 func (f *Frontend) cachedPart(ctx context.Context, q *rangeQuery, p part, keyText string, deps *dependence, sem chan struct{}) (*matrix, *upstreamError) {
-	k := entryKey{query: keyText, part: p.index}
+	k := entryKey{query: keyText, interval: q.interval, part: p.index}
 	have, seen := f.cache.get(k)
 	type piece struct{ from, to int64 }
 	var before, after *piece

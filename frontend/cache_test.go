@@ -14,9 +14,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/queryapi"
 	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
@@ -38,20 +40,39 @@ func newCacheHarness(t *testing.T, opts Options) *cacheHarness {
 	var onChange func([]kairosstore.Change)
 	h.store = testStore(t, &onChange)
 	writeTestData(t, h.store)
-	h.whole = queryAPI(h.store)
-	recording := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		require.NoError(t, r.ParseForm())
-		h.mu.Lock()
-		h.ranges = append(h.ranges, [2]string{r.Form.Get("start"), r.Form.Get("end")})
-		h.mu.Unlock()
-		h.whole.ServeHTTP(w, r)
-	})
+	whole := queryAPI(h.store)
+	h.whole = whole
+	recording := recordingInner{RangeHandler: whole, h: h}
 	h.now.Store(midnight.Add(24 * time.Hour).UnixMilli())
 	opts.Now = func() time.Time { return time.UnixMilli(h.now.Load()) }
 	opts.CacheBytes = cmpOr(opts.CacheBytes, 64<<20)
 	h.front = New(recording, opts, h.reg, nil)
 	onChange = h.front.OnChange
 	return h
+}
+
+// afterEval calls after once each sub-query has been evaluated.
+type afterEval struct {
+	Inner
+	after func()
+}
+
+func (a afterEval) EvalRange(ctx context.Context, req queryapi.RangeRequest, convert func(promql.Matrix) any) (queryapi.RangeAnswer, *queryapi.Error) {
+	defer a.after()
+	return a.Inner.EvalRange(ctx, req, convert)
+}
+
+// recordingInner records the [start, end] of every sub-query.
+type recordingInner struct {
+	queryapi.RangeHandler
+	h *cacheHarness
+}
+
+func (r recordingInner) EvalRange(ctx context.Context, req queryapi.RangeRequest, convert func(promql.Matrix) any) (queryapi.RangeAnswer, *queryapi.Error) {
+	r.h.mu.Lock()
+	r.h.ranges = append(r.h.ranges, [2]string{formatTime(req.Start.UnixMilli()), formatTime(req.End.UnixMilli())})
+	r.h.mu.Unlock()
+	return r.RangeHandler.EvalRange(ctx, req, convert)
 }
 
 func cmpOr(a, b int64) int64 {
@@ -193,13 +214,11 @@ func TestCacheBypassTTLAndBound(t *testing.T) {
 func TestCacheChangeDuringEvaluation(t *testing.T) {
 	h := newCacheHarness(t, Options{Shards: 1})
 	var once sync.Once
-	inner := h.front.inner
-	h.front.inner = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		inner.ServeHTTP(w, r)
+	h.front.inner = afterEval{Inner: h.front.inner, after: func() {
 		once.Do(func() {
 			h.append(t, labels.FromStrings("__name__", "temperature", "job", "sensors", "room", "r1"), midnight.Add(-30*time.Minute+time.Second), 99)
 		})
-	})
+	}}
 	form := rangeForm(`max(temperature)`, midnight.Add(-60*time.Minute), midnight.Add(-10*time.Minute), time.Minute)
 	ask(t, h.front, form, nil)
 	h.fresh(t, form)
@@ -239,12 +258,15 @@ func TestConcurrentQueriesAndWrites(t *testing.T) {
 		h.count(t, "cache_requests_total", "miss"), h.count(t, "cache_invalidations_total", "write"))
 }
 
-func TestReservedLabelRefused(t *testing.T) {
+// TestFrontendAnswersAsWhole: the label that once carried the store's read
+// plans is an ordinary one (an empty answer here, as in Prometheus), and
+// malformed requests get the query API's own answer.
+func TestFrontendAnswersAsWhole(t *testing.T) {
 	h := newCacheHarness(t, Options{})
-	a := ask(t, h.front, rangeForm(`sum(temperature{__kairos_read__="shard=0/2"})`, midnight, midnight.Add(time.Hour), time.Minute), nil)
-	require.Equal(t, http.StatusBadRequest, a.code, a.body)
-	require.Contains(t, a.body, `"errorType":"bad_data"`)
-	// Malformed requests get the query API's own answer.
+	old := rangeForm(`sum(temperature{__kairos_read__="shard=0/2"})`, midnight, midnight.Add(time.Hour), time.Minute)
+	a := ask(t, h.front, old, nil)
+	require.Equal(t, http.StatusOK, a.code, a.body)
+	require.Equal(t, ask(t, h.whole, old, nil), a)
 	for _, f := range []url.Values{
 		{"query": {"sum("}, "start": {"0"}, "end": {"60"}, "step": {"15"}},
 		{"query": {"up"}, "start": {"x"}, "end": {"60"}, "step": {"15"}},

@@ -6,10 +6,11 @@
 // answers in a results cache that the store's own change notices
 // (kairosstore.Options.OnChange) invalidate exactly.
 //
-// Every part is a sub-request to the query API's own handler, so limits,
-// timeouts, errors and encodings stay the query API's; the frontend only
-// merges answers. A query it cannot split or shard safely goes to the query
-// API whole.
+// Every part and shard is evaluated by the query API's own range
+// evaluation (Inner.EvalRange: one parse, its limits, timeouts and error
+// answers), called directly, with no request or JSON answer between them;
+// the frontend only merges answers. A query it cannot split or shard
+// safely goes to the query API's handler whole.
 package frontend
 
 import (
@@ -29,6 +30,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/kairos-remote/kairos-adapter/internal/recovered"
@@ -45,6 +47,11 @@ type Options struct {
 	// of it since the Unix epoch (UTC midnights for 24h, the default); a
 	// negative interval turns splitting off.
 	SplitInterval time.Duration
+	// MaxParts bounds the parts of one query: a longer range is split at
+	// a multiple of SplitInterval, as Thanos's query frontend caps its
+	// splits, so that a year is a few dozen parts, not 365, each of
+	// which costs its own parse, plan and evaluation. Default 16.
+	MaxParts int
 	// Parallelism is how many sub-queries of one query run at once;
 	// default GOMAXPROCS.
 	Parallelism int
@@ -69,11 +76,24 @@ type Options struct {
 	LookbackDelta time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Parser parses queries; nil means Prometheus's own with its default
+	// options (a test counts parses with its own).
+	Parser parser.Parser
+}
+
+// Inner is what the frontend stands in front of: the query API's
+// query_range handler (queryapi.RangeHandler), which answers the requests
+// the frontend passes on whole and evaluates parts and shards directly.
+type Inner interface {
+	http.Handler
+	EvalRange(ctx context.Context, req queryapi.RangeRequest, convert func(promql.Matrix) any) (queryapi.RangeAnswer, *queryapi.Error)
+	// MaxQueryLength is the longest expression the query API accepts.
+	MaxQueryLength() int
 }
 
 // Frontend serves Path and passes other requests to inner.
 type Frontend struct {
-	inner   http.Handler
+	inner   Inner
 	opts    Options
 	parser  parser.Parser
 	cache   *cache // nil when off
@@ -81,14 +101,15 @@ type Frontend struct {
 	logger  *slog.Logger
 }
 
-// New builds a frontend in front of inner, the query API's handler; its
-// metrics go to reg.
-func New(inner http.Handler, opts Options, reg prometheus.Registerer, logger *slog.Logger) *Frontend {
+// New builds a frontend in front of inner, the query API's query_range
+// handler; its metrics go to reg.
+func New(inner Inner, opts Options, reg prometheus.Registerer, logger *slog.Logger) *Frontend {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	procs := runtime.GOMAXPROCS(0)
 	opts.SplitInterval = cmp.Or(opts.SplitInterval, 24*time.Hour)
+	opts.MaxParts = max(cmp.Or(opts.MaxParts, 16), 3)
 	opts.Parallelism = max(cmp.Or(opts.Parallelism, procs), 1)
 	opts.Shards = max(cmp.Or(opts.Shards, procs), 1)
 	opts.CacheFreshness = cmp.Or(opts.CacheFreshness, 10*time.Minute)
@@ -98,7 +119,11 @@ func New(inner http.Handler, opts Options, reg prometheus.Registerer, logger *sl
 		opts.Now = time.Now
 	}
 	m := newMetrics(reg)
-	f := &Frontend{inner: inner, opts: opts, parser: parser.NewParser(parser.Options{}), metrics: m, logger: logger}
+	p := opts.Parser
+	if p == nil {
+		p = parser.NewParser(parser.Options{})
+	}
+	f := &Frontend{inner: inner, opts: opts, parser: p, metrics: m, logger: logger}
 	if opts.CacheBytes > 0 {
 		f.cache = newCache(opts.CacheBytes, opts.CacheTTL, opts.Now, m)
 	}
@@ -138,11 +163,9 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.inner.ServeHTTP(w, replay())
 		return
 	}
-	if q.reservedLabel {
-		writeError(w, acceptsGzip(r), http.StatusBadRequest, "bad_data", `invalid parameter "query": the label `+readMatcher+` is reserved for the adapter's own read plans`)
-		return
-	}
-	if len(splitParts(q.start, q.end, q.step, f.opts.SplitInterval.Milliseconds())) == 1 && q.shard == nil && (f.cache == nil || q.noCache) {
+	q.interval = partInterval(q.start, q.end, f.opts.SplitInterval.Milliseconds(), f.opts.MaxParts)
+	q.parts = splitParts(q.start, q.end, q.step, q.interval)
+	if len(q.parts) == 1 && q.shard == nil && (f.cache == nil || q.noCache) {
 		// Nothing to split, shard or cache: the query API's answer as
 		// it writes it, without a merge's copy.
 		f.metrics.queries.WithLabelValues("whole").Inc()
@@ -166,16 +189,17 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // rangeQuery is a parsed /api/v1/query_range.
 type rangeQuery struct {
-	query         string
-	expr          parser.Expr
-	start, end    int64      // ms; end is the last evaluation time
-	step          int64      // ms
-	params        url.Values // all but query, start and end, passed on to every part
-	timeout       time.Duration
-	lookback      time.Duration
-	noCache       bool
-	shard         *shardPlan // nil: not shardable
-	reservedLabel bool
+	query      string
+	expr       parser.Expr
+	start, end int64      // ms; end is the last evaluation time
+	step       int64      // ms
+	params     url.Values // all but query, start and end, passed on to every part
+	timeout    time.Duration
+	lookback   time.Duration
+	noCache    bool
+	shard      *shardPlan // nil: not shardable
+	interval   int64      // ms, the parts' (partInterval); <= 0: none
+	parts      []part
 }
 
 // parseRequest reads what the frontend needs of a range query; ok is false
@@ -239,16 +263,14 @@ func (f *Frontend) parseRequest(r *http.Request, body []byte) (*rangeQuery, bool
 			q.lookback = d
 		}
 	}
-	if len(q.query) > maxQueryBytes {
+	// What the query API's --query.max-length refuses goes to it
+	// unparsed, to be refused in its words.
+	if len(q.query) > f.inner.MaxQueryLength() {
 		return nil, false
 	}
 	expr, err := f.parser.ParseExpr(q.query)
 	if err != nil {
 		return nil, false
-	}
-	if usesReadMatcher(expr) {
-		q.reservedLabel = true
-		return q, true
 	}
 	if !splittable(expr) {
 		return nil, false
@@ -275,11 +297,6 @@ func (f *Frontend) parseRequest(r *http.Request, body []byte) (*rangeQuery, bool
 	return q, true
 }
 
-// maxQueryBytes keeps the frontend from parsing what the query API's
-// --query.max-length would refuse anyway (its default); a longer query goes
-// to the query API whole.
-const maxQueryBytes = 128 << 10
-
 func noStore(h http.Header) bool {
 	for _, v := range h.Values("Cache-Control") {
 		for _, d := range strings.Split(v, ",") {
@@ -293,7 +310,7 @@ func noStore(h http.Header) bool {
 
 // eval answers q: its parts, each from the cache or evaluated, merged.
 func (f *Frontend) eval(ctx context.Context, q *rangeQuery) (*matrix, *upstreamError) {
-	parts := splitParts(q.start, q.end, q.step, f.opts.SplitInterval.Milliseconds())
+	parts := q.parts
 	sem := make(chan struct{}, f.opts.Parallelism)
 	results := make([]*matrix, len(parts))
 	var keyText string
@@ -369,7 +386,7 @@ func (f *Frontend) fanOut(ctx context.Context, n int, what string, run func(ctx 
 func (f *Frontend) evalRange(ctx context.Context, q *rangeQuery, start, end int64, sem chan struct{}) (*matrix, *upstreamError) {
 	f.metrics.parts.Inc()
 	if q.shard == nil {
-		return f.call(ctx, q.query, q.params, start, end, sem)
+		return f.call(ctx, q.query, q, start, end, sem, nil)
 	}
 	m, ok, err := f.evalSharded(ctx, q, start, end, sem)
 	if err != nil || ok {
@@ -379,11 +396,12 @@ func (f *Frontend) evalRange(ctx context.Context, q *rangeQuery, start, end int6
 	// annotations whose positions name the shards' text): the part
 	// whole.
 	f.metrics.shardFallbacks.Inc()
-	return f.call(ctx, q.query, q.params, start, end, sem)
+	return f.call(ctx, q.query, q, start, end, sem, nil)
 }
 
-// call sends one sub-query to the query API.
-func (f *Frontend) call(ctx context.Context, query string, params url.Values, start, end int64, sem chan struct{}) (*matrix, *upstreamError) {
+// call evaluates one sub-query of q with the query API's evaluator; with
+// sh, one shard of it.
+func (f *Frontend) call(ctx context.Context, query string, q *rangeQuery, start, end int64, sem chan struct{}, sh *shardOf) (*matrix, *upstreamError) {
 	select {
 	case sem <- struct{}{}:
 	case <-ctx.Done():
@@ -393,52 +411,37 @@ func (f *Frontend) call(ctx context.Context, query string, params url.Values, st
 	if ctx.Err() != nil {
 		return nil, contextError(ctx)
 	}
-	v := url.Values{}
-	for k, vs := range params {
-		v[k] = vs
+	req := queryapi.RangeRequest{
+		Query: query, Start: time.UnixMilli(start), End: time.UnixMilli(end), Step: time.Duration(q.step) * time.Millisecond,
+		Params: q.params,
 	}
-	v.Set("query", query)
-	v.Set("start", formatTime(start))
-	v.Set("end", formatTime(end))
-	// Shard queries carry read plans, which the query API takes only from
-	// the frontend.
-	req, err := http.NewRequestWithContext(queryapi.WithShardPlans(ctx), http.MethodPost, Path, strings.NewReader(v.Encode()))
+	if sh != nil {
+		req.ShardIndex, req.ShardCount = sh.index, sh.count
+	}
+	ans, err := f.inner.EvalRange(ctx, req, fromEngine)
 	if err != nil {
-		return nil, internalError(err)
+		return nil, &upstreamError{api: err}
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	rec := &recorder{header: http.Header{}, code: http.StatusOK}
-	f.inner.ServeHTTP(rec, req)
-	if rec.code != http.StatusOK {
-		return nil, &upstreamError{code: rec.code, header: rec.header, body: rec.body.Bytes()}
-	}
-	m, err := parseAnswer(rec.body.Bytes())
-	if err != nil {
-		return nil, internalError(err)
-	}
+	m := ans.Data.(*matrix)
+	m.warnings, m.infos = ans.Warnings, ans.Infos
 	return m, nil
 }
 
-// recorder holds a sub-query's answer.
-type recorder struct {
-	header http.Header
-	code   int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header         { return r.header }
-func (r *recorder) WriteHeader(code int)        { r.code = code }
-func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
-
-// upstreamError is the query API's own error answer to a part, passed on
-// as it is: the first error answers the whole query.
+// upstreamError is the query API's own error answer to a part (api),
+// passed on as it is, or the frontend's: the first error answers the
+// whole query.
 type upstreamError struct {
+	api    *queryapi.Error
 	code   int
 	header http.Header
 	body   []byte
 }
 
 func (e *upstreamError) writeTo(w http.ResponseWriter) {
+	if e.api != nil {
+		e.api.WriteTo(w)
+		return
+	}
 	for _, k := range []string{"Content-Type", "Content-Encoding", "Vary"} {
 		if v := e.header.Get(k); v != "" {
 			w.Header().Set(k, v)

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/internal/promqltest"
@@ -34,10 +36,22 @@ var midnight = time.Date(2025, 3, 10, 0, 0, 0, 0, time.UTC)
 // late, a native histogram).
 func writeTestData(t testing.TB, store *kairosstore.Store) {
 	t.Helper()
+	app := store.NewAppender()
+	appendTestData(t, app)
+	require.NoError(t, app.Commit(context.Background()))
+}
+
+// testAppender is what appendTestData writes to: the store's appender or
+// Prometheus's.
+type testAppender interface {
+	Append(storage.SeriesRef, labels.Labels, int64, float64) (storage.SeriesRef, error)
+	AppendHistogram(storage.SeriesRef, labels.Labels, int64, *histogram.Histogram, *histogram.FloatHistogram) (storage.SeriesRef, error)
+}
+
+func appendTestData(t testing.TB, app testAppender) {
 	const step = 15_000
 	first := midnight.Add(-2 * time.Hour).UnixMilli()
 	n := int(4*time.Hour/time.Millisecond)/step + 1
-	app := store.NewAppender()
 	add := func(ls labels.Labels, f func(i int) (float64, bool)) {
 		for i := range n {
 			if v, ok := f(i); ok {
@@ -94,7 +108,6 @@ func writeTestData(t testing.TB, store *kairosstore.Store) {
 		}, nil)
 		require.NoError(t, err)
 	}
-	require.NoError(t, app.Commit(context.Background()))
 }
 
 // testStore is a real embedded store; onChange is given the store's change
@@ -119,10 +132,19 @@ func testStore(t testing.TB, onChange *func([]kairosstore.Change)) *kairosstore.
 	return store
 }
 
-func queryAPI(store *kairosstore.Store) http.Handler {
-	mux := http.NewServeMux()
-	queryapi.New(store, queryapi.Options{}, nil, prometheus.NewRegistry()).Register(func(pattern, _ string, h http.Handler) { mux.Handle(pattern, h) })
-	return mux
+// queryAPI is the query API's query_range handler over store.
+func queryAPI(store *kairosstore.Store) queryapi.RangeHandler {
+	return queryAPIWith(store, queryapi.Options{})
+}
+
+func queryAPIWith(store *kairosstore.Store, opts queryapi.Options) queryapi.RangeHandler {
+	var h queryapi.RangeHandler
+	queryapi.New(store, opts, nil, prometheus.NewRegistry()).Register(func(_, name string, handler http.Handler) {
+		if name == "query_range" {
+			h = handler.(queryapi.RangeHandler)
+		}
+	})
+	return h
 }
 
 type answer struct {
@@ -265,7 +287,9 @@ func TestSplitAndShardMatchWhole(t *testing.T) {
 		{"20m-cache", Options{SplitInterval: 20 * time.Minute, Shards: 2, CacheBytes: 64 << 20, Now: func() time.Time { return midnight.Add(24 * time.Hour) }}, []int{0, 1}, 2},
 		// Many short parts and uneven shards, over the shorter range
 		// only: each query is some 30 sub-queries.
-		{"7m-odd", Options{SplitInterval: 7 * time.Minute, Shards: 5, Parallelism: 3}, []int{1}, 1},
+		{"7m-odd", Options{SplitInterval: 7 * time.Minute, MaxParts: 100, Shards: 5, Parallelism: 3}, []int{1}, 1},
+		// The same range in at most 4 parts: 21m each.
+		{"max-parts", Options{SplitInterval: 7 * time.Minute, MaxParts: 4, Shards: 2}, []int{1}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
@@ -313,12 +337,23 @@ func counter(t testing.TB, reg *prometheus.Registry, name, label string) float64
 	return total
 }
 
+// panicking panics wherever it is asked.
+type panicking struct{}
+
+func (panicking) ServeHTTP(http.ResponseWriter, *http.Request) { panic("boom") }
+
+func (panicking) MaxQueryLength() int { return 1 << 10 }
+
+func (panicking) EvalRange(context.Context, queryapi.RangeRequest, func(promql.Matrix) any) (queryapi.RangeAnswer, *queryapi.Error) {
+	panic("boom")
+}
+
 // TestPanicInAPartAnswers500: parts and shards run on goroutines of their
 // own, where net/http's recovery does not reach; a panic in one (here in
 // the query API it calls) must fail that query with 500, not end the
 // process. Before the recovers, the test binary died.
 func TestPanicInAPartAnswers500(t *testing.T) {
-	panics := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") })
+	var panics panicking
 	midnight := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
 	for _, c := range []struct {
 		name, query, what string

@@ -12,16 +12,15 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/promql/parser/posrange"
 	"github.com/prometheus/prometheus/util/jsonutil"
-
-	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
 // shardPlan is how an aggregation is evaluated in shards by series: each
-// shard's query reads only the series whose labels hash to it (the store's
-// read plan, rollup.Plan.ShardIndex), and the shards' answers combine by
+// shard's query reads only the series whose labels hash to it
+// (queryapi.RangeRequest.ShardIndex), and the shards' answers combine by
 // op. avg is evaluated as a sum and a count per shard.
 type shardPlan struct {
 	op      parser.ItemType
+	n       int      // shards
 	queries []string // one per shard; for avg the sums, then the counts
 	// positions maps, per query, where each node of the shard's text
 	// starts to where it starts in the query's own text, so that the
@@ -58,33 +57,26 @@ func planShards(q string, e parser.Expr, p parser.Parser, n int) *shardPlan {
 	default:
 		return nil
 	}
-	plan := &shardPlan{op: agg.Op}
+	plan := &shardPlan{op: agg.Op, n: n}
 	ops := []parser.ItemType{agg.Op}
 	if agg.Op == parser.AVG {
 		ops = []parser.ItemType{parser.SUM, parser.COUNT}
 	}
 	for _, op := range ops {
-		for i := range n {
-			// A fresh tree per shard: the parser's tree is the only
-			// copy of an expression there is.
-			e2, err := p.ParseExpr(q)
-			if err != nil {
-				return nil
-			}
-			a := unparen(e2).(*parser.AggregateExpr)
-			a.Op = op
-			m := labels.MustNewMatcher(labels.MatchEqual, rollup.ReadMatcher, rollup.Plan{ShardIndex: uint64(i), ShardCount: uint64(n)}.String())
-			parser.Inspect(a, func(node parser.Node, _ []parser.Node) error {
-				if vs, ok := node.(*parser.VectorSelector); ok {
-					vs.LabelMatchers = append(vs.LabelMatchers, m)
-				}
-				return nil
-			})
-			text := a.String()
-			pos, ok := positionMap(e, text, p)
-			if !ok {
-				return nil
-			}
+		// Every shard of op evaluates the same text: the shard travels
+		// beside it (queryapi.RangeRequest.ShardIndex).
+		e2, err := p.ParseExpr(q)
+		if err != nil {
+			return nil
+		}
+		a := unparen(e2).(*parser.AggregateExpr)
+		a.Op = op
+		text := a.String()
+		pos, ok := positionMap(e, text, p)
+		if !ok {
+			return nil
+		}
+		for range n {
 			plan.queries = append(plan.queries, text)
 			plan.positions = append(plan.positions, pos)
 		}
@@ -93,8 +85,7 @@ func planShards(q string, e parser.Expr, p parser.Parser, n int) *shardPlan {
 }
 
 // positionMap pairs the nodes of the query (orig) with those of a shard's
-// text, which has the same tree but for the read-plan matchers and avg's
-// operator.
+// text, which has the same tree but for avg's operator.
 func positionMap(orig parser.Expr, text string, p parser.Parser) (map[posrange.Pos]posrange.Pos, bool) {
 	shard, err := p.ParseExpr(text)
 	if err != nil {
@@ -228,6 +219,9 @@ func namesMetric(vs *parser.VectorSelector) bool {
 	return false
 }
 
+// shardOf is the part of the series one shard's query reads.
+type shardOf struct{ index, count uint64 }
+
 // evalSharded evaluates the shards of q over [start, end] and combines
 // them; ok is false when their answers cannot be combined exactly: native
 // histograms (whose sums the frontend does not add), annotations of avg's
@@ -238,7 +232,7 @@ func (f *Frontend) evalSharded(ctx context.Context, q *rangeQuery, start, end in
 	answers := make([]*matrix, len(plan.queries))
 	err := f.fanOut(ctx, len(plan.queries), "a shard of the query", func(ctx context.Context, i int) (err *upstreamError) {
 		f.metrics.shards.Inc()
-		answers[i], err = f.call(ctx, plan.queries[i], q.params, start, end, sem)
+		answers[i], err = f.call(ctx, plan.queries[i], q, start, end, sem, &shardOf{uint64(i % plan.n), uint64(plan.n)})
 		return err
 	})
 	if err != nil {

@@ -8,10 +8,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/kairos-remote/kairos-adapter/internal/timeparam"
-	"github.com/kairos-remote/kairos-adapter/rollup"
 )
-
-const readMatcher = rollup.ReadMatcher
 
 // part is the evaluation times start, start+step, ..., end of one interval.
 type part struct {
@@ -49,6 +46,26 @@ func splitParts(start, end, step, interval int64) []part {
 	return parts
 }
 
+// partInterval is the interval a query over the evaluation times [start,
+// end] is split at: interval, or the least multiple of it that cuts the
+// range into at most maxParts parts (maxParts >= 3). Parts then still
+// start at multiples of interval since the epoch (UTC midnights for a
+// day), so a part of a query whose start and step are multiples of a
+// rollup resolution that divides interval reads whole buckets.
+func partInterval(start, end, interval int64, maxParts int) int64 {
+	if interval <= 0 || end < start {
+		return interval
+	}
+	// A span of k intervals, not aligned, touches at most k+2 of them.
+	span := uint64(end - start) // < 2^63: times are within Prometheus's bounds
+	per := uint64(interval) * uint64(maxParts-2)
+	k := max((span+per-1)/per, 1)
+	if k > uint64(math.MaxInt64)/uint64(interval) {
+		return interval // no multiple holds: splitParts bounds the parts
+	}
+	return interval * int64(k)
+}
+
 // splittable reports whether every step of e is evaluated on its own, so
 // that parts of the range give the same answers as the whole. In PromQL
 // each step of a range query is evaluated independently: selectors, range
@@ -77,23 +94,6 @@ func splittable(e parser.Expr) bool {
 		return nil
 	})
 	return ok
-}
-
-// usesReadMatcher reports whether the text of a query names the read-plan
-// label, which only the adapter may set.
-func usesReadMatcher(e parser.Expr) bool {
-	found := false
-	parser.Inspect(e, func(node parser.Node, _ []parser.Node) error {
-		if vs, ok := node.(*parser.VectorSelector); ok {
-			for _, m := range vs.LabelMatchers {
-				if m.Name == readMatcher {
-					found = true
-				}
-			}
-		}
-		return nil
-	})
-	return found
 }
 
 // parseTime reads a time as the query API does (internal/timeparam, one

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/storage"
 	"github.com/stretchr/testify/require"
 
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
-	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
 // TestOnChange: every commit reports each metric it wrote with the times of
@@ -61,8 +61,7 @@ func TestShardPlan(t *testing.T) {
 	write(t, s, data)
 	seen := map[string]int{}
 	for i := range 4 {
-		plan := rollup.Plan{ShardIndex: uint64(i), ShardCount: 4}
-		got := read(t, s, 0, 100, eq("__name__", "sh"), eq(rollup.ReadMatcher, plan.String()))
+		got := readHinted(t, s, 0, 100, &storage.SelectHints{Start: 0, End: 100, ShardIndex: uint64(i), ShardCount: 4}, eq("__name__", "sh"))
 		require.NotEmpty(t, got, "shard %d of 40 series", i)
 		require.Less(t, len(got), 40)
 		for _, g := range got {
@@ -75,9 +74,9 @@ func TestShardPlan(t *testing.T) {
 	}
 	q, err := s.Querier(0, 100)
 	require.NoError(t, err)
-	set := q.Select(context.Background(), true, nil, eq("__name__", "sh"), eq(rollup.ReadMatcher, "shard=4/4"))
+	set := q.Select(context.Background(), true, &storage.SelectHints{ShardIndex: 4, ShardCount: 4}, eq("__name__", "sh"))
 	require.False(t, set.Next())
-	require.ErrorContains(t, set.Err(), "bad shard")
+	require.ErrorContains(t, set.Err(), "no such shard")
 }
 
 // guardLog is an Options.Guard that records its calls, whether the samples

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
-	"github.com/kairos-remote/kairos-adapter/rollup"
+	"github.com/kairos-remote/kairos-adapter/readhint"
 )
 
 // Querier returns a querier over [mint, maxt] (inclusive, ms).
@@ -53,27 +53,26 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 // sel is Select; with chunked, the series set's reads encode XOR chunks
 // (chunks.go) instead of keeping samples.
 func (q *querier) sel(ctx context.Context, hints *storage.SelectHints, ms []*labels.Matcher, chunked bool) storage.SeriesSet {
-	plan, ms, err := takePlan(ms)
-	if err != nil {
-		return storage.ErrSeriesSet(err)
-	}
 	if hints != nil && hints.Func == "series" {
 		return q.selectIndex(ctx, ms) // labels.go: no sample needed
+	}
+	if hints != nil && hints.ShardCount > 0 && hints.ShardIndex >= hints.ShardCount {
+		return storage.ErrSeriesSet(badRequest("shard %d of %d: no such shard", hints.ShardIndex, hints.ShardCount))
 	}
 	series, err := q.s.selectSeries(ctx, index.Query{Matchers: ms, Start: q.mint, End: q.maxt})
 	if err != nil {
 		return storage.ErrSeriesSet(err)
 	}
-	series = plan.shard(series)
+	series = shard(series, hints)
 	if len(series) == 0 {
 		return storage.EmptySeriesSet()
 	}
 	var planned *plannedRead
 	if !chunked {
 		// Chunked reads (remote read's streamed answers) encode raw cells
-		// only: of a plan they apply the shard. Plans come from the query
-		// API; remote read adds none (README, "Long ranges").
-		if planned, err = q.s.planRead(ctx, plan.Plan, hints, q.mint, q.maxt); err != nil {
+		// only: of the hints they apply the shard. Read hints come from the
+		// query API; remote read gives none (README, "Long ranges").
+		if planned, err = q.s.planRead(ctx, readhint.From(ctx), hints, q.mint, q.maxt); err != nil {
 			return storage.ErrSeriesSet(err)
 		}
 	}
@@ -84,32 +83,14 @@ func (q *querier) sel(ctx context.Context, hints *storage.SelectHints, ms []*lab
 	return newSeriesSet(ctx, q.s, series, q.mint, q.maxt, &q.reads, chunked, planned)
 }
 
-// readPlan is how a selector asks to be read (rollup.Plan): the query API
-// adds it as a matcher on rollup.ReadMatcher.
-type readPlan struct{ rollup.Plan }
-
-// takePlan removes the read plan's matcher from ms.
-func takePlan(ms []*labels.Matcher) (readPlan, []*labels.Matcher, error) {
-	i := slices.IndexFunc(ms, func(m *labels.Matcher) bool { return m.Name == rollup.ReadMatcher })
-	if i < 0 {
-		return readPlan{}, ms, nil
-	}
-	if ms[i].Type != labels.MatchEqual {
-		return readPlan{}, nil, badRequest("the matcher on %s must be =", rollup.ReadMatcher)
-	}
-	p, err := rollup.ParsePlan(ms[i].Value)
-	if err != nil {
-		return readPlan{}, nil, badRequest("%w", err)
-	}
-	return readPlan{p}, slices.Delete(slices.Clone(ms), i, i+1), nil
-}
-
-// shard keeps the series of the plan's shard, by the hash of their labels.
-func (p readPlan) shard(series []*index.Series) []*index.Series {
-	if p.ShardCount == 0 {
+// shard keeps the series of the hints' shard (SelectHints.ShardIndex of
+// ShardCount), by the hash of their labels, so that one aggregation can be
+// evaluated in parts by series (the frontend's sharding).
+func shard(series []*index.Series, hints *storage.SelectHints) []*index.Series {
+	if hints == nil || hints.ShardCount == 0 {
 		return series
 	}
-	return slices.DeleteFunc(series, func(s *index.Series) bool { return s.Labels.Hash()%p.ShardCount != p.ShardIndex })
+	return slices.DeleteFunc(series, func(s *index.Series) bool { return s.Labels.Hash()%hints.ShardCount != hints.ShardIndex })
 }
 
 // selectSeries is the series a query selects (index.Index.Select), at most

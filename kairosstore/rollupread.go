@@ -14,10 +14,11 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
+	"github.com/kairos-remote/kairos-adapter/readhint"
 	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
-// A read plan (rollup.Plan, chosen by the query API) changes how each
+// A read hint (readhint.Hint, chosen by the query API) changes how each
 // series of a selector is read, in three ways:
 //
 //   - Windows: only the cells inside the windows the engine evaluates are
@@ -88,9 +89,9 @@ func (s *Store) rollupDone(ctx context.Context, r rollup.Resolution) (from, to i
 	return e.from, e.to, e.ok, nil
 }
 
-// plannedRead is a read plan resolved for one Select.
+// plannedRead is a read hint resolved for one Select.
 type plannedRead struct {
-	rollup.Plan
+	readhint.Hint
 	start, end int64  // the querier's range
 	spans      []span // what is read of [start, end]: the windows, or all of it
 	// rolled: the buckets ending in [rollFrom, rollTo] are read from
@@ -99,13 +100,13 @@ type plannedRead struct {
 	rollFrom, rollTo int64
 }
 
-// planRead resolves plan p for a Select over [start, end] with hints;
+// planRead resolves read hint p for a Select over [start, end] with hints;
 // nil is an ordinary read.
-func (s *Store) planRead(ctx context.Context, p rollup.Plan, hints *storage.SelectHints, start, end int64) (*plannedRead, error) {
+func (s *Store) planRead(ctx context.Context, p readhint.Hint, hints *storage.SelectHints, start, end int64) (*plannedRead, error) {
 	if p.Aggregate == "" && p.WindowMillis == 0 {
 		return nil, nil
 	}
-	pr := &plannedRead{Plan: p, start: start, end: end, spans: []span{{start, end}}}
+	pr := &plannedRead{Hint: p, start: start, end: end, spans: []span{{start, end}}}
 	if p.WindowMillis > 0 && hints != nil && hints.Step > 0 && p.WindowMillis < hints.Step {
 		pr.spans = windows(hints.Start, hints.Step, p.WindowMillis, start, end)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/internal/rolluptest"
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
+	"github.com/kairos-remote/kairos-adapter/readhint"
 	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
@@ -68,13 +69,12 @@ func TestRollupReadStitched(t *testing.T) {
 		require.NoError(t, rolluptest.Write(ctx, st, eng, []rollup.Resolution{h}, t0+10*hour, t0+30*hour, data))
 
 		mint, maxt := t0+1, t0+48*hour
-		read := func(name string, p rollup.Plan) (ts []int64, vs []float64) {
+		read := func(name string, p readhint.Hint) (ts []int64, vs []float64) {
 			q, err := st.Querier(mint, maxt)
 			require.NoError(t, err)
 			defer q.Close()
-			ss := q.Select(ctx, false, &storage.SelectHints{Start: mint, End: maxt},
-				labels.MustNewMatcher(labels.MatchEqual, "__name__", name),
-				labels.MustNewMatcher(labels.MatchEqual, rollup.ReadMatcher, p.String()))
+			ss := q.Select(readhint.With(ctx, p), false, &storage.SelectHints{Start: mint, End: maxt},
+				labels.MustNewMatcher(labels.MatchEqual, "__name__", name))
 			require.True(t, ss.Next())
 			it := ss.At().Iterator(nil)
 			for it.Next() != 0 {
@@ -104,16 +104,16 @@ func TestRollupReadStitched(t *testing.T) {
 			}
 		}
 		// 10 raw hours before, 21 buckets, 18 raw hours after.
-		ts, vs := read("g", rollup.Plan{Aggregate: rollup.Sum, Resolution: h})
+		ts, vs := read("g", readhint.Hint{Aggregate: rollup.Sum, Resolution: h})
 		require.Len(t, ts, 9*60+21+18*60)
 		require.InEpsilon(t, rawSum, total(vs), 1e-12)
-		_, vs = read("g", rollup.Plan{Aggregate: rollup.Count, Resolution: h})
+		_, vs = read("g", readhint.Hint{Aggregate: rollup.Count, Resolution: h})
 		require.Equal(t, float64(len(g.T)), total(vs))
-		_, vs = read("g", rollup.Plan{Aggregate: rollup.Min, Resolution: h})
+		_, vs = read("g", readhint.Hint{Aggregate: rollup.Min, Resolution: h})
 		require.Equal(t, rawMin, minOf(vs))
-		_, vs = read("g", rollup.Plan{Aggregate: rollup.Max, Resolution: h})
+		_, vs = read("g", readhint.Hint{Aggregate: rollup.Max, Resolution: h})
 		require.Equal(t, rawMax, -minOf(negate(vs)))
-		_, vs = read("c", rollup.Plan{Aggregate: rollup.Counter, Resolution: h})
+		_, vs = read("c", readhint.Hint{Aggregate: rollup.Counter, Resolution: h})
 		for i := 1; i < len(vs); i++ {
 			require.GreaterOrEqual(t, vs[i], vs[i-1], "the running sum never resets")
 		}
@@ -121,7 +121,7 @@ func TestRollupReadStitched(t *testing.T) {
 		require.Positive(t, cellsRead(t, reg, "rollup"))
 
 		// A count over raw samples alone (no rollups at 5m) is 1 a sample.
-		_, vs = read("g", rollup.Plan{Aggregate: rollup.Count, Resolution: rollup.Resolution(5 * time.Minute)})
+		_, vs = read("g", readhint.Hint{Aggregate: rollup.Count, Resolution: rollup.Resolution(5 * time.Minute)})
 		require.Equal(t, float64(len(g.T)), total(vs))
 	})
 }
@@ -139,8 +139,7 @@ func TestReadWindows(t *testing.T) {
 		q, err := st.Querier(hints.Start, hints.End)
 		require.NoError(t, err)
 		defer q.Close()
-		ss := q.Select(ctx, false, hints, labels.MustNewMatcher(labels.MatchEqual, "__name__", "g"),
-			labels.MustNewMatcher(labels.MatchEqual, rollup.ReadMatcher, rollup.Plan{WindowMillis: w}.String()))
+		ss := q.Select(readhint.With(ctx, readhint.Hint{WindowMillis: w}), false, hints, labels.MustNewMatcher(labels.MatchEqual, "__name__", "g"))
 		require.True(t, ss.Next())
 		var got, want []int64
 		it := ss.At().Iterator(nil)

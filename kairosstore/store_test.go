@@ -161,9 +161,15 @@ func canonical(ls string) string {
 
 func read(t *testing.T, s *ks.Store, start, end int64, ms ...*labels.Matcher) []series {
 	t.Helper()
+	return readHinted(t, s, start, end, nil, ms...)
+}
+
+// readHinted is read with the engine's hints.
+func readHinted(t *testing.T, s *ks.Store, start, end int64, hints *storage.SelectHints, ms ...*labels.Matcher) []series {
+	t.Helper()
 	q, err := s.Querier(start, end)
 	require.NoError(t, err)
-	set := q.Select(context.Background(), true, nil, ms...)
+	set := q.Select(context.Background(), true, hints, ms...)
 	var out []series
 	var it chunkenc.Iterator
 	var prev labels.Labels

@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -99,6 +100,9 @@ type Options struct {
 	// parameter ("" is auto): rollups.go.
 	RollupResolutions   []rollup.Resolution
 	MaxSourceResolution string
+	// Parser parses queries; nil means Prometheus's own with its default
+	// options (a test counts parses with its own).
+	Parser parser.Parser
 }
 
 // API serves the query endpoints.
@@ -114,6 +118,7 @@ type API struct {
 	rollups      func() Recomputer
 	engine       *promql.Engine
 	parser       parser.Parser
+	prepared     *prepared // the engine's parser
 	logger       *slog.Logger
 	now          func() time.Time
 	// What rollups.go plans reads with.
@@ -152,7 +157,11 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	if opts.MaxSamples > 0 && opts.SampleLimit == nil {
 		panic("queryapi: Options.MaxSamples needs Options.SampleLimit, the store's budget")
 	}
-	p := parser.NewParser(parser.Options{})
+	p := opts.Parser
+	if p == nil {
+		p = parser.NewParser(parser.Options{})
+	}
+	prep := &prepared{Parser: p}
 	interval := opts.EvaluationInterval.Milliseconds()
 	g := newGate(opts.MaxConcurrency)
 	eng := promql.NewEngine(promql.EngineOpts{
@@ -166,7 +175,7 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		// Both are always on in Prometheus 3.
 		EnableAtModifier:     true,
 		EnableNegativeOffset: true,
-		Parser:               p,
+		Parser:               prep,
 	})
 	src, err := parseSourceResolution(opts.MaxSourceResolution, opts.RollupResolutions)
 	if err != nil {
@@ -175,7 +184,7 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	}
 	return &API{
 		store: store, maxSamples: max(opts.MaxSamples, 0), sampleLimit: opts.SampleLimit, limits: opts.Limits.withDefaults(), timeout: opts.Timeout,
-		evalInterval: interval, gate: g, adminAPI: opts.EnableAdminAPI, rollups: opts.Rollups, engine: eng, parser: p, logger: logger, now: time.Now,
+		evalInterval: interval, gate: g, adminAPI: opts.EnableAdminAPI, rollups: opts.Rollups, engine: eng, parser: p, prepared: prep, logger: logger, now: time.Now,
 		lookback: opts.LookbackDelta, resolutions: sortResolutions(opts.RollupResolutions), sourceRes: src,
 	}
 }
@@ -212,7 +221,10 @@ func (a *API) Register(handle func(pattern, name string, h http.Handler)) {
 		{"/api/v1/format_query", "format_query", a.formatQuery},
 		{"/api/v1/parse_query", "parse_query", a.parseQuery},
 	} {
-		h := a.handler(r.f, r.name)
+		var h http.Handler = a.handler(r.f, r.name)
+		if r.name == "query_range" {
+			h = RangeHandler{Handler: h, api: a}
+		}
 		handle("GET "+r.path, r.name, h)
 		handle("POST "+r.path, r.name, h)
 	}
@@ -277,13 +289,12 @@ func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiE
 			return
 		}
 		timeout := a.timeout
-		if s := r.FormValue("timeout"); s != "" && timeoutParam {
-			d, err := parseDuration(s)
-			if err != nil {
-				respondError(w, a.logger, badParam(err, "timeout"), nil, "")
+		if timeoutParam {
+			var apiErr *apiError
+			if timeout, apiErr = a.timeoutOf(r.Form); apiErr != nil {
+				respondError(w, a.logger, apiErr, nil, "")
 				return
 			}
-			timeout = min(timeout, d)
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
@@ -299,6 +310,19 @@ func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiE
 		}
 		respond(w, a.logger, data, ann, q)
 	})
+}
+
+// timeoutOf is a query's timeout: --query.timeout, or the request's
+// timeout parameter if shorter.
+func (a *API) timeoutOf(form url.Values) (time.Duration, *apiError) {
+	if s := form.Get("timeout"); s != "" {
+		d, err := parseDuration(s)
+		if err != nil {
+			return 0, badParam(err, "timeout")
+		}
+		return min(a.timeout, d), nil
+	}
+	return a.timeout, nil
 }
 
 func acceptsGzip(r *http.Request) bool {
@@ -326,20 +350,26 @@ func (a *API) query(r *http.Request) (any, annotations.Annotations, *apiError) {
 	if err != nil {
 		return nil, nil, badParam(err, "time")
 	}
-	opts, apiErr := queryOpts(r)
+	opts, apiErr := queryOpts(r.Form)
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
-	q, apiErr := a.check(r, opts, ts, ts, 0)
+	expr, hints, apiErr := a.check(r.FormValue("query"), r.Form, opts, ts, 0)
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
 	ctx := a.sampleBudget(r.Context())
-	qry, err := a.engine.NewInstantQuery(ctx, a.queryable(), opts, q, ts)
+	handle := a.prepared.put(expr)
+	qry, err := a.engine.NewInstantQuery(ctx, a.queryable(shard{}, hints), opts, handle, ts)
+	a.prepared.drop(handle)
 	if err != nil {
 		return nil, nil, newQueryError(ctx, err)
 	}
-	return a.exec(ctx, qry, limit, r.FormValue("stats") != "")
+	if apiErr := a.checkSteps(qry, ts, ts, 0); apiErr != nil {
+		qry.Close()
+		return nil, nil, apiErr
+	}
+	return a.exec(ctx, qry, encodeJSON(limit, r.FormValue("stats") != ""))
 }
 
 func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiError) {
@@ -355,12 +385,20 @@ func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiErr
 	if err != nil {
 		return nil, nil, badParam(err, "end")
 	}
-	if end.Before(start) {
-		return nil, nil, badParam(errors.New("end timestamp must not be before start time"), "end")
-	}
 	step, err := parseDuration(r.FormValue("step"))
 	if err != nil {
 		return nil, nil, badParam(err, "step")
+	}
+	req := RangeRequest{Query: r.FormValue("query"), Start: start, End: end, Step: step, Params: r.Form}
+	return a.evalRange(r.Context(), req, encodeJSON(limit, r.FormValue("stats") != ""))
+}
+
+// evalRange evaluates a range query; out makes the answer's data of the
+// engine's result.
+func (a *API) evalRange(ctx context.Context, req RangeRequest, out output) (any, annotations.Annotations, *apiError) {
+	start, end, step := req.Start, req.End, req.Step
+	if end.Before(start) {
+		return nil, nil, badParam(errors.New("end timestamp must not be before start time"), "end")
 	}
 	if step <= 0 {
 		return nil, nil, badParam(errors.New("zero or negative query resolution step widths are not accepted. Try a positive integer"), "step")
@@ -368,81 +406,38 @@ func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiErr
 	if tooManyPoints(start, end, step) {
 		return nil, nil, badData(errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))
 	}
-	opts, apiErr := queryOpts(r)
+	opts, apiErr := queryOpts(req.Params)
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
-	q, apiErr := a.check(r, opts, start, end, step)
+	expr, hints, apiErr := a.check(req.Query, req.Params, opts, start, step)
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
-	ctx := a.sampleBudget(r.Context())
-	qry, err := a.engine.NewRangeQuery(ctx, a.queryable(), opts, q, start, end, step)
+	qctx := a.sampleBudget(ctx)
+	handle := a.prepared.put(expr)
+	qry, err := a.engine.NewRangeQuery(qctx, a.queryable(shard{req.ShardIndex, req.ShardCount}, hints), opts, handle, start, end, step)
+	a.prepared.drop(handle)
 	if err != nil {
-		return nil, nil, newQueryError(ctx, err)
+		return nil, nil, newQueryError(qctx, err)
 	}
-	return a.exec(ctx, qry, limit, r.FormValue("stats") != "")
-}
-
-// queryable opens the store's querier for the range the engine asks for:
-// that of the whole query. The engine passes each selector's matchers and
-// hints to Select.
-func (a *API) queryable() storage.Queryable {
-	return storage.QueryableFunc(func(mint, maxt int64) (storage.Querier, error) {
-		q, err := a.store.Querier(mint, maxt)
-		if err != nil {
-			return nil, err
-		}
-		return &narrowing{Querier: q, store: a.store, mint: mint, maxt: maxt}, nil
-	})
-}
-
-// narrowing reads each selector only over the range its hints give (its
-// own offset, @ time, range and lookback), not over the whole query's:
-// in `x - x offset 1w` each selector reads its own hour, not the week
-// between.
-type narrowing struct {
-	storage.Querier
-	store      Store
-	mint, maxt int64
-	subs       []storage.Querier // closed with q, after the engine read their series
-}
-
-func (q *narrowing) Close() error {
-	errs := []error{q.Querier.Close()}
-	for _, s := range q.subs {
-		errs = append(errs, s.Close())
+	if apiErr := a.checkSteps(qry, start, end, step); apiErr != nil {
+		qry.Close()
+		return nil, nil, apiErr
 	}
-	return errors.Join(errs...)
+	return a.exec(qctx, qry, out)
 }
 
-func (q *narrowing) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
-	if hints == nil || hints.Start <= q.mint && hints.End >= q.maxt {
-		return q.Querier.Select(ctx, sortSeries, hints, ms...)
-	}
-	sub, err := q.store.Querier(max(q.mint, hints.Start), min(q.maxt, hints.End))
-	if err != nil {
-		return storage.ErrSeriesSet(err)
-	}
-	q.subs = append(q.subs, sub)
-	return sub.Select(ctx, sortSeries, hints, ms...)
-}
-
-// check parses a request's query within the limits, and counts the steps
-// of its subqueries, before the engine sees it, and returns the text the
-// engine evaluates: the query with read plans (planReads). The engine then
-// parses the text again: its NewInstantQuery and NewRangeQuery take no
-// parsed expression, and the limits keep a parse to milliseconds.
-func (a *API) check(r *http.Request, opts promql.QueryOpts, start, end time.Time, step time.Duration) (string, *apiError) {
-	q := r.FormValue("query")
+// check parses a request's query within the limits and plans its reads
+// (planReads): the tree the engine evaluates (prepared) and the read hints
+// of its selectors. The steps of its subqueries are counted once the
+// engine has prepared it (checkSteps), before it runs.
+func (a *API) check(q string, form url.Values, opts promql.QueryOpts, start time.Time, step time.Duration) (parser.Expr, selectorHints, *apiError) {
 	expr, err := a.parse(q)
 	if err != nil {
-		return "", badParam(err, "query")
+		return nil, nil, badParam(err, "query")
 	}
-	if apiErr := a.checkSteps(expr, start, end, step); apiErr != nil {
-		return "", apiErr
-	}
-	return a.planReads(r, opts, q, expr, start, step)
+	return a.planReads(form, opts, expr, start, step)
 }
 
 // sampleBudget gives a PromQL query a budget of --query.max-samples samples
@@ -473,17 +468,39 @@ func newQueryError(ctx context.Context, err error) *apiError {
 const execGrace = 100 * time.Millisecond
 
 type execResult struct {
-	data json.RawMessage
+	data any
 	ann  annotations.Annotations
 	err  *apiError
 }
 
+// output makes the data of an answer of the engine's result, which refers
+// to the engine's pooled slices, reused once the query is closed: it runs
+// before.
+type output func(qry promql.Query, res *promql.Result) (any, annotations.Annotations, error)
+
+// encodeJSON is the handlers' output: the result as JSON, with at most
+// limit series (0: all), and with withStats the engine's statistics
+// (timings and samples), as Prometheus's answer carries them for any
+// non-empty stats parameter.
+func encodeJSON(limit int, withStats bool) output {
+	return func(qry promql.Query, res *promql.Result) (any, annotations.Annotations, error) {
+		ann := res.Warnings
+		if limit > 0 && truncate(res, limit) {
+			ann = ann.Add(errors.New("results truncated due to limit"))
+		}
+		var qs stats.QueryStats
+		if withStats {
+			qs = stats.NewQueryStats(qry.Stats())
+		}
+		b, err := encodeResult(res.Value, qs)
+		return b, ann, err
+	}
+}
+
 // exec evaluates a query and answers at its deadline at the latest: the
 // engine goes on until its next check of the context, which the limits keep
-// short, and then closes the query and frees its slot. With withStats the
-// answer carries the engine's statistics (timings and samples), as
-// Prometheus's does for any non-empty stats parameter.
-func (a *API) exec(ctx context.Context, qry promql.Query, limit int, withStats bool) (any, annotations.Annotations, *apiError) {
+// short, and then closes the query and frees its slot.
+func (a *API) exec(ctx context.Context, qry promql.Query, out output) (any, annotations.Annotations, *apiError) {
 	done := make(chan execResult, 1)
 	go func() {
 		defer func() {
@@ -491,7 +508,7 @@ func (a *API) exec(ctx context.Context, qry promql.Query, limit int, withStats b
 				done <- execResult{err: &apiError{errInternal, recovered.Err(a.logger, "query", p)}}
 			}
 		}()
-		done <- run(ctx, qry, limit, withStats)
+		done <- run(ctx, qry, out)
 	}()
 	var res execResult
 	select {
@@ -518,27 +535,17 @@ func deadlineError(ctx context.Context) *apiError {
 	return classify(promql.ErrQueryCanceled("expression evaluation"))
 }
 
-func run(ctx context.Context, qry promql.Query, limit int, withStats bool) execResult {
+func run(ctx context.Context, qry promql.Query, out output) execResult {
 	defer qry.Close()
 	res := qry.Exec(ctx)
 	if res.Err != nil {
 		return execResult{ann: res.Warnings, err: classify(res.Err)}
 	}
-	ann := res.Warnings
-	if limit > 0 && truncate(res, limit) {
-		ann = ann.Add(errors.New("results truncated due to limit"))
-	}
-	var qs stats.QueryStats
-	if withStats {
-		qs = stats.NewQueryStats(qry.Stats())
-	}
-	// The result refers to the engine's pooled slices, reused after
-	// Close: encode it now.
-	b, err := encodeResult(res.Value, qs)
+	data, ann, err := out(qry, res)
 	if err != nil {
 		return execResult{ann: ann, err: &apiError{errInternal, err}}
 	}
-	return execResult{data: b, ann: ann}
+	return execResult{data: data, ann: ann}
 }
 
 // truncate keeps the first limit series of a vector or matrix.
@@ -558,9 +565,9 @@ func truncate(res *promql.Result, limit int) bool {
 	return false
 }
 
-func queryOpts(r *http.Request) (promql.QueryOpts, *apiError) {
+func queryOpts(form url.Values) (promql.QueryOpts, *apiError) {
 	var lookback time.Duration
-	if s := r.FormValue("lookback_delta"); s != "" {
+	if s := form.Get("lookback_delta"); s != "" {
 		d, err := parseDuration(s)
 		if err != nil {
 			return nil, badData(fmt.Errorf("error parsing lookback delta duration: %w", err))
@@ -570,7 +577,7 @@ func queryOpts(r *http.Request) (promql.QueryOpts, *apiError) {
 	// Per-step statistics, as Prometheus asks them for stats=all; the
 	// engine, like Prometheus's without --enable-feature=promql-per-step-stats,
 	// does not collect them.
-	return promql.NewPrometheusQueryOpts(r.FormValue("stats") == "all", lookback), nil
+	return promql.NewPrometheusQueryOpts(form.Get("stats") == "all", lookback), nil
 }
 
 // labelParams are the parameters /labels, /label/<name>/values and /series

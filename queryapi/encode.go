@@ -102,6 +102,10 @@ func writeArray[T any](s *jsoniter.Stream, items []T, f func(*jsoniter.Stream, T
 	s.WriteArrayEnd()
 }
 
+// WriteLabels writes ls as the query API writes a series' labels, for the
+// frontend's answers.
+func WriteLabels(s *jsoniter.Stream, ls labels.Labels) { writeLabels(s, ls) }
+
 func writeLabels(s *jsoniter.Stream, ls labels.Labels) {
 	s.WriteObjectStart()
 	i := 0

@@ -113,12 +113,15 @@ func treeDepth(e parser.Node, limit int) int {
 // checkSteps refuses a query whose subqueries would evaluate more steps
 // than the limit. It counts them as the engine will evaluate them: each
 // subquery over its parent's window widened by its range, at its step, and
-// an expression fixed by @ once.
-func (a *API) checkSteps(expr parser.Expr, start, end time.Time, step time.Duration) *apiError {
-	expr, err := promql.PreprocessExpr(expr, start, end, step)
-	if err != nil {
-		return nil // the engine refuses it with its own words
+// an expression fixed by @ once. It reads the tree of qry, which the
+// engine has preprocessed (the @ modifier's start() and end() resolved,
+// step-invariant parts marked) and not yet evaluated.
+func (a *API) checkSteps(qry promql.Query, start, end time.Time, step time.Duration) *apiError {
+	stmt, ok := qry.Statement().(*parser.EvalStmt)
+	if !ok {
+		return nil
 	}
+	expr := stmt.Expr
 	interval := step.Milliseconds()
 	if interval == 0 {
 		interval = 1 // how the engine evaluates an instant query

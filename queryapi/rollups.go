@@ -1,9 +1,8 @@
 package queryapi
 
 import (
-	"context"
 	"fmt"
-	"net/http"
+	"net/url"
 	"slices"
 	"time"
 
@@ -12,13 +11,14 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 
+	"github.com/kairos-remote/kairos-adapter/readhint"
 	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
 // The query API plans how the store reads each selector, and the store
-// obeys (kairosstore/rollupread.go): it adds a rollup.ReadMatcher to every
-// selector it can read more cheaply than raw, and gives the engine the
-// expression with those matchers (the engine takes text only). Two ways:
+// obeys (kairosstore/rollupread.go): it gives a readhint.Hint to every
+// selector it can read more cheaply than raw, which the engine's querier
+// (hints.go) puts in the context of that selector's Select. Two ways:
 //
 //   - Rollups. min_over_time, max_over_time and sum_over_time of x[R] read
 //     the rollup of that aggregate; count_over_time becomes sum_over_time
@@ -71,36 +71,19 @@ type planner struct {
 	start, step, lookback int64 // ms; step 0 for an instant query
 	src                   sourceResolution
 	resolutions           []rollup.Resolution // largest first
-	planned               bool
+	hints                 selectorHints
 }
 
-// planReads is the expression the engine evaluates for query text q,
-// already parsed to expr (check): q itself, or expr with read plans.
-func (a *API) planReads(r *http.Request, opts promql.QueryOpts, q string, expr parser.Expr, start time.Time, step time.Duration) (string, *apiError) {
-	refused := false
-	shards := r.Context().Value(shardPlansKey{}) != nil
-	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
-		vs, ok := n.(*parser.VectorSelector)
-		if !ok {
-			return nil
-		}
-		for _, m := range vs.LabelMatchers {
-			if m.Name != rollup.ReadMatcher {
-				continue
-			}
-			plan, err := rollup.ParsePlan(m.Value)
-			refused = refused || !shards || err != nil || plan != (rollup.Plan{ShardIndex: plan.ShardIndex, ShardCount: plan.ShardCount})
-		}
-		return nil
-	})
-	if refused {
-		return "", badParam(fmt.Errorf("the label %s is reserved for the adapter's read plans", rollup.ReadMatcher), "query")
-	}
+// planReads plans the reads of expr, the parsed query, in place: it
+// rewrites the calls that read rollups on the syntax tree (count_over_time
+// to a sum of counts, avg_over_time to sums over counts) and returns the
+// hint of each planned selector.
+func (a *API) planReads(form url.Values, opts promql.QueryOpts, expr parser.Expr, start time.Time, step time.Duration) (parser.Expr, selectorHints, *apiError) {
 	src := a.sourceRes
-	if s := r.FormValue("max_source_resolution"); s != "" {
+	if s := form.Get("max_source_resolution"); s != "" {
 		var err error
 		if src, err = parseSourceResolution(s, a.resolutions); err != nil {
-			return "", badParam(err, "max_source_resolution")
+			return nil, nil, badParam(err, "max_source_resolution")
 		}
 	}
 	lookback := a.lookback
@@ -108,11 +91,7 @@ func (a *API) planReads(r *http.Request, opts promql.QueryOpts, q string, expr p
 		lookback = d
 	}
 	p := &planner{start: start.UnixMilli(), step: step.Milliseconds(), lookback: lookback.Milliseconds(), src: src, resolutions: a.resolutions}
-	expr = p.expr(expr, false)
-	if !p.planned {
-		return q, nil
-	}
-	return expr.String(), nil
+	return p.expr(expr, false), p.hints, nil
 }
 
 // expr plans the selectors of e, inSub when e is inside a subquery; it
@@ -136,7 +115,7 @@ func (p *planner) expr(e parser.Expr, inSub bool) parser.Expr {
 		return p.call(n, inSub)
 	case *parser.VectorSelector:
 		if !inSub && p.step > p.lookback && safe(n) {
-			p.add(n, rollup.Plan{WindowMillis: p.lookback})
+			p.add(n, readhint.Hint{WindowMillis: p.lookback})
 		}
 	}
 	return e
@@ -156,9 +135,9 @@ func (p *planner) call(c *parser.Call, inSub bool) parser.Expr {
 			continue
 		}
 		rng := ms.Range.Milliseconds()
-		var plan rollup.Plan
+		var plan readhint.Hint
 		if p.step > rng {
-			plan = rollup.Plan{WindowMillis: rng}
+			plan = readhint.Hint{WindowMillis: rng}
 		}
 		switch c.Func.Name {
 		case "min_over_time", "max_over_time", "sum_over_time", "count_over_time", "avg_over_time":
@@ -170,7 +149,7 @@ func (p *planner) call(c *parser.Call, inSub bool) parser.Expr {
 				plan.Aggregate, plan.Resolution = rollup.Counter, r
 			}
 		}
-		if plan != (rollup.Plan{}) {
+		if plan != (readhint.Hint{}) {
 			p.add(vs, plan)
 		}
 	}
@@ -178,7 +157,7 @@ func (p *planner) call(c *parser.Call, inSub bool) parser.Expr {
 }
 
 // rollupCall rewrites an aggregation over time of x[R] to read rollups at r.
-func (p *planner) rollupCall(c *parser.Call, ms *parser.MatrixSelector, vs *parser.VectorSelector, plan rollup.Plan, r rollup.Resolution) parser.Expr {
+func (p *planner) rollupCall(c *parser.Call, ms *parser.MatrixSelector, vs *parser.VectorSelector, plan readhint.Hint, r rollup.Resolution) parser.Expr {
 	plan.Resolution = r
 	switch c.Func.Name {
 	case "min_over_time":
@@ -192,9 +171,15 @@ func (p *planner) rollupCall(c *parser.Call, ms *parser.MatrixSelector, vs *pars
 		c.Func = parser.Functions["sum_over_time"]
 	case "avg_over_time":
 		// sum / count of the same windows: both keep the series' labels
-		// but the name, so they match one to one.
+		// but the name, so they match one to one. The count's selector
+		// has matchers of its own, by which its Select is told apart
+		// (selectorHints).
 		countVS := *vs
-		countVS.LabelMatchers = slices.Clone(vs.LabelMatchers)
+		countVS.LabelMatchers = make([]*labels.Matcher, len(vs.LabelMatchers))
+		for i, m := range vs.LabelMatchers {
+			c := *m
+			countVS.LabelMatchers[i] = &c
+		}
 		countMS := *ms
 		countMS.VectorSelector = &countVS
 		countPlan := plan
@@ -203,10 +188,13 @@ func (p *planner) rollupCall(c *parser.Call, ms *parser.MatrixSelector, vs *pars
 		plan.Aggregate = rollup.Sum
 		p.add(vs, plan)
 		sum := parser.Functions["sum_over_time"]
-		return &parser.ParenExpr{Expr: &parser.BinaryExpr{
+		// The new nodes stand where the call stood, for the positions
+		// an annotation cites.
+		at := c.PositionRange()
+		return &parser.ParenExpr{PosRange: at, Expr: &parser.BinaryExpr{
 			Op:             parser.DIV,
-			LHS:            &parser.Call{Func: sum, Args: parser.Expressions{ms}},
-			RHS:            &parser.Call{Func: sum, Args: parser.Expressions{&countMS}},
+			LHS:            &parser.Call{Func: sum, Args: parser.Expressions{ms}, PosRange: at},
+			RHS:            &parser.Call{Func: sum, Args: parser.Expressions{&countMS}, PosRange: at},
 			VectorMatching: &parser.VectorMatching{Card: parser.CardOneToOne},
 		}}
 	}
@@ -297,28 +285,12 @@ func (p *planner) stepOr(rng int64) int64 {
 	return p.step
 }
 
-// add gives vs plan, keeping the shard of a plan it has already (the
-// frontend's, WithShardPlans): the store takes one plan per selector.
-func (p *planner) add(vs *parser.VectorSelector, plan rollup.Plan) {
-	i := slices.IndexFunc(vs.LabelMatchers, func(m *labels.Matcher) bool { return m.Name == rollup.ReadMatcher })
-	if i < 0 {
-		vs.LabelMatchers = append(vs.LabelMatchers, nil)
-		i = len(vs.LabelMatchers) - 1
-	} else if had, err := rollup.ParsePlan(vs.LabelMatchers[i].Value); err == nil {
-		plan.ShardIndex, plan.ShardCount = had.ShardIndex, had.ShardCount
+// add gives vs hint h.
+func (p *planner) add(vs *parser.VectorSelector, h readhint.Hint) {
+	if p.hints == nil {
+		p.hints = selectorHints{}
 	}
-	vs.LabelMatchers[i] = labels.MustNewMatcher(labels.MatchEqual, rollup.ReadMatcher, plan.String())
-	p.planned = true
-}
-
-type shardPlansKey struct{}
-
-// WithShardPlans marks a request as the frontend's (frontend.shardPlan):
-// its selectors may carry read plans that name a shard and nothing else.
-// Any other request naming rollup.ReadMatcher is refused, so users never
-// reach the store's plans; the context cannot come over HTTP.
-func WithShardPlans(ctx context.Context) context.Context {
-	return context.WithValue(ctx, shardPlansKey{}, true)
+	p.hints[vs.LabelMatchers[0]] = h
 }
 
 // safe says whether a selector is read at the query's steps over its own

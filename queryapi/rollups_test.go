@@ -7,12 +7,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
 var testResolutions = []rollup.Resolution{rollup.Resolution(5 * time.Minute), rollup.Resolution(time.Hour), rollup.Resolution(6 * time.Hour)}
+
+// renderHints is expr with the hint of each planned selector written as a
+// matcher on __kairos_read__, for the table below to read.
+func renderHints(expr parser.Expr, hints selectorHints) string {
+	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok && len(vs.LabelMatchers) > 0 {
+			if h, ok := hints[vs.LabelMatchers[0]]; ok {
+				vs.LabelMatchers = append(vs.LabelMatchers, labels.MustNewMatcher(labels.MatchEqual, "__kairos_read__", h.String()))
+			}
+		}
+		return nil
+	})
+	return expr.String()
+}
 
 // TestPlanReads holds the planner to its rules: which selectors read
 // rollups of which aggregate and resolution, which read windows, and which
@@ -21,14 +37,13 @@ func TestPlanReads(t *testing.T) {
 	day := time.Unix(1_700_006_400, 0) // a multiple of 1h (and of 1d)
 	const r = `__kairos_read__=`
 	for _, c := range []struct {
-		name, q  string
-		start    time.Time
-		step     time.Duration // 0: instant
-		src      string        // max_source_resolution
-		want     string        // "" = unchanged
-		err      string
-		frontend bool // the request is the frontend's (WithShardPlans)
-		off      bool // rollups off (--rollup.resolutions=): windows only
+		name, q string
+		start   time.Time
+		step    time.Duration // 0: instant
+		src     string        // max_source_resolution
+		want    string        // "" = unchanged
+		err     string
+		off     bool // rollups off (--rollup.resolutions=): windows only
 	}{
 		{name: "max 1h", q: `max_over_time(x[8h])`, start: day, step: 8 * time.Hour,
 			want: `max_over_time(x{` + r + `"max@1h"}[8h])`},
@@ -100,14 +115,8 @@ func TestPlanReads(t *testing.T) {
 		{name: "1h beats step/5", q: `max_over_time(x[1h])`, start: day, step: time.Hour, src: "1h",
 			want: `max_over_time(x{` + r + `"max@1h"}[1h])`},
 		{name: "bad source resolution", q: `x`, start: day, step: time.Hour, src: "2m", err: `invalid parameter "max_source_resolution"`},
-		{name: "reserved", q: `x{__kairos_read__="max@1h"}`, start: day, step: time.Hour, err: `reserved`},
-		{name: "reserved shard", q: `x{__kairos_read__="shard=0/2"}`, start: day, step: time.Hour, err: `reserved`},
-		// The frontend's shard plans (WithShardPlans) are kept, and merged
-		// into the plan of a selector that gets one.
-		{name: "frontend shard kept", frontend: true, q: `sum(x{__kairos_read__="shard=1/2"})`, start: day, step: time.Minute},
-		{name: "frontend shard merged", frontend: true, q: `sum(avg_over_time(x{__kairos_read__="shard=1/2"}[8h]))`, start: day, step: 8 * time.Hour,
-			want: `sum((sum_over_time(x{` + r + `"sum@1h,shard=1/2"}[8h]) / sum_over_time(x{` + r + `"count@1h,shard=1/2"}[8h])))`},
-		{name: "frontend only shards", frontend: true, q: `x{__kairos_read__="max@1h"}`, start: day, step: time.Hour, err: `reserved`},
+		// The label the plans once travelled in is an ordinary label.
+		{name: "old plan label", q: `x{__kairos_read__="max@1h"}`, start: day, step: time.Minute},
 		// With rollups off the windows still apply, and nothing else.
 		{name: "off: rate", off: true, q: `sum by (job) (rate(x[6h1m]))`, start: day, step: 8 * time.Hour,
 			want: `sum by (job) (rate(x{` + r + `"windows=21660000"}[6h1m]))`},
@@ -126,13 +135,10 @@ func TestPlanReads(t *testing.T) {
 			}
 			req := httptest.NewRequest("POST", "/api/v1/query_range", strings.NewReader(form.Encode()))
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			if c.frontend {
-				req = req.WithContext(WithShardPlans(req.Context()))
-			}
 			require.NoError(t, req.ParseForm())
-			opts, apiErr := queryOpts(req)
+			opts, apiErr := queryOpts(req.Form)
 			require.Nil(t, apiErr)
-			got, apiErr := a.check(req, opts, c.start, c.start.Add(30*24*time.Hour), c.step)
+			expr, hints, apiErr := a.check(req.FormValue("query"), req.Form, opts, c.start, c.step)
 			if c.err != "" {
 				require.NotNil(t, apiErr)
 				require.Equal(t, errBadData, apiErr.typ)
@@ -140,8 +146,10 @@ func TestPlanReads(t *testing.T) {
 				return
 			}
 			require.Nil(t, apiErr)
+			got := renderHints(expr, hints)
 			if c.want == "" {
-				require.Equal(t, c.q, got)
+				// Unplanned: no hint, and so no rewrite.
+				require.Empty(t, hints, got)
 				return
 			}
 			require.Equal(t, c.want, got)

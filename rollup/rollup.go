@@ -2,10 +2,10 @@
 // that writes them (rollup/job), the store that reads them (kairosstore) and
 // the query API that decides when to read them (queryapi): how a rollup
 // series is named and tagged, which raw samples fall in a bucket, how each
-// aggregate is computed from them, where the job keeps its progress in
-// service_index, and the matcher by which a query tells the store how to read
-// one selector. Pure functions, no I/O. docs/kairosdb-layout.md §13
-// describes the same rules for a reader of the keyspace.
+// aggregate is computed from them, and where the job keeps its progress in
+// service_index. Pure functions, no I/O; how one query reads them is
+// package readhint's. docs/kairosdb-layout.md §13 describes the same rules
+// for a reader of the keyspace.
 package rollup
 
 import (
@@ -197,93 +197,6 @@ func Compute(r Resolution, from, to int64, ts []int64, vs []float64) []Point {
 		prev, havePrev, prevEnd = v, true, end
 	}
 	return out
-}
-
-// ReadMatcher is the label of the matcher by which the query API tells the
-// store how to read one selector (Plan). The store removes it before
-// matching; a query that names it in its own text is refused by the query
-// API, so no user can reach it.
-const ReadMatcher = "__kairos_read__"
-
-// Plan is how the store reads one selector.
-type Plan struct {
-	// Aggregate and Resolution choose the rollup series to read; the zero
-	// Resolution means raw samples. For Count over raw samples the store
-	// returns 1 for each sample, so the query's sum_over_time (the query
-	// API rewrites count_over_time to it) counts them; for Counter it
-	// returns a running sum of increases, resets applied.
-	Aggregate  Aggregate
-	Resolution Resolution
-	// WindowMillis > 0 limits the cells read to the windows the engine
-	// evaluates: (t-W, t] for t = Start+W-1+k*Step (the SelectHints' Start
-	// and Step), so a long range at a long step does not read every cell in
-	// between. W is the selector's range, or the lookback delta for an
-	// instant selector (whose hints' Range is 0).
-	WindowMillis int64
-	// ShardCount > 0 keeps only the series whose labels hash (labels.Hash)
-	// to ShardIndex modulo ShardCount, so that one aggregation can be
-	// evaluated in ShardCount parts in parallel (the query API's sharding).
-	ShardIndex, ShardCount uint64
-}
-
-// String encodes p as the value of a ReadMatcher.
-func (p Plan) String() string {
-	var parts []string
-	if p.Resolution != 0 {
-		parts = append(parts, string(p.Aggregate)+"@"+p.Resolution.String())
-	} else if p.Aggregate != "" {
-		parts = append(parts, string(p.Aggregate)+"@raw")
-	}
-	if p.WindowMillis > 0 {
-		parts = append(parts, "windows="+strconv.FormatInt(p.WindowMillis, 10))
-	}
-	if p.ShardCount > 0 {
-		parts = append(parts, "shard="+strconv.FormatUint(p.ShardIndex, 10)+"/"+strconv.FormatUint(p.ShardCount, 10))
-	}
-	return strings.Join(parts, ",")
-}
-
-// ParsePlan reads a ReadMatcher's value.
-func ParsePlan(s string) (Plan, error) {
-	var p Plan
-	for _, part := range strings.Split(s, ",") {
-		if w, ok := strings.CutPrefix(part, "windows="); ok {
-			n, err := strconv.ParseInt(w, 10, 64)
-			if err != nil || n <= 0 {
-				return Plan{}, fmt.Errorf("read plan %q: bad window %q", s, w)
-			}
-			p.WindowMillis = n
-			continue
-		}
-		if sh, ok := strings.CutPrefix(part, "shard="); ok {
-			i, n, ok := strings.Cut(sh, "/")
-			var err1, err2 error
-			p.ShardIndex, err1 = strconv.ParseUint(i, 10, 64)
-			p.ShardCount, err2 = strconv.ParseUint(n, 10, 64)
-			if !ok || err1 != nil || err2 != nil || p.ShardCount == 0 || p.ShardIndex >= p.ShardCount {
-				return Plan{}, fmt.Errorf("read plan %q: bad shard %q", s, sh)
-			}
-			continue
-		}
-		agg, res, ok := strings.Cut(part, "@")
-		if !ok {
-			return Plan{}, fmt.Errorf("read plan %q: unknown part %q", s, part)
-		}
-		switch a := Aggregate(agg); a {
-		case Count, Sum, Min, Max, Counter:
-			p.Aggregate = a
-		default:
-			return Plan{}, fmt.Errorf("read plan %q: unknown aggregate %q", s, agg)
-		}
-		if res != "raw" {
-			r, err := ParseResolution(res)
-			if err != nil {
-				return Plan{}, err
-			}
-			p.Resolution = r
-		}
-	}
-	return p, nil
 }
 
 // Progress keys in service_index (docs/kairosdb-layout.md §13.3): service Service, service key

@@ -19,23 +19,6 @@ func TestBucket(t *testing.T) {
 	}
 }
 
-func TestPlanRoundTrip(t *testing.T) {
-	for _, p := range []Plan{
-		{Aggregate: Max, Resolution: Resolution(time.Hour)},
-		{Aggregate: Count},
-		{WindowMillis: 300000},
-		{Aggregate: Counter, Resolution: Resolution(5 * time.Minute), WindowMillis: 3600000, ShardIndex: 2, ShardCount: 4},
-	} {
-		got, err := ParsePlan(p.String())
-		require.NoError(t, err, p.String())
-		require.Equal(t, p, got)
-	}
-	for _, bad := range []string{"", "avg@5m", "max@7m", "windows=0", "shard=4/4", "shard=1"} {
-		_, err := ParsePlan(bad)
-		require.Error(t, err, bad)
-	}
-}
-
 func TestLabels(t *testing.T) {
 	raw := labels.FromStrings("__name__", "x", "job", "a")
 	ls := SeriesLabels(raw, Resolution(time.Hour), Sum)

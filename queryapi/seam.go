@@ -1,0 +1,92 @@
+package queryapi
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// The query API's range evaluation as a function, for the frontend
+// (package frontend), which evaluates the parts and shards of a range
+// query with it instead of a request and a JSON answer each.
+
+// RangeRequest is a /api/v1/query_range request, read.
+type RangeRequest struct {
+	Query      string
+	Start, End time.Time
+	Step       time.Duration
+	// Params are the request's other parameters, read as the handler
+	// reads them: lookback_delta, max_source_resolution and timeout.
+	Params url.Values
+	// ShardCount > 0 reads only the series whose labels hash to
+	// ShardIndex modulo ShardCount: one of the frontend's shards of an
+	// aggregation.
+	ShardIndex, ShardCount uint64
+}
+
+// RangeAnswer is the answer to a RangeRequest: what convert made of the
+// engine's matrix, and the warnings and infos as the handler writes them.
+type RangeAnswer struct {
+	Data            any
+	Warnings, Infos []string
+}
+
+// Error is the query API's error answer to a request.
+type Error struct {
+	api             *apiError
+	warnings, infos []string
+	a               *API
+}
+
+func (e *Error) Error() string { return e.api.Error() }
+
+// WriteTo writes the answer as the handler writes it: Prometheus's status
+// code, error type and message, and the annotations.
+func (e *Error) WriteTo(w http.ResponseWriter) {
+	write(w, e.a.logger, e.api.typ.status(), &response{Status: "error", ErrorType: e.api.typ, Error: e.api.err.Error(), Warnings: e.warnings, Infos: e.infos})
+}
+
+// RangeHandler is the handler of /api/v1/query_range (Register names it
+// "query_range"), which also evaluates a read request directly.
+type RangeHandler struct {
+	http.Handler
+	api *API
+}
+
+// EvalRange evaluates req as the handler does, within --query.timeout
+// (or req's shorter timeout parameter) from now, and gives the engine's
+// matrix to convert before the engine's memory is reused: the matrix is
+// valid only during that call.
+func (h RangeHandler) EvalRange(ctx context.Context, req RangeRequest, convert func(promql.Matrix) any) (RangeAnswer, *Error) {
+	a := h.api
+	fail := func(e *apiError, ann annotations.Annotations) (RangeAnswer, *Error) {
+		warn, info := ann.AsStrings(req.Query, maxAnnotations, maxAnnotations)
+		return RangeAnswer{}, &Error{api: e, warnings: warn, infos: info, a: a}
+	}
+	timeout, apiErr := a.timeoutOf(req.Params)
+	if apiErr != nil {
+		return fail(apiErr, nil)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	data, ann, apiErr := a.evalRange(ctx, req, func(_ promql.Query, res *promql.Result) (any, annotations.Annotations, error) {
+		m, err := res.Matrix()
+		if err != nil {
+			return nil, res.Warnings, err
+		}
+		return convert(m), res.Warnings, nil
+	})
+	if apiErr != nil {
+		return fail(apiErr, ann)
+	}
+	warn, info := ann.AsStrings(req.Query, maxAnnotations, maxAnnotations)
+	return RangeAnswer{Data: data, Warnings: warn, Infos: info}, nil
+}
+
+// MaxQueryLength is the longest expression the query API accepts, in
+// bytes (--query.max-length).
+func (h RangeHandler) MaxQueryLength() int { return h.api.limits.MaxLength }
