@@ -140,8 +140,9 @@ func (u *UI) Register(handle func(pattern, name string, h http.Handler)) {
 	handle("GET /static/", "ui", http.StripPrefix("/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := r.URL.Path
 		// Go's file server answers 500 to a name fs.FS refuses (invalid
-		// UTF-8): no file has it.
-		if !fs.ValidPath(name) {
+		// UTF-8): no file has it. The empty name is the folder itself,
+		// where /static/index.html is redirected.
+		if name != "" && !fs.ValidPath(name) {
 			http.NotFound(w, r)
 			return
 		}

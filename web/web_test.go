@@ -171,6 +171,16 @@ func TestPages(t *testing.T) {
 		require.Equal(t, http.StatusOK, rec.Code, path)
 		require.NotZero(t, rec.Body.Len(), path)
 	}
+	// The file server sends /static/index.html to the folder, /static/,
+	// whose name is empty once the prefix is stripped: it serves the page.
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/static/index.html", nil))
+	require.Equal(t, http.StatusMovedPermanently, rec.Code)
+	require.Equal(t, "./", rec.Header().Get("Location"))
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/static/", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Contains(t, rec.Body.String(), "<html")
 	// A name no file can have is not found either, not a server error
 	// (Go's file server answers 500 to invalid UTF-8).
 	for _, path := range []string{"/nope", "/static/nope.js", "/static/%FF%FE", "/static/a%00b"} {
@@ -178,7 +188,6 @@ func TestPages(t *testing.T) {
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 		require.Equal(t, http.StatusNotFound, rec.Code, path)
 	}
-	var rec *httptest.ResponseRecorder
 
 	// A browser revalidates the assets rather than loading them again.
 	for _, path := range []string{"/graph", "/static/app.js"} {
