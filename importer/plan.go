@@ -29,15 +29,24 @@ func Slices(start, end int64, step time.Duration) (int, func(i int) Span, error)
 	}
 	first := floorDiv(start, ms)
 	last := floorDiv(end, ms)
-	// Times are those of timeparam.Parse, within ±2^63 µs: the difference
-	// of two indexes fits an int64.
-	if n := last - first + 1; n > MaxSlices {
-		return 0, nil, fmt.Errorf("%s to %s in slices of %s is %d slices, more than %d: give a longer slice length", fmtMillis(start), fmtMillis(end), step, n, MaxSlices)
+	// Prometheus's times in ms reach within a second of both ends of the
+	// int64 range: the count is computed in uint64, where last-first is
+	// exact, and the clipped ends are taken as they are rather than
+	// computed from k*ms, which may overflow.
+	if d := uint64(last) - uint64(first); d >= MaxSlices {
+		return 0, nil, fmt.Errorf("%s to %s in slices of %s is %d slices, more than %d: give a longer slice length", fmtMillis(start), fmtMillis(end), step, d+1, MaxSlices)
 	}
-	n := int(last - first + 1)
+	n := int(last-first) + 1
 	return n, func(i int) Span {
 		k := first + int64(i)
-		return Span{Start: max(k*ms, start), End: min(k*ms+ms-1, end)}
+		sp := Span{Start: start, End: end}
+		if i > 0 {
+			sp.Start = k * ms
+		}
+		if i < n-1 {
+			sp.End = k*ms + ms - 1
+		}
+		return sp
 	}, nil
 }
 

@@ -31,6 +31,7 @@ type RemoteRead struct {
 // stored; a rerun skips the slices recorded.
 func ImportRemoteRead(ctx context.Context, st *kairosstore.Store, src RemoteRead, o Options, log *slog.Logger) (Summary, error) {
 	var sum Summary
+	log = orDiscard(log)
 	u, err := url.Parse(src.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return sum, fmt.Errorf("--url %q is not an http(s) URL of a remote-read endpoint, such as http://prometheus:9090/api/v1/read", src.URL)

@@ -34,6 +34,7 @@ type TSDB struct {
 // rerun, which writes the same values into the same cells.
 func ImportTSDB(ctx context.Context, st *kairosstore.Store, src TSDB, o Options, log *slog.Logger) (Summary, error) {
 	var sum Summary
+	log = orDiscard(log)
 	hasWAL, err := checkTSDB(src.Dir)
 	if err != nil {
 		return sum, err
@@ -185,4 +186,11 @@ func checkTSDB(dir string) (hasWAL bool, err error) {
 		return false, fmt.Errorf("no Prometheus TSDB at %s: it has neither blocks (directories named by a ULID) nor a wal/ directory; give Prometheus's --storage.tsdb.path or a snapshot directory (data/snapshots/<name>)", dir)
 	}
 	return hasWAL, nil
+}
+
+func orDiscard(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log
 }
