@@ -331,7 +331,7 @@ func TestImportTSDBBadInput(t *testing.T) {
 }
 
 // remoteReadServer serves the adapter's own remote read over st.
-func remoteReadServer(t *testing.T, st *kairosstore.Store) *httptest.Server {
+func remoteReadServer(t testing.TB, st *kairosstore.Store) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(adapter.New(servedStore{st}, adapter.Options{}, nil, nil))
 	t.Cleanup(srv.Close)

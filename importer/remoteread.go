@@ -71,6 +71,7 @@ func ImportRemoteRead(ctx context.Context, st *kairosstore.Store, src RemoteRead
 		}
 		sum.add(v)
 		o.Progress.unitDone(false)
+		log.Debug("Slice imported", "start", fmtMillis(span.Start), "end", fmtMillis(span.End), "series", v.Series, "samples", v.Samples)
 	}
 	return sum, nil
 }
