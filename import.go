@@ -83,6 +83,13 @@ func (c *importCommands) run(ctx context.Context, cmd string, cfg *config.Config
 			return 2
 		}
 	}
+	if cmd == "import tsdb" {
+		// Before the store opens, which creates an embedded one.
+		if err := importer.CheckTSDB(*c.tsdbDir); err != nil {
+			logger.Error("Cannot import", "err", err)
+			return 1
+		}
+	}
 	st, closeStore, err := openImportStore(ctx, cfg, logger)
 	if err != nil {
 		logger.Error("Cannot open the destination store", "storage", cfg.Storage.Type, "err", err)

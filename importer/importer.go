@@ -147,7 +147,9 @@ func newWriter(st *kairosstore.Store, o *Options, log *slog.Logger) *writer {
 	if o.Rate > 0 {
 		// A batch is at most a second's worth, so the limiter's burst
 		// (one batch) keeps the rate even over short windows.
-		w.batch = max(1, min(w.batch, int(o.Rate)))
+		if o.Rate < float64(w.batch) {
+			w.batch = max(1, int(o.Rate))
+		}
 		w.lim = rate.NewLimiter(rate.Limit(o.Rate), w.batch)
 	}
 	w.app = st.NewAppender()

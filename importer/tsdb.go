@@ -156,6 +156,12 @@ func (s *Summary) add(v markValue) {
 	s.Refused += v.Refused
 }
 
+// CheckTSDB says what is wrong with dir as a TSDB to import, if anything.
+func CheckTSDB(dir string) error {
+	_, err := checkTSDB(dir)
+	return err
+}
+
 // checkTSDB refuses a directory that is not a TSDB before Prometheus's
 // opening creates anything in it, and says whether it has a WAL.
 func checkTSDB(dir string) (hasWAL bool, err error) {
