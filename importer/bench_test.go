@@ -49,7 +49,9 @@ func benchTSDB(b *testing.B, series, hours int) string {
 			}
 			ss = append(ss, storage.NewListSeries(labels.FromStrings("__name__", fmt.Sprintf("bench_metric_%d", i%20), "instance", fmt.Sprintf("host-%d", i), "job", "bench"), s))
 		}
-		_, err := tsdb.CreateBlock(ss, dir, 2*hour, slog.New(slog.DiscardHandler))
+		// The writer refuses samples older than half its range behind the
+		// newest committed, and it commits every 10,000 samples.
+		_, err := tsdb.CreateBlock(ss, dir, 8*hour, slog.New(slog.DiscardHandler))
 		require.NoError(b, err)
 	}
 	return dir
@@ -89,7 +91,10 @@ func benchStore(b *testing.B, engineName string) *kairosstore.Store {
 func BenchmarkImport(b *testing.B) {
 	series, hours := benchSize(b)
 	dir := benchTSDB(b, series, hours)
-	var src *kairosstore.Store
+	// The remote-read source: an adapter's store holding the TSDB.
+	src := benchStore(b, "embedded")
+	_, err := ImportTSDB(context.Background(), src, TSDB{Dir: dir}, all(), nil)
+	require.NoError(b, err)
 	for _, engineName := range []string{"embedded", "cassandra"} {
 		for _, path := range []string{"tsdb", "remote-read"} {
 			b.Run(path+"/"+engineName, func(b *testing.B) {
@@ -103,11 +108,6 @@ func BenchmarkImport(b *testing.B) {
 					st := benchStore(b, engineName)
 					var url string
 					if path == "remote-read" {
-						if src == nil {
-							src = benchStore(b, "embedded")
-							_, err := ImportTSDB(context.Background(), src, TSDB{Dir: dir}, all(), nil)
-							require.NoError(b, err)
-						}
 						url = remoteReadServer(b, src).URL + "/api/v1/read"
 					}
 					b.StartTimer()

@@ -171,6 +171,10 @@ func (w *writer) writeSeries(ctx context.Context, s storage.Series, mint, maxt i
 	w.it = s.Iterator(w.it)
 	w.series++
 	w.prog.addSeries(1)
+	// The store's ref of the series, valid across appenders while the
+	// store remembers it (and the labels go with it for when it does
+	// not): an append by ref skips comparing the labels.
+	var ref storage.SeriesRef
 	for vt := w.it.Next(); vt != chunkenc.ValNone; vt = w.it.Next() {
 		t := w.it.AtT()
 		if t < mint || t > maxt {
@@ -180,13 +184,13 @@ func (w *writer) writeSeries(ctx context.Context, s storage.Series, mint, maxt i
 		switch vt {
 		case chunkenc.ValFloat:
 			_, v := w.it.At()
-			_, err = w.app.Append(0, ls, t, v)
+			ref, err = w.app.Append(ref, ls, t, v)
 		case chunkenc.ValHistogram:
 			_, h := w.it.AtHistogram(nil)
-			_, err = w.app.AppendHistogram(0, ls, t, h, nil)
+			ref, err = w.app.AppendHistogram(ref, ls, t, h, nil)
 		case chunkenc.ValFloatHistogram:
 			_, fh := w.it.AtFloatHistogram(nil)
-			_, err = w.app.AppendHistogram(0, ls, t, nil, fh)
+			ref, err = w.app.AppendHistogram(ref, ls, t, nil, fh)
 		default:
 			return fmt.Errorf("series %s: unknown value type %v at %d", ls, vt, t)
 		}

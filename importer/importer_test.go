@@ -367,6 +367,25 @@ func TestImportRemoteRead(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, n, again.Skipped)
 	require.Zero(t, again.Units)
+
+	// The same from a server answering SAMPLES, as one without streaming
+	// does (the adapter answers so a client that accepts nothing else).
+	sampled := newStore(t)
+	rr.samplesOnly = true
+	sum, err = ImportRemoteRead(context.Background(), sampled, rr, o, nil)
+	require.NoError(t, err)
+	require.Equal(t, n, sum.Units)
+	// Protobuf leaves a double equal to 0 out, so a SAMPLES answer (the
+	// adapter's as Prometheus's) turns -0 into +0; streamed chunks keep it.
+	negZero := func(d map[string][]string) map[string][]string {
+		for _, lines := range d {
+			for i, l := range lines {
+				lines[i] = strings.Replace(l, " 8000000000000000", " 0", 1)
+			}
+		}
+		return d
+	}
+	require.Equal(t, negZero(storeDump(t, src)), negZero(storeDump(t, sampled)))
 }
 
 // TestImportRemoteReadBadInput: an unreachable host, an error status and

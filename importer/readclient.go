@@ -35,8 +35,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // STREAMED_XOR_CHUNKS first, then SAMPLES, and reads whichever the server
 // answers.
 type readClient struct {
-	url    string
-	client *http.Client
+	url         string
+	client      *http.Client
+	samplesOnly bool
 }
 
 // read runs one query; the series set streams the answer, so it must be
@@ -45,6 +46,9 @@ func (c *readClient) read(ctx context.Context, q *prompb.Query) storage.SeriesSe
 	req := &prompb.ReadRequest{
 		Queries:               []*prompb.Query{q},
 		AcceptedResponseTypes: []prompb.ReadRequest_ResponseType{prompb.ReadRequest_STREAMED_XOR_CHUNKS, prompb.ReadRequest_SAMPLES},
+	}
+	if c.samplesOnly {
+		req.AcceptedResponseTypes = req.AcceptedResponseTypes[1:]
 	}
 	data, err := req.Marshal()
 	if err != nil {

@@ -22,6 +22,8 @@ type RemoteRead struct {
 	Slice time.Duration
 	// Timeout bounds one request, the streaming of its answer included.
 	Timeout time.Duration
+
+	samplesOnly bool // ask for SAMPLES only (tests of that answer)
 }
 
 // ImportRemoteRead imports [o.Start, o.End] from a remote-read endpoint,
@@ -43,7 +45,7 @@ func ImportRemoteRead(ctx context.Context, st *kairosstore.Store, src RemoteRead
 	if err != nil {
 		return sum, err
 	}
-	client := &readClient{url: u.String(), client: &http.Client{Timeout: src.Timeout}}
+	client := &readClient{url: u.String(), client: &http.Client{Timeout: src.Timeout}, samplesOnly: src.samplesOnly}
 	o.Progress.plan(n, 0)
 	mk := marks{st: st, key: o.sourceKey("remote-read", u.Redacted())}
 	w := newWriter(st, &o, log)
