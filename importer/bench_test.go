@@ -36,9 +36,14 @@ func benchSize(b *testing.B) (series, hours int) {
 	return series, hours
 }
 
+// benchTSDB writes the TSDB, into KAIROS_BENCH_IMPORT_DIR when set (kept,
+// for measuring the commands against a Prometheus serving it).
 func benchTSDB(b *testing.B, series, hours int) string {
 	b.Helper()
-	dir := b.TempDir()
+	dir := os.Getenv("KAIROS_BENCH_IMPORT_DIR")
+	if dir == "" {
+		dir = b.TempDir()
+	}
 	for blk := 0; blk < hours; blk += 2 {
 		var ss []storage.Series
 		from := t0 + int64(blk)*hour

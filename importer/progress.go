@@ -123,13 +123,13 @@ func (p *Progress) report(last bool) {
 		if n := p.refused.Load(); n > 0 {
 			attrs = append(attrs, "refused", n)
 		}
-		msg := "Import progress"
 		if last {
-			msg = "Import finished its run"
-		} else if left >= 0 {
+			return // the caller logs the summary
+		}
+		if left >= 0 {
 			attrs = append(attrs, "time_left", left.Round(time.Second))
 		}
-		p.log.Info(msg, attrs...)
+		p.log.Info("Import progress", attrs...)
 		return
 	}
 	const width = 24
