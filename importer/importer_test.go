@@ -190,7 +190,7 @@ func sourceDump(t *testing.T, dir string) map[string][]string {
 
 func storeDump(t *testing.T, st *kairosstore.Store) map[string][]string {
 	t.Helper()
-	q, err := st.Querier(math.MinInt64/2, math.MaxInt64/2)
+	q, err := st.Querier(timeparam.FloorMilli(timeparam.Min), timeparam.FloorMilli(timeparam.Max))
 	require.NoError(t, err)
 	return dump(t, q)
 }
@@ -467,4 +467,35 @@ func TestSlices(t *testing.T) {
 	require.ErrorContains(t, err, "whole number of milliseconds")
 	_, _, err = Slices(hour, 0, time.Hour)
 	require.ErrorContains(t, err, "before the start")
+}
+
+// TestImportTSDBExtremeTimes: samples at Prometheus's first and last
+// millisecond, in the WAL, arrive as they are.
+func TestImportTSDBExtremeTimes(t *testing.T) {
+	dir := t.TempDir()
+	opts := tsdb.DefaultOptions()
+	opts.RetentionDuration = 0
+	db, err := tsdb.Open(dir, nil, nil, opts, nil)
+	require.NoError(t, err)
+	db.DisableCompactions()
+	lo, hi := timeparam.FloorMilli(timeparam.Min), timeparam.FloorMilli(timeparam.Max)
+	app := db.Appender(context.Background())
+	ls := labels.FromStrings("__name__", "imp_extreme")
+	for _, s := range []struct {
+		t int64
+		v float64
+	}{{lo, 1e300}, {0, math.Inf(-1)}, {hi, math.NaN()}} {
+		_, err := app.Append(0, ls, s.t, s.v)
+		require.NoError(t, err)
+	}
+	require.NoError(t, app.Commit())
+	require.NoError(t, db.Close())
+
+	want := sourceDump(t, dir)
+	require.Len(t, want[ls.String()], 3)
+	st := newStore(t)
+	sum, err := ImportTSDB(context.Background(), st, TSDB{Dir: dir, SandboxDir: t.TempDir()}, all(), nil)
+	require.NoError(t, err)
+	require.Zero(t, sum.Refused)
+	require.Equal(t, want, storeDump(t, st))
 }
