@@ -23,7 +23,8 @@ type TSDB struct {
 	// SandboxDir is where Prometheus's read-only opening replays the WAL
 	// into (it hard-links the head's chunk files there, so it must be on
 	// the data directory's file system); empty means the data directory,
-	// as promtool does. Only a directory with a wal/ needs it.
+	// as promtool does, when there is a wal/, and the temporary directory
+	// otherwise.
 	SandboxDir string
 }
 
@@ -39,9 +40,15 @@ func ImportTSDB(ctx context.Context, st *kairosstore.Store, src TSDB, o Options,
 	if err != nil {
 		return sum, err
 	}
+	// Prometheus's read-only opening makes its sandbox at once, needed or
+	// not: without a WAL it goes to the temporary directory, so that a
+	// snapshot on a read-only file system can be imported.
 	sandbox := src.SandboxDir
 	if sandbox == "" {
-		sandbox = src.Dir
+		sandbox = os.TempDir()
+		if hasWAL {
+			sandbox = src.Dir
+		}
 	}
 	db, err := tsdb.OpenDBReadOnly(src.Dir, sandbox, log)
 	if err != nil {
