@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -419,6 +420,55 @@ func TestImportRemoteReadBadInput(t *testing.T) {
 		require.NoError(t, st.ServiceKeys(context.Background(), MarkService, o.sourceKey("remote-read", c.url), "", func(string) error { n++; return nil }))
 		require.Zero(t, n)
 	}
+}
+
+// TestImportRemoteReadCutStream: a streamed answer cut in the middle (a
+// network failure, a server that died) fails the slice, which is not
+// recorded; the slices before it are, and a rerun completes the import.
+func TestImportRemoteReadCutStream(t *testing.T) {
+	dir := makeTSDB(t, 2, false)
+	src := newStore(t)
+	_, err := ImportTSDB(context.Background(), src, TSDB{Dir: dir}, all(), nil)
+	require.NoError(t, err)
+	inner := adapter.New(servedStore{src}, adapter.Options{}, nil, nil)
+	var cut atomic.Bool
+	cut.Store(true)
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		inner.ServeHTTP(rec, r)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		body := rec.Body.Bytes()
+		// The third slice's answer stops halfway.
+		if requests.Add(1) == 3 && cut.Load() {
+			body = body[:len(body)/2]
+		}
+		w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+
+	st := newStore(t)
+	o := all()
+	o.Start, o.End = t0, t0+4*hour-1
+	rr := RemoteRead{URL: srv.URL + "/api/v1/read", Slice: time.Hour, Timeout: time.Minute}
+	n, at, err := Slices(o.Start, o.End, rr.Slice)
+	require.NoError(t, err)
+	_, err = ImportRemoteRead(context.Background(), st, rr, o, nil)
+	require.ErrorContains(t, err, "read the streamed answer: unexpected EOF")
+	require.ErrorContains(t, err, fmtMillis(at(2).Start))
+	recorded := 0
+	require.NoError(t, st.ServiceKeys(context.Background(), MarkService, o.sourceKey("remote-read", rr.URL), "", func(string) error { recorded++; return nil }))
+	require.Equal(t, 2, recorded)
+
+	cut.Store(false)
+	sum, err := ImportRemoteRead(context.Background(), st, rr, o, nil)
+	require.NoError(t, err)
+	require.Equal(t, 2, sum.Skipped)
+	require.Equal(t, n-2, sum.Units)
+	require.Equal(t, storeDump(t, src), storeDump(t, st))
 }
 
 // TestSlices: cuts at multiples of the slice length, clipped to the range,
