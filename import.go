@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -122,6 +123,17 @@ func (c *importCommands) run(ctx context.Context, cmd string, cfg *config.Config
 		return 1
 	}
 	logger.Info("Import done", attrs...)
+	if len(cfg.Rollup.Resolutions) > 0 && sum.Samples > 0 {
+		// The import runs no rollup job: a serving adapter's job
+		// backfills what is older than what it rolled up, and needs a
+		// mark for a range it rolled up already.
+		q := url.Values{"start": {time.UnixMilli(sum.MinT).UTC().Format(time.RFC3339Nano)}, "end": {time.UnixMilli(sum.MaxT).UTC().Format(time.RFC3339Nano)}}
+		for _, m := range *c.match[cmd] {
+			q.Add("match[]", m)
+		}
+		logger.Info("Where a serving adapter's rollup job has rolled up the imported range already, mark it for recomputation there (with --web.enable-admin-api)",
+			"request", "POST /api/v1/admin/rollups/recompute?"+q.Encode())
+	}
 	return 0
 }
 

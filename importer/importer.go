@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -55,6 +56,8 @@ type Summary struct {
 	Series         int64 // series read in the units imported now
 	Samples        int64 // samples and histograms written
 	Refused        int64 // samples the store refused (logged), not written
+	// MinT and MaxT bound the times written (ms), when Samples > 0.
+	MinT, MaxT int64
 }
 
 func (o *Options) selectors() [][]*labels.Matcher {
@@ -91,6 +94,8 @@ type markValue struct {
 	Series  int64  `json:"series"`
 	Samples int64  `json:"samples"`
 	Refused int64  `json:"refused,omitempty"`
+	MinT    int64  `json:"min_time_ms,omitempty"`
+	MaxT    int64  `json:"max_time_ms,omitempty"`
 	At      string `json:"at"`
 }
 
@@ -132,6 +137,7 @@ type writer struct {
 
 	// Of the unit being imported.
 	series, samples, refused int64
+	minT, maxT               int64
 }
 
 func newWriter(st *kairosstore.Store, o *Options, log *slog.Logger) *writer {
@@ -153,6 +159,7 @@ func newWriter(st *kairosstore.Store, o *Options, log *slog.Logger) *writer {
 		w.lim = rate.NewLimiter(rate.Limit(o.Rate), w.batch)
 	}
 	w.app = st.NewAppender()
+	w.minT, w.maxT = math.MaxInt64, math.MinInt64
 	return w
 }
 
@@ -205,6 +212,7 @@ func (w *writer) writeSeries(ctx context.Context, s storage.Series, mint, maxt i
 			}
 			continue
 		}
+		w.minT, w.maxT = min(w.minT, t), max(w.maxT, t)
 		w.n++
 		if w.n >= w.batch {
 			if err := w.flush(ctx); err != nil {
@@ -276,7 +284,11 @@ func (w *writer) finish(ctx context.Context) (markValue, error) {
 		return markValue{}, fmt.Errorf("write to the store: %w", err)
 	}
 	v := markValue{Series: w.series, Samples: w.samples, Refused: w.refused}
+	if w.samples > 0 {
+		v.MinT, v.MaxT = w.minT, w.maxT
+	}
 	w.series, w.samples, w.refused = 0, 0, 0
+	w.minT, w.maxT = math.MaxInt64, math.MinInt64
 	return v, nil
 }
 

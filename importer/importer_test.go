@@ -222,6 +222,8 @@ func TestImportTSDB(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, sum.Units) // 2 blocks and the head
 	require.Zero(t, sum.Refused)
+	require.Equal(t, t0, sum.MinT)
+	require.Equal(t, t0+4*hour+10*60_000-15_000, sum.MaxT)
 	require.Equal(t, want, storeDump(t, st))
 	require.Equal(t, 2, markCount(t, st))
 

@@ -157,6 +157,12 @@ func importSet(ctx context.Context, w *writer, q storage.Querier, sels [][]*labe
 }
 
 func (s *Summary) add(v markValue) {
+	if v.Samples > 0 {
+		if s.Samples == 0 {
+			s.MinT, s.MaxT = v.MinT, v.MaxT
+		}
+		s.MinT, s.MaxT = min(s.MinT, v.MinT), max(s.MaxT, v.MaxT)
+	}
 	s.Units++
 	s.Series += v.Series
 	s.Samples += v.Samples
