@@ -32,11 +32,12 @@ type importCommands struct {
 	tsdbDir, sandbox        *string
 	url, slice, timeout     *string
 	start, end, rate, batch map[string]*string
+	retries                 map[string]*int
 	match                   map[string]*[]string
 }
 
 func addImportCommands(app *kingpin.Application) *importCommands {
-	c := &importCommands{start: map[string]*string{}, end: map[string]*string{}, rate: map[string]*string{}, batch: map[string]*string{}, match: map[string]*[]string{}}
+	c := &importCommands{start: map[string]*string{}, end: map[string]*string{}, rate: map[string]*string{}, batch: map[string]*string{}, retries: map[string]*int{}, match: map[string]*[]string{}}
 	imp := app.Command("import", "Import history into the store: from a Prometheus TSDB or over remote read. The storage flags say where to; the import is resumable and idempotent (README: Importing history).")
 	tsdb := imp.Command("tsdb", "Import a Prometheus TSDB: a data directory (--storage.tsdb.path) or a snapshot (/api/v1/admin/tsdb/snapshot), read-only; every block, then the head from the WAL.")
 	c.tsdbDir = tsdb.Arg("dir", "The TSDB directory.").Required().String()
@@ -60,6 +61,7 @@ func addImportCommands(app *kingpin.Application) *importCommands {
 		c.match[name] = cmd.Flag("match", "Series selector, e.g. {job=\"node\"}; repeat for more; none means every series.").Strings()
 		c.rate[name] = cmd.Flag("rate", "Most samples per second written, so a live adapter on the same store keeps serving; 0 means no limit.").Default("0").String()
 		c.batch[name] = cmd.Flag("batch", "Samples per store write.").Default("10000").String()
+		c.retries[name] = cmd.Flag("retries", "Times a block or slice whose store writes or remote reads failed for a reason that may pass (a timeout, a 5xx, a cut connection) is tried again, after 1 s, 2 s, 4 s ... up to 30 s; then the import stops, to be run again.").Default("5").Int()
 	}
 	return c
 }
@@ -172,6 +174,9 @@ func (c *importCommands) options(cmd string) (importer.Options, error) {
 		return o, fmt.Errorf("invalid --batch %q: want a whole number of samples from 1 to 1000000", *c.batch[cmd])
 	}
 	o.Batch = int(b)
+	if o.Retries = *c.retries[cmd]; o.Retries < 0 {
+		return o, fmt.Errorf("invalid --retries %d: must not be negative", o.Retries)
+	}
 	return o, nil
 }
 

@@ -31,7 +31,8 @@ func TestImportCommandBadInput(t *testing.T) {
 		{[]string{"import", "remote-read", "--url=http://127.0.0.1:1/api/v1/read", "--storage.path=" + dir}, 2, "required flag(s) '--start' not provided"},
 		{[]string{"import", "remote-read", "--url=http://127.0.0.1:1/api/v1/read", "--start=0", "--slice=1ms", "--storage.path=" + dir}, 1, "more than 1000000"},
 		{[]string{"import", "remote-read", "--url=http://127.0.0.1:1/api/v1/read", "--start=0", "--slice=300y", "--storage.path=" + dir}, 2, "invalid --slice"},
-		{[]string{"import", "remote-read", "--url=http://127.0.0.1:1/api/v1/read", "--start=0", "--end=1", "--storage.path=" + dir}, 1, "cannot reach the remote-read endpoint"},
+		{[]string{"import", "remote-read", "--url=http://127.0.0.1:1/api/v1/read", "--start=0", "--end=1", "--retries=0", "--storage.path=" + dir}, 1, "cannot reach the remote-read endpoint"},
+		{[]string{"import", "remote-read", "--url=http://127.0.0.1:1/api/v1/read", "--start=0", "--retries=-1", "--storage.path=" + dir}, 2, "invalid --retries -1"},
 	} {
 		var out bytes.Buffer
 		code := run(context.Background(), c.args, &out)
@@ -44,6 +45,6 @@ func TestImportCommandBadInput(t *testing.T) {
 	require.NoError(t, err)
 	defer eng.Close()
 	var out bytes.Buffer
-	require.Equal(t, 1, run(context.Background(), []string{"import", "remote-read", "--url=http://127.0.0.1:1/api/v1/read", "--start=0", "--end=1", "--storage.path=" + locked}, &out))
+	require.Equal(t, 1, run(context.Background(), []string{"import", "remote-read", "--url=http://127.0.0.1:1/api/v1/read", "--start=0", "--end=1", "--retries=0", "--storage.path=" + locked}, &out))
 	require.Contains(t, out.String(), "is open in another process")
 }

@@ -46,8 +46,39 @@ type Options struct {
 	Batch int
 	// Parallel is the commits in flight at once; 0 means 4.
 	Parallel int
+	// Retries is how many times a unit whose writes or reads failed for
+	// a reason that may pass (a store write, the network, a 5xx) is tried
+	// again, after 1 s, 2 s, 4 s ... up to 30 s.
+	Retries int
 	// Progress reports as the import goes; nil reports nothing.
 	Progress *Progress
+}
+
+// retryable marks an error that trying the unit again may not meet.
+type retryable struct{ error }
+
+func (r retryable) Unwrap() error { return r.error }
+
+// withRetries runs one unit, again after a retryable failure, at most
+// o.Retries more times.
+func withRetries(ctx context.Context, o *Options, log *slog.Logger, unit string, run func() (markValue, error)) (markValue, error) {
+	backoff := time.Second
+	for attempt := 1; ; attempt++ {
+		v, err := run()
+		var r retryable
+		if err == nil || !errors.As(err, &r) || attempt > o.Retries || ctx.Err() != nil {
+			return v, err
+		}
+		log.Warn("Importing a unit failed; trying it again", "unit", unit, "attempt", attempt, "retry_in", backoff, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
 }
 
 // Summary is what one run did.
@@ -266,10 +297,24 @@ func (w *writer) flush(ctx context.Context) error {
 	return nil
 }
 
+// failed is the first commit that failed: retryable, as the store's
+// write errors are (a timeout, an overloaded node) when they reach here.
 func (w *writer) failed() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.err
+	if w.err != nil {
+		return retryable{w.err}
+	}
+	return nil
+}
+
+// reset readies the writer for a unit, after one that failed; no commit
+// is in flight then (finish or abort waited for them).
+func (w *writer) reset() {
+	w.err = nil
+	w.app, w.n = w.st.NewAppender(), 0
+	w.series, w.samples, w.refused = 0, 0, 0
+	w.minT, w.maxT = math.MaxInt64, math.MinInt64
 }
 
 // finish commits what is left and waits for every commit of the unit: nil

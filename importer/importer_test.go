@@ -425,17 +425,16 @@ func TestImportRemoteReadBadInput(t *testing.T) {
 }
 
 // TestImportRemoteReadCutStream: a streamed answer cut in the middle (a
-// network failure, a server that died) fails the slice, which is not
-// recorded; the slices before it are, and a rerun completes the import.
+// network failure, a server that died) fails its slice, which is not
+// recorded, while the slices before it are; a rerun that meets the same
+// failure once tries the slice again and completes the import.
 func TestImportRemoteReadCutStream(t *testing.T) {
 	dir := makeTSDB(t, 2, false)
 	src := newStore(t)
 	_, err := ImportTSDB(context.Background(), src, TSDB{Dir: dir}, all(), nil)
 	require.NoError(t, err)
 	inner := adapter.New(servedStore{src}, adapter.Options{}, nil, nil)
-	var cut atomic.Bool
-	cut.Store(true)
-	var requests atomic.Int64
+	var requests, cutAt atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := httptest.NewRecorder()
 		inner.ServeHTTP(rec, r)
@@ -444,8 +443,7 @@ func TestImportRemoteReadCutStream(t *testing.T) {
 		}
 		w.WriteHeader(rec.Code)
 		body := rec.Body.Bytes()
-		// The third slice's answer stops halfway.
-		if requests.Add(1) == 3 && cut.Load() {
+		if requests.Add(1) == cutAt.Load() {
 			body = body[:len(body)/2]
 		}
 		w.Write(body)
@@ -458,6 +456,7 @@ func TestImportRemoteReadCutStream(t *testing.T) {
 	rr := RemoteRead{URL: srv.URL + "/api/v1/read", Slice: time.Hour, Timeout: time.Minute}
 	n, at, err := Slices(o.Start, o.End, rr.Slice)
 	require.NoError(t, err)
+	cutAt.Store(3) // the third slice's answer stops halfway
 	_, err = ImportRemoteRead(context.Background(), st, rr, o, nil)
 	require.ErrorContains(t, err, "read the streamed answer: unexpected EOF")
 	require.ErrorContains(t, err, fmtMillis(at(2).Start))
@@ -465,11 +464,14 @@ func TestImportRemoteReadCutStream(t *testing.T) {
 	require.NoError(t, st.ServiceKeys(context.Background(), MarkService, o.sourceKey("remote-read", rr.URL), "", func(string) error { recorded++; return nil }))
 	require.Equal(t, 2, recorded)
 
-	cut.Store(false)
+	requests.Store(0)
+	cutAt.Store(1) // the rerun's first request
+	o.Retries = 1
 	sum, err := ImportRemoteRead(context.Background(), st, rr, o, nil)
 	require.NoError(t, err)
 	require.Equal(t, 2, sum.Skipped)
 	require.Equal(t, n-2, sum.Units)
+	require.Equal(t, int64(n-2+1), requests.Load(), "one slice tried twice")
 	require.Equal(t, storeDump(t, src), storeDump(t, st))
 }
 

@@ -65,12 +65,16 @@ func (c *readClient) read(ctx context.Context, q *prompb.Query) storage.SeriesSe
 	hreq.Header.Set("X-Prometheus-Remote-Read-Version", "0.1.0")
 	resp, err := c.client.Do(hreq)
 	if err != nil {
-		return storage.ErrSeriesSet(fmt.Errorf("cannot reach the remote-read endpoint: %w", err))
+		return storage.ErrSeriesSet(retryable{fmt.Errorf("cannot reach the remote-read endpoint: %w", err)})
 	}
 	if resp.StatusCode/100 != 2 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 		resp.Body.Close()
-		return storage.ErrSeriesSet(fmt.Errorf("the server answered %s: %s", resp.Status, strings.TrimSpace(string(body))))
+		err := fmt.Errorf("the server answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		if resp.StatusCode/100 == 5 || resp.StatusCode == http.StatusTooManyRequests {
+			err = retryable{err}
+		}
+		return storage.ErrSeriesSet(err)
 	}
 	ct := resp.Header.Get("Content-Type")
 	switch {
@@ -88,7 +92,7 @@ func (c *readClient) read(ctx context.Context, q *prompb.Query) storage.SeriesSe
 func sampledSet(body io.Reader) storage.SeriesSet {
 	compressed, err := io.ReadAll(io.LimitReader(body, maxSampledBytes+1))
 	if err != nil {
-		return storage.ErrSeriesSet(fmt.Errorf("read the answer: %w", err))
+		return storage.ErrSeriesSet(retryable{fmt.Errorf("read the answer: %w", err)})
 	}
 	if n, err := snappy.DecodedLen(compressed); err != nil || n > maxSampledBytes || len(compressed) > maxSampledBytes {
 		return storage.ErrSeriesSet(fmt.Errorf("the answer is not snappy-compressed or decodes to more than %d bytes: use a shorter --slice", maxSampledBytes))
@@ -221,21 +225,21 @@ func (s *chunkedSet) frame() error {
 		if errors.Is(err, io.EOF) {
 			return io.EOF
 		}
-		return fmt.Errorf("read the streamed answer: %w", err)
+		return retryable{fmt.Errorf("read the streamed answer: %w", err)}
 	}
 	if n > maxFrameBytes {
 		return fmt.Errorf("a frame of the streamed answer has %d bytes, more than %d", n, maxFrameBytes)
 	}
 	var crc [4]byte
 	if _, err := io.ReadFull(s.r, crc[:]); err != nil {
-		return fmt.Errorf("read the streamed answer: %w", noEOF(err))
+		return retryable{fmt.Errorf("read the streamed answer: %w", noEOF(err))}
 	}
 	if uint64(cap(s.buf)) < n {
 		s.buf = make([]byte, n)
 	}
 	s.buf = s.buf[:n]
 	if _, err := io.ReadFull(s.r, s.buf); err != nil {
-		return fmt.Errorf("read the streamed answer: %w", noEOF(err))
+		return retryable{fmt.Errorf("read the streamed answer: %w", noEOF(err))}
 	}
 	if crc32.Checksum(s.buf, castagnoli) != binary.BigEndian.Uint32(crc[:]) {
 		return errors.New("a frame of the streamed answer fails its checksum")

@@ -63,8 +63,9 @@ func ImportRemoteRead(ctx context.Context, st *kairosstore.Store, src RemoteRead
 			o.Progress.unitDone(true)
 			continue
 		}
-		q := &readQuerier{ctx: ctx, client: client, span: span}
-		v, err := importSet(ctx, w, q, sels, span)
+		v, err := withRetries(ctx, &o, log, key, func() (markValue, error) {
+			return importSet(ctx, w, &readQuerier{ctx: ctx, client: client, span: span}, sels, span)
+		})
 		if err != nil {
 			return sum, fmt.Errorf("remote read from %s of %s to %s: %w", u.Redacted(), fmtMillis(span.Start), fmtMillis(span.End), err)
 		}

@@ -103,12 +103,14 @@ func ImportTSDB(ctx context.Context, st *kairosstore.Store, src TSDB, o Options,
 			log.Debug("Block imported before; skipped", "block", m.ULID)
 			continue
 		}
-		q, err := tsdb.NewBlockQuerier(u.b, u.span.Start, u.span.End)
-		if err != nil {
-			return sum, fmt.Errorf("block %s of %s: %w", m.ULID, src.Dir, err)
-		}
-		v, err := importSet(ctx, w, q, sels, u.span)
-		q.Close()
+		v, err := withRetries(ctx, &o, log, key, func() (markValue, error) {
+			q, err := tsdb.NewBlockQuerier(u.b, u.span.Start, u.span.End)
+			if err != nil {
+				return markValue{}, err
+			}
+			defer q.Close()
+			return importSet(ctx, w, q, sels, u.span)
+		})
 		if err != nil {
 			return sum, fmt.Errorf("block %s of %s: %w", m.ULID, src.Dir, err)
 		}
@@ -129,8 +131,10 @@ func ImportTSDB(ctx context.Context, st *kairosstore.Store, src TSDB, o Options,
 	if err != nil {
 		return sum, fmt.Errorf("replay the WAL of %s: %w", src.Dir, err)
 	}
-	v, err := importSet(ctx, w, q, sels, span)
-	q.Close()
+	defer q.Close()
+	v, err := withRetries(ctx, &o, log, "head", func() (markValue, error) {
+		return importSet(ctx, w, q, sels, span)
+	})
 	if err != nil {
 		return sum, fmt.Errorf("the head (WAL) of %s: %w", src.Dir, err)
 	}
@@ -142,6 +146,7 @@ func ImportTSDB(ctx context.Context, st *kairosstore.Store, src TSDB, o Options,
 // importSet writes the series of q matching sels within span and waits
 // until all are stored.
 func importSet(ctx context.Context, w *writer, q storage.Querier, sels [][]*labels.Matcher, span Span) (markValue, error) {
+	w.reset()
 	ss := selectAll(ctx, q, sels, &storage.SelectHints{Start: span.Start, End: span.End})
 	for ss.Next() {
 		if err := w.writeSeries(ctx, ss.At(), span.Start, span.End); err != nil {
