@@ -53,13 +53,19 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	app.HelpFlag.Short('h')
 	app.UsageWriter(stderr)
 	app.ErrorWriter(stderr)
-	cfg, err := config.Parse(app, args)
+	// The server is the default command, so that no arguments serve.
+	app.Command("serve", "Serve remote write, remote read, the query API and the web UI (the default).").Default()
+	imports := addImportCommands(app)
+	cfg, cmd, err := config.ParseCommand(app, args)
 	if err != nil {
 		fmt.Fprintf(stderr, "kairos-adapter: %v\n", err)
 		fmt.Fprintln(stderr, "Try --help.")
 		return 2
 	}
 	logger := newLogger(cfg, stderr)
+	if strings.HasPrefix(cmd, "import ") {
+		return imports.run(ctx, cmd, cfg, stderr, logger)
+	}
 	// Checked before any store opens, so a broken TLS or auth setup fails
 	// fast instead of after a Cassandra connection.
 	if cfg.Web.ConfigFile != "" {
@@ -313,11 +319,29 @@ func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into 
 	if err := eng.Setup(ctx); err != nil {
 		return fmt.Errorf("create tables: %w", err)
 	}
+	opts := storeOptions(cfg)
+	opts.OnChange = onChange
+	opts.Guard = rolls
+	s, err := kairosstore.Open(ctx, eng, opts, logger, reg)
+	if err != nil {
+		return err
+	}
+	logger.Info("Store ready", "row_time_unit", s.Spec().Unit, "row_width", s.Spec().Width)
+	if err := rolls.start(s); err != nil {
+		return err
+	}
+	into.set(s)
+	return nil
+}
+
+// storeOptions are the store's options from the configuration, but for
+// OnChange and Guard.
+func storeOptions(cfg *config.Config) kairosstore.Options {
 	tagIndexed := map[string][]string{}
 	for _, m := range cfg.KairosDB.TagIndexedMetrics {
 		tagIndexed[m] = nil
 	}
-	s, err := kairosstore.Open(ctx, eng, kairosstore.Options{
+	return kairosstore.Options{
 		RowTimeUnit:       codec.ParseTimeUnit(cfg.KairosDB.RowTimeUnit),
 		RowWidth:          time.Duration(cfg.KairosDB.RowWidth),
 		TTL:               int32(time.Duration(cfg.KairosDB.DatapointTTL).Seconds()),
@@ -328,18 +352,7 @@ func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into 
 		MetricPrefix:      cfg.KairosDB.MetricPrefix,
 		MaxMetrics:        cfg.Query.MaxMetrics,
 		MaxSeries:         cfg.Query.MaxSeries,
-		OnChange:          onChange,
-		Guard:             rolls,
-	}, logger, reg)
-	if err != nil {
-		return err
 	}
-	logger.Info("Store ready", "row_time_unit", s.Spec().Unit, "row_width", s.Spec().Width)
-	if err := rolls.start(s); err != nil {
-		return err
-	}
-	into.set(s)
-	return nil
 }
 
 func cassandraConfig(cfg *config.Config) (cql.Config, error) {

@@ -98,6 +98,14 @@ func Default() *Config {
 // the --config.file YAML, then the flags the user gave. The caller prints
 // the error and exits with status 2.
 func Parse(app *kingpin.Application, args []string) (*Config, error) {
+	c, _, err := ParseCommand(app, args)
+	return c, err
+}
+
+// ParseCommand is Parse for an app with subcommands: it also returns the
+// full name of the command selected ("" when the app has none), whose own
+// flags and arguments kingpin has filled in.
+func ParseCommand(app *kingpin.Application, args []string) (*Config, string, error) {
 	values := make([]*string, len(flags))
 	given := make([]bool, len(flags))
 	bools := map[int]*bool{}
@@ -111,8 +119,9 @@ func Parse(app *kingpin.Application, args []string) (*Config, error) {
 		}
 		values[i] = fc.String()
 	}
-	if _, err := app.Parse(args); err != nil {
-		return nil, err
+	cmd, err := app.Parse(args)
+	if err != nil {
+		return nil, "", err
 	}
 	for i, b := range bools {
 		*values[i] = strconv.FormatBool(*b)
@@ -120,20 +129,20 @@ func Parse(app *kingpin.Application, args []string) (*Config, error) {
 	c := Default()
 	if *values[0] != "" {
 		if err := LoadFile(c, *values[0]); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
 	for i, f := range flags {
 		if given[i] && f.set != nil {
 			if err := f.set(c, *values[i]); err != nil {
-				return nil, fmt.Errorf("invalid --%s %q: %w", f.name, *values[i], err)
+				return nil, "", fmt.Errorf("invalid --%s %q: %w", f.name, *values[i], err)
 			}
 		}
 	}
 	if err := c.Validate(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return c, nil
+	return c, cmd, nil
 }
 
 func str(field func(*Config) *string) func(*Config, string) error {

@@ -168,8 +168,23 @@ remote_read:
 	if failed := slices.DeleteFunc(ups, func(l string) bool { return !strings.HasSuffix(l, " 0") }); len(failed) > 0 {
 		t.Logf("A failed %d scrapes in the last 30 s: %q", len(failed), failed)
 	}
-	at := func(t time.Time) string { return strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', -1, 64) }
-	start := end.Add(-20 * time.Second)
+	compareE2EQueries(t, promA, promB, e2eQueries(v2), end)
+	require.Positive(t, promMetric(t, promA, "prometheus_remote_storage_histograms_total"), "A sent no histograms")
+	require.Positive(t, promMetric(t, ad.url(""), "kairos_adapter_written_histograms_total"), "the adapter stored no histograms")
+	require.Positive(t, promMetric(t, ad.url(""), "kairos_adapter_written_exemplars_total"), "the adapter stored no exemplars")
+
+	// B asks for STREAMED_XOR_CHUNKS first (Prometheus >= 2.55), and every
+	// query it sent was answered.
+	const readQueries = "kairos_adapter_read_queries_total"
+	streamed := promMetric(t, ad.url(""), readQueries, `response_type="streamed_xor_chunks"`, `code="200"`)
+	require.Positive(t, streamed, "B's queries were not answered with STREAMED_XOR_CHUNKS")
+	require.Equal(t, streamed, promMetric(t, ad.url(""), readQueries), "remote-read queries that were not streamed or failed")
+}
+
+// e2eQueries is the PromQL expression table of the end-to-end tests over
+// what scrapeTarget and nativeTarget serve; nhcb adds the queries of the
+// classic histogram Prometheus converts to custom buckets.
+func e2eQueries(nhcb bool) []string {
 	queries := []string{
 		`e2e_requests_total`,
 		`rate(e2e_requests_total[10s])`,
@@ -188,11 +203,21 @@ remote_read:
 		`e2e_native_hist`,
 		`histogram_quantile(0.9, sum by (le) (rate(e2e_native_hist_bucket[10s])))`,
 	}
-	if v2 {
+	if nhcb {
 		queries = append(queries,
 			`histogram_quantile(0.5, rate(e2e_classic_hist{path="/a:b=c"}[10s]))`,
 			`e2e_classic_hist`)
 	}
+	return queries
+}
+
+// compareE2EQueries asks A and B every query at two instants and over the
+// 20 s before end in steps of 1 s, then for every raw sample of the last
+// 30 s, and requires identical answers.
+func compareE2EQueries(t *testing.T, promA, promB string, queries []string, end time.Time) {
+	t.Helper()
+	at := func(t time.Time) string { return strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', -1, 64) }
+	start := end.Add(-20 * time.Second)
 	for _, q := range queries {
 		// An instant may fall on a gap (e2e_flapping, a failed scrape);
 		// 20 s of steps cannot.
@@ -206,23 +231,18 @@ remote_read:
 	for _, q := range []string{`{job="e2e"}[30s]`, `e2e_native_hist[30s]`, `{job="e2e_native"}[30s]`} {
 		compareQuery(t, promA, promB, false, "/api/v1/query", url.Values{"query": {q}, "time": {at(end)}})
 	}
-	require.Positive(t, promMetric(t, promA, "prometheus_remote_storage_histograms_total"), "A sent no histograms")
-	require.Positive(t, promMetric(t, ad.url(""), "kairos_adapter_written_histograms_total"), "the adapter stored no histograms")
-	require.Positive(t, promMetric(t, ad.url(""), "kairos_adapter_written_exemplars_total"), "the adapter stored no exemplars")
-
-	// B asks for STREAMED_XOR_CHUNKS first (Prometheus >= 2.55), and every
-	// query it sent was answered.
-	const readQueries = "kairos_adapter_read_queries_total"
-	streamed := promMetric(t, ad.url(""), readQueries, `response_type="streamed_xor_chunks"`, `code="200"`)
-	require.Positive(t, streamed, "B's queries were not answered with STREAMED_XOR_CHUNKS")
-	require.Equal(t, streamed, promMetric(t, ad.url(""), readQueries), "remote-read queries that were not streamed or failed")
 }
 
 // startPrometheus runs a Prometheus server with config, its own TSDB and
 // the extra command-line args.
 func startPrometheus(t *testing.T, bin, name, config string, args ...string) string {
 	t.Helper()
-	dir := t.TempDir()
+	return startPrometheusIn(t, bin, name, t.TempDir(), config, args...)
+}
+
+// startPrometheusIn is startPrometheus with its TSDB in dir/data.
+func startPrometheusIn(t *testing.T, bin, name, dir, config string, args ...string) string {
+	t.Helper()
 	cfg := filepath.Join(dir, "prometheus.yml")
 	require.NoError(t, os.WriteFile(cfg, []byte(config), 0o644))
 	p, addr := startServer(t, name, bin, "", func(addr string) []string {

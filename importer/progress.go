@@ -1,0 +1,172 @@
+package importer
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Progress shows how an import goes: on a terminal a bar redrawn in place
+// (units, series and samples done, rate, time left), elsewhere a log line
+// every LogEvery. A nil *Progress counts nothing.
+type Progress struct {
+	out   io.Writer // the terminal, or nil for log lines
+	log   *slog.Logger
+	every time.Duration
+	unit  string // "blocks", "slices"
+	start time.Time
+
+	series, samples, refused atomic.Int64
+	units, skipped, total    atomic.Int64
+	totalSamples             atomic.Int64 // 0: unknown
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// NewProgress starts reporting: to term when it is a terminal (non-nil),
+// else to log every interval.
+func NewProgress(term io.Writer, log *slog.Logger, unit string, interval time.Duration) *Progress {
+	p := &Progress{out: term, log: log, unit: unit, every: interval, start: time.Now(), stop: make(chan struct{})}
+	if term != nil {
+		p.every = 250 * time.Millisecond
+	}
+	p.wg.Go(func() {
+		t := time.NewTicker(p.every)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				p.report(false)
+			}
+		}
+	})
+	return p
+}
+
+// Stop ends the reports with a last one.
+func (p *Progress) Stop() {
+	if p == nil {
+		return
+	}
+	close(p.stop)
+	p.wg.Wait()
+	p.report(true)
+}
+
+// plan sets the units to do and, when the source knows it, the samples.
+func (p *Progress) plan(units int, samples int64) {
+	if p != nil {
+		p.total.Store(int64(units))
+		p.totalSamples.Store(samples)
+	}
+}
+
+func (p *Progress) addSeries(n int64) {
+	if p != nil {
+		p.series.Add(n)
+	}
+}
+
+func (p *Progress) addSamples(n int64) {
+	if p != nil {
+		p.samples.Add(n)
+	}
+}
+
+func (p *Progress) addRefused(n int64) {
+	if p != nil {
+		p.refused.Add(n)
+	}
+}
+
+func (p *Progress) unitDone(skipped bool) {
+	if p == nil {
+		return
+	}
+	if skipped {
+		p.skipped.Add(1)
+	} else {
+		p.units.Add(1)
+	}
+}
+
+// left estimates the time still needed, from the samples when the total is
+// known and from the units imported in this run otherwise; -1 is unknown.
+func (p *Progress) left(elapsed time.Duration) time.Duration {
+	done, total := p.samples.Load(), p.totalSamples.Load()
+	if total <= 0 || done <= 0 {
+		done = p.units.Load()
+		total = p.total.Load() - p.skipped.Load()
+	}
+	if done <= 0 || total <= 0 {
+		return -1
+	}
+	return time.Duration(float64(elapsed) * float64(max(total-done, 0)) / float64(done))
+}
+
+func (p *Progress) report(last bool) {
+	elapsed := time.Since(p.start)
+	samples := p.samples.Load()
+	perSec := float64(samples) / max(elapsed.Seconds(), 1e-3)
+	units := p.units.Load() + p.skipped.Load()
+	left := p.left(elapsed)
+	if p.out == nil {
+		attrs := []any{p.unit, fmt.Sprintf("%d/%d", units, p.total.Load()), "skipped_done_before", p.skipped.Load(),
+			"series", p.series.Load(), "samples", samples, "samples_per_second", int64(perSec), "elapsed", elapsed.Round(time.Second)}
+		if n := p.refused.Load(); n > 0 {
+			attrs = append(attrs, "refused", n)
+		}
+		if last {
+			return // the caller logs the summary
+		}
+		if left >= 0 {
+			attrs = append(attrs, "time_left", left.Round(time.Second))
+		}
+		p.log.Info("Import progress", attrs...)
+		return
+	}
+	const width = 24
+	frac := 0.0
+	if t := p.total.Load(); t > 0 {
+		frac = float64(units) / float64(t)
+	}
+	if ts := p.totalSamples.Load(); ts > 0 && !last {
+		frac = max(frac, min(1, float64(samples)/float64(ts)))
+	}
+	fill := int(frac * width)
+	eta := "--"
+	if left >= 0 {
+		eta = left.Round(time.Second).String()
+	}
+	line := fmt.Sprintf("\r[%s%s] %3.0f%% %d/%d %s | %s series | %s samples | %s/s | left %s",
+		strings.Repeat("=", fill), strings.Repeat(" ", width-fill), 100*frac, units, p.total.Load(), p.unit,
+		si(float64(p.series.Load())), si(float64(samples)), si(perSec), eta)
+	if n := p.refused.Load(); n > 0 {
+		line += fmt.Sprintf(" | %d refused", n)
+	}
+	line += "\x1b[K" // clear what a longer line left
+	if last {
+		line += "\n"
+	}
+	fmt.Fprint(p.out, line)
+}
+
+// si prints n with a k, M or G suffix.
+func si(n float64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2fG", n/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.2fM", n/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1fk", n/1e3)
+	}
+	return fmt.Sprintf("%.0f", n)
+}
