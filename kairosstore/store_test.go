@@ -597,6 +597,9 @@ func TestMetadata(t *testing.T) {
 		none, err := s.Metadata(ctx, "\xff\xfe", 0)
 		require.NoError(t, err)
 		require.Empty(t, none)
+		none, err = s.Metadata(ctx, strings.Repeat("x", 1<<20), 0)
+		require.NoError(t, err)
+		require.Empty(t, none)
 	})
 }
 

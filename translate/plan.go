@@ -62,14 +62,14 @@ func (m Mapper) Plan(ms []*labels.Matcher) (Plan, error) {
 		}
 	}
 
-	// Stored series always have a non-empty name of valid UTF-8 (Split
-	// refuses others, and Cassandra's text columns cannot hold them), so
-	// no other name counts as a candidate: asking Cassandra for one is an
-	// error, not an empty answer.
+	// Stored series always have a non-empty name of valid UTF-8 that fits
+	// a partition key (Split refuses others, and Cassandra's text columns
+	// and keys cannot hold them), so no other name counts as a candidate:
+	// asking Cassandra for one is an error, not an empty answer.
 	if names, pinned := pinnedValues(p.names); pinned {
 		p.Metrics = []string{}
 		for _, n := range names {
-			if n != "" && utf8.ValidString(n) {
+			if n != "" && storable(m.Prefix+n) {
 				p.Metrics = append(p.Metrics, m.Prefix+n)
 			}
 		}
@@ -87,8 +87,8 @@ func (m Mapper) Plan(ms []*labels.Matcher) (Plan, error) {
 			// the scan.
 			continue
 		}
-		// Nor has any stored series a tag value of invalid UTF-8.
-		values = slices.DeleteFunc(values, func(v string) bool { return !utf8.ValidString(v) })
+		// Nor has any stored series such a tag value.
+		values = slices.DeleteFunc(values, func(v string) bool { return !storable(v) })
 		if len(values) == 0 {
 			p.empty = true
 		}
@@ -220,4 +220,11 @@ func tagValue(tags []codec.Tag, name string) string {
 // promise a match.
 func (p Plan) Empty() bool {
 	return p.empty
+}
+
+// storable reports whether s can be a stored metric name or tag value:
+// valid UTF-8 no longer than Cassandra's key limit, which bounds the row
+// key and the row_keys clustering values that hold them.
+func storable(s string) bool {
+	return len(s) <= codec.MaxKeyBytes && utf8.ValidString(s)
 }

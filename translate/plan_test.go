@@ -216,6 +216,9 @@ func TestPlanFields(t *testing.T) {
 		// No stored name or tag value is invalid UTF-8: Cassandra
 		// refuses such a key with an error rather than an empty answer.
 		{ms: []*labels.Matcher{eq(name, "\xff\xfe")}, wantMetrics: []string{}, wantEmpty: true},
+		// Nor is any longer than a partition key may be.
+		{ms: []*labels.Matcher{eq(name, strings.Repeat("x", 1<<20))}, wantMetrics: []string{}, wantEmpty: true},
+		{ms: []*labels.Matcher{eq(name, "up"), eq("job", strings.Repeat("x", 1<<20))}, wantMetrics: []string{"p.up"}, wantTags: map[string][]string{"job": {}}, wantEmpty: true},
 		{ms: []*labels.Matcher{re(name, "up|\xff")}, wantMetrics: []string{"p.up"}},
 		{ms: []*labels.Matcher{eq(name, "up"), eq("job", "\xff")}, wantMetrics: []string{"p.up"}, wantTags: map[string][]string{"job": {}}, wantEmpty: true},
 	} {
