@@ -88,7 +88,7 @@ type Options struct {
 	// defaults.
 	Limits Limits
 	// EnableAdminAPI serves POST/PUT /api/v1/admin/tsdb/delete_series when
-	// the store implements Deleter. Off by default, as in Prometheus: it
+	// the store implements Deleter, and the other admin calls below. Off by default, as in Prometheus: it
 	// deletes data without asking.
 	EnableAdminAPI bool
 	// Rollups, when set, serves POST /api/v1/admin/rollups/recompute (with
