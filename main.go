@@ -56,6 +56,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	// The server is the default command, so that no arguments serve.
 	app.Command("serve", "Serve remote write, remote read, the query API and the web UI (the default).").Default()
 	imports := addImportCommands(app)
+	snapshot := addSnapshotCommand(app)
 	cfg, cmd, err := config.ParseCommand(app, args)
 	if err != nil {
 		fmt.Fprintf(stderr, "kairos-adapter: %v\n", err)
@@ -65,6 +66,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	logger := newLogger(cfg, stderr)
 	if strings.HasPrefix(cmd, "import ") {
 		return imports.run(ctx, cmd, cfg, stderr, logger)
+	}
+	if cmd == "snapshot" {
+		return snapshot.run(ctx, cfg, stderr, logger)
 	}
 	// Checked before any store opens, so a broken TLS or auth setup fails
 	// fast instead of after a Cassandra connection.
@@ -84,6 +88,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 
 	store := &lazyStore{}
+	var embedded *pebblekv.Engine // for the status page's block cache and snapshots
 	// Prometheus's query API, so Grafana can query the adapter directly.
 	queryAPI := queryapi.New(store, queryapi.Options{
 		Timeout:             time.Duration(cfg.Query.Timeout),
@@ -94,6 +99,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		EnableAdminAPI:      cfg.Web.EnableAdminAPI,
 		RollupResolutions:   rolls.cfg.Resolutions,
 		Rollups:             rolls.recomputeRoute(),
+		Snapshot:            snapshotRoute(cfg, func() *pebblekv.Engine { return embedded }),
 		MaxSourceResolution: cfg.Query.MaxSourceResolution,
 		Limits: queryapi.Limits{
 			MaxLength:        cfg.Query.MaxLength,
@@ -135,7 +141,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}()
 	defer rolls.stop() // before the engine closes
 	var cqlCfg cql.Config
-	var embedded *pebblekv.Engine // for the status page's block cache
 	switch cfg.Storage.Type {
 	case "embedded":
 		// A local store either opens now or never: fail fast.

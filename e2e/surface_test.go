@@ -262,6 +262,10 @@ func surfaceRoutes(end time.Time) []route {
 			{"match[]", []string{`surf_a{i="1"}`, `surf_b`, `{__name__="surf_a",i=~"[23]"}`, `nothing_here`}}, {"start", adminTimes}, {"end", adminTimes}}},
 		{name: "rollups_recompute", kind: recomputeRoute, methods: []string{http.MethodPost}, path: "/api/v1/admin/rollups/recompute", queryAPI: true, params: []param{
 			{"match[]", []string{"", "surf_a", `surf_b{job="surface"}`}}, {"start", adminTimes}, {"end", adminTimes}}},
+		// Each accepted call writes a snapshot into the store's
+		// directory; the oracle requires the samples unchanged.
+		{name: "snapshot", methods: []string{http.MethodPost, http.MethodPut}, path: "/api/v1/admin/tsdb/snapshot", queryAPI: true, params: []param{
+			{"skip_head", []string{"", "true", "false", "1"}}}},
 		{name: "status_metrics", methods: get, path: "/api/v1/status/metrics", queryAPI: true, params: []param{
 			{"start", optTimes}, {"end", optTimes}, {"metric", []string{"", "surf_a", "surf_b"}}, {"limit", []string{"", "1", "10"}}}},
 		{name: "status_adapter", methods: get, path: "/api/v1/status/adapter", queryAPI: true},

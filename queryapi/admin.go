@@ -225,3 +225,38 @@ func (a *API) recomputeRollups(r *http.Request) (any, annotations.Annotations, *
 	a.logger.Info("Rollups marked for recomputation", "match", r.Form["match[]"], "start", start, "end", end, "metrics", len(metrics))
 	return map[string][]string{"metrics": metrics}, nil, nil
 }
+
+// ErrCannotSnapshot is what Options.Snapshot returns, wrapped with the
+// reason, when the store cannot be snapshotted from here: answered 422
+// execution, Prometheus's answer to an admin call its mode cannot serve
+// (an agent's), so that a client does not retry it as it would a 503.
+var ErrCannotSnapshot = errors.New("cannot snapshot this store")
+
+// snapshotStore serves Prometheus's snapshot admin call: it answers the
+// snapshot's name, {"name": "..."}, as Prometheus does. Prometheus's
+// skip_head (leave out what is not in blocks yet) is accepted and checked
+// the way Prometheus parses it, and changes nothing: the store has no head
+// apart from its blocks, and a snapshot holds every write acknowledged
+// before the call.
+func (a *API) snapshotStore(r *http.Request) (any, annotations.Annotations, *apiError) {
+	switch vs := r.Form["skip_head"]; {
+	case len(vs) > 1:
+		return nil, nil, badParam(fmt.Errorf("given %d times: give it once, or leave it out", len(vs)), "skip_head")
+	case len(vs) == 1 && vs[0] != "":
+		if _, err := strconv.ParseBool(vs[0]); err != nil {
+			return nil, nil, badParam(errors.New("not a boolean: give true or false"), "skip_head")
+		}
+	}
+	name, err := a.snapshot(r.Context())
+	if errors.Is(err, ErrCannotSnapshot) {
+		return nil, nil, &apiError{errExec, err}
+	}
+	if err != nil {
+		a.logger.Warn("Snapshot failed", "err", err)
+		apiErr := storeError(err)
+		apiErr.err = fmt.Errorf("snapshot: %w", err)
+		return nil, nil, apiErr
+	}
+	a.logger.Info("Snapshot taken", "name", name)
+	return map[string]string{"name": name}, nil, nil
+}

@@ -88,13 +88,17 @@ type Options struct {
 	// defaults.
 	Limits Limits
 	// EnableAdminAPI serves POST/PUT /api/v1/admin/tsdb/delete_series when
-	// the store implements Deleter. Off by default, as in Prometheus: it
+	// the store implements Deleter, and the other admin calls below. Off by default, as in Prometheus: it
 	// deletes data without asking.
 	EnableAdminAPI bool
 	// Rollups, when set, serves POST /api/v1/admin/rollups/recompute (with
 	// the admin API on): it returns the rollup job, nil until the store is
 	// open.
 	Rollups func() Recomputer
+	// Snapshot, when set, serves POST/PUT /api/v1/admin/tsdb/snapshot (with
+	// the admin API on): it snapshots the store and returns the snapshot's
+	// name (admin.go).
+	Snapshot func(ctx context.Context) (name string, err error)
 	// RollupResolutions are the resolutions rollups are kept at, and
 	// MaxSourceResolution the default of the max_source_resolution
 	// parameter ("" is auto): rollups.go.
@@ -116,6 +120,7 @@ type API struct {
 	gate         gate
 	adminAPI     bool
 	rollups      func() Recomputer
+	snapshot     func(context.Context) (string, error)
 	engine       *promql.Engine
 	parser       parser.Parser
 	prepared     *prepared // the engine's parser
@@ -184,7 +189,7 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	}
 	return &API{
 		store: store, maxSamples: max(opts.MaxSamples, 0), sampleLimit: opts.SampleLimit, limits: opts.Limits.withDefaults(), timeout: opts.Timeout,
-		evalInterval: interval, gate: g, adminAPI: opts.EnableAdminAPI, rollups: opts.Rollups, engine: eng, parser: p, prepared: prep, logger: logger, now: time.Now,
+		evalInterval: interval, gate: g, adminAPI: opts.EnableAdminAPI, rollups: opts.Rollups, snapshot: opts.Snapshot, engine: eng, parser: p, prepared: prep, logger: logger, now: time.Now,
 		lookback: opts.LookbackDelta, resolutions: sortResolutions(opts.RollupResolutions), sourceRes: src,
 	}
 }
@@ -239,6 +244,11 @@ func (a *API) Register(handle func(pattern, name string, h http.Handler)) {
 	if a.rollups != nil && a.adminAPI {
 		handle("POST /api/v1/admin/rollups/recompute", "rollups_recompute", a.handler(a.recomputeRollups, "rollups_recompute"))
 	}
+	if a.snapshot != nil && a.adminAPI {
+		h := a.handler(a.snapshotStore, "snapshot")
+		handle("POST /api/v1/admin/tsdb/snapshot", "snapshot", h)
+		handle("PUT /api/v1/admin/tsdb/snapshot", "snapshot", h)
+	}
 }
 
 // maxFormBytes bounds a request body of the query API. Go's form parser
@@ -258,7 +268,7 @@ func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiE
 	strict := name == "series" || name == "delete_series"
 	// The admin calls change what they cover: run on part of a form, a
 	// recomputation that lost its match[] would cover every metric.
-	whole := strict || name == "rollups_recompute"
+	whole := strict || name == "rollups_recompute" || name == "snapshot"
 	timeoutParam := name == "query" || name == "query_range"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A delete answers 204, with no body to compress.

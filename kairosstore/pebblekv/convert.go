@@ -49,6 +49,30 @@ var (
 	convertMarginBytes = int64(64 << 20)
 )
 
+// moveSubdirs moves the directories in the old store's directory (the
+// admin API's snapshots, whatever an operator keeps there; Pebble keeps
+// none) into the new one, so that removing the old copy does not remove
+// them. One moved before a kill is where the rerun's renames take it.
+func moveSubdirs(fs vfs.FS, dir, tmp string) error {
+	names, err := fs.List(dir)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		fi, err := fs.Stat(fs.PathJoin(dir, name))
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			continue
+		}
+		if err := fs.Rename(fs.PathJoin(dir, name), fs.PathJoin(tmp, name)); err != nil {
+			return fmt.Errorf("cannot keep %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // finishRenames completes step 2 of a conversion interrupted in it.
 func finishRenames(fs vfs.FS, dir string) error {
 	exists := func(p string) bool { _, err := fs.Stat(p); return err == nil }
@@ -146,6 +170,9 @@ func convert(dir string, opts Options, logger *slog.Logger) (err error) {
 	err = errors.Join(newDB.Close(), old.Close(), lock.Close())
 	newDB, old, locked = nil, nil, false
 	if err != nil {
+		return err
+	}
+	if err := moveSubdirs(fs, dir, tmp); err != nil {
 		return err
 	}
 	if err := fs.Rename(dir, dir+oldLayoutSuffix); err != nil {

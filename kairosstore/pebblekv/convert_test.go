@@ -164,6 +164,11 @@ func readMetricNames(t *testing.T, e *Engine) []string {
 func TestConvertOldStore(t *testing.T) {
 	dir := extractOldStore(t)
 	want := readOldStore(t, dir)
+	// A snapshot (or anything an operator keeps in the directory) outlives
+	// the removal of the old copy.
+	kept := filepath.Join(dir, "snapshots", "x", "file")
+	require.NoError(t, os.MkdirAll(filepath.Dir(kept), 0o755))
+	require.NoError(t, os.WriteFile(kept, []byte("kept"), 0o644))
 	var log bytes.Buffer
 	e, err := Open(dir, DefaultOptions(), slog.New(slog.NewTextHandler(&log, nil)))
 	require.NoError(t, err)
@@ -175,6 +180,9 @@ func TestConvertOldStore(t *testing.T) {
 		_, err := os.Stat(leftover)
 		require.ErrorIs(t, err, os.ErrNotExist)
 	}
+	b, err := os.ReadFile(kept)
+	require.NoError(t, err)
+	require.Equal(t, "kept", string(b))
 
 	// Reopening finds nothing to convert.
 	require.NoError(t, e.Close())

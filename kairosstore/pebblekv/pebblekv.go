@@ -143,6 +143,8 @@ type Engine struct {
 	// marks bounds the write times of each data_points partition (marks.go).
 	// Guarded by mu.
 	marks marks
+	// ckMu serialises checkpoints (Checkpoint).
+	ckMu sync.Mutex
 
 	closed atomic.Bool
 	stop   chan struct{}
