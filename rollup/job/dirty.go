@@ -136,11 +136,25 @@ func (j *Job) knowProgress(ctx context.Context) error {
 }
 
 // older notes a sample of metric at t, which may be older than what the
-// job knew as its oldest, so that backfill goes down to it.
+// job knew as its oldest, so that backfill goes down to it at its next
+// step. A metric the last listing did not hold (refreshOldest, every
+// oldestEvery) is added with t as its oldest sample: its history, written
+// to a fresh adapter or imported, is backfilled from the next step on, not
+// up to oldestEvery later. Samples of it older than t that another process
+// wrote since the listing wait for the next one, as before.
 func (j *Job) older(metric string, t int64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if a := j.oldestOf[metric]; a != nil && (t < a.row || (a.known && t < a.exact)) {
+	if j.oldestOf == nil {
+		return // not listed yet: the first step lists every metric
+	}
+	a := j.oldestOf[metric]
+	if a == nil {
+		j.oldestOf[metric] = &metricAge{row: t, exact: t, known: true}
+		j.oldest = min(j.oldest, t)
+		return
+	}
+	if t < a.row || (a.known && t < a.exact) {
 		a.row, a.exact = min(a.row, t), min(a.exact, t)
 		j.oldest = min(j.oldest, t)
 	}
