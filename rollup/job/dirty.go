@@ -316,6 +316,12 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 			bad = append(bad, err)
 			continue
 		}
+		if m.cause == "write" {
+			// Another process's write (an import) of a metric this job
+			// has not listed, or of history older than it knew: backfill
+			// goes down to the mark's first unit from this step on.
+			j.older(m.metric, m.from-j.plan.unit+1)
+		}
 		if ripe := m.written + j.cfg.MarkSlack.Milliseconds(); m.cause != "admin" && j.now() < ripe {
 			if j.ripe == 0 || ripe < j.ripe {
 				j.ripe = ripe
