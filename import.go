@@ -125,15 +125,14 @@ func (c *importCommands) run(ctx context.Context, cmd string, cfg *config.Config
 		return 1
 	}
 	logger.Info("Import done", attrs...)
-	if len(cfg.Rollup.Resolutions) > 0 && sum.Samples > 0 {
-		// The import runs no rollup job: a serving adapter's job
-		// backfills what is older than what it rolled up, and needs a
-		// mark for a range it rolled up already.
+	if len(cfg.Rollup.Resolutions) == 0 && sum.Samples > 0 {
+		// With rollups off here no mark was stored: adapters that roll
+		// the store up need one for what they rolled up already.
 		q := url.Values{"start": {time.UnixMilli(sum.MinT).UTC().Format(time.RFC3339Nano)}, "end": {time.UnixMilli(sum.MaxT).UTC().Format(time.RFC3339Nano)}}
 		for _, m := range *c.match[cmd] {
 			q.Add("match[]", m)
 		}
-		logger.Info("Where a serving adapter's rollup job has rolled up the imported range already, mark it for recomputation there (with --web.enable-admin-api)",
+		logger.Info("The import ran with --rollup.resolutions= and stored no rollup recomputation marks; if adapters serving this store run rollups, mark the imported range there (with --web.enable-admin-api), or import with their --rollup.* flags",
 			"request", "POST /api/v1/admin/rollups/recompute?"+q.Encode())
 	}
 	return 0
@@ -234,11 +233,35 @@ func openImportStore(ctx context.Context, cfg *config.Config, logger *slog.Logge
 		closeEng()
 		return nil, nil, fmt.Errorf("create tables: %w", err)
 	}
-	opts := storeOptions(cfg)
-	st, err := kairosstore.Open(ctx, eng, opts, logger, prometheus.NewRegistry())
+	st, err := importStore(ctx, eng, cfg, logger)
 	if err != nil {
 		closeEng()
 		return nil, nil, err
 	}
 	return st, closeEng, nil
+}
+
+// importStore is the store the import writes through. With rollups on
+// (the import's --rollup.* flags, which must be those of the adapters
+// serving the store, as for any adapter sharing a keyspace), its Guard is
+// a rollup job that stores the recomputation marks of every write into a
+// unit that may be rolled up already, as a serving adapter's writes do;
+// the job does not run: a serving adapter's job recomputes the marked
+// units, and learns from the marks of metrics it has not listed yet
+// (package job, older).
+func importStore(ctx context.Context, eng engine.Engine, cfg *config.Config, logger *slog.Logger) (*kairosstore.Store, error) {
+	rolls, err := newRollups(cfg, logger, prometheus.NewRegistry())
+	if err != nil {
+		return nil, err
+	}
+	opts := storeOptions(cfg)
+	opts.Guard = rolls
+	st, err := kairosstore.Open(ctx, eng, opts, logger, prometheus.NewRegistry())
+	if err != nil {
+		return nil, err
+	}
+	if err := rolls.markOnly(st); err != nil {
+		return nil, err
+	}
+	return st, nil
 }

@@ -98,8 +98,10 @@ func (r *rollups) AfterChange(ctx context.Context, cs []kairosstore.Change, bega
 	return j.AfterChange(ctx, cs, began)
 }
 
-// start runs the job over st until stop.
-func (r *rollups) start(st *kairosstore.Store) error {
+// markOnly creates the job over st without running it: the Guard then
+// stores the recomputation marks of st's changes for another process's job
+// to recompute (the import's).
+func (r *rollups) markOnly(st *kairosstore.Store) error {
 	if !r.enabled() {
 		return nil
 	}
@@ -108,6 +110,18 @@ func (r *rollups) start(st *kairosstore.Store) error {
 		return err
 	}
 	r.job.Store(j)
+	return nil
+}
+
+// start runs the job over st until stop.
+func (r *rollups) start(st *kairosstore.Store) error {
+	if !r.enabled() {
+		return nil
+	}
+	if err := r.markOnly(st); err != nil {
+		return err
+	}
+	j := r.job.Load()
 	r.log.Info("Rollup job started", "resolutions", r.cfg.Resolutions, "owner", r.cfg.Owner)
 	r.wg.Go(func() { j.Run(r.ctx) })
 	return nil

@@ -81,11 +81,14 @@ func (s *Store) OldestSample(ctx context.Context, metric string) (int64, bool, e
 // ScanSeries selects, as Querier's Select does, the series of ms over
 // [mint, maxt] whose labels keep accepts (nil: all), but without
 // --query.max-series: the rollup job must roll up a metric of any size.
+// It lists row_keys rather than trusting a kept listing, which may lack
+// the series another writer (an import, a second adapter) added since it
+// was read: the job's buckets would lack them for good.
 // The series' list is in memory, their samples are read lazily, a bounded
 // number of series ahead (seriesSet). done cancels the reads still running
 // and waits for them.
 func (s *Store) ScanSeries(ctx context.Context, mint, maxt int64, keep func(labels.Labels) bool, ms ...*labels.Matcher) (set storage.SeriesSet, done func()) {
-	sel, err := s.idx.Select(ctx, index.Query{Matchers: ms, Start: mint, End: maxt})
+	sel, err := s.idx.Select(ctx, index.Query{Matchers: ms, Start: mint, End: maxt, Fresh: true})
 	if err != nil {
 		return storage.ErrSeriesSet(fromIndex(err)), func() {}
 	}

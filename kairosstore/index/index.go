@@ -158,6 +158,11 @@ type Query struct {
 	// windows that overlap it are selected.
 	Start, End int64
 	Kind       Kind
+	// Fresh lists row_keys rather than taking kept listings, as a
+	// Deletion does: for the rollup job, whose buckets must hold the
+	// series other writers (an import, a second adapter) added since a
+	// listing was kept, or stay wrong.
+	Fresh bool
 }
 
 // All selects every series, for lookups without matchers: the label APIs
@@ -212,7 +217,7 @@ func (x *Index) Select(ctx context.Context, q Query) (Selection, error) {
 	if err != nil || len(metrics) == 0 {
 		return Selection{Metrics: metrics}, err
 	}
-	series, err := x.findSeries(ctx, metrics, plan, q.Start, q.End, q.Kind != Deletion)
+	series, err := x.findSeries(ctx, metrics, plan, q.Start, q.End, q.Kind != Deletion && !q.Fresh)
 	if err != nil {
 		return Selection{}, err
 	}

@@ -136,11 +136,25 @@ func (j *Job) knowProgress(ctx context.Context) error {
 }
 
 // older notes a sample of metric at t, which may be older than what the
-// job knew as its oldest, so that backfill goes down to it.
+// job knew as its oldest, so that backfill goes down to it at its next
+// step. A metric the last listing did not hold (refreshOldest, every
+// oldestEvery) is added with t as its oldest sample: its history, written
+// to a fresh adapter or imported, is backfilled from the next step on, not
+// up to oldestEvery later. Samples of it older than t that another process
+// wrote since the listing wait for the next one, as before.
 func (j *Job) older(metric string, t int64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if a := j.oldestOf[metric]; a != nil && (t < a.row || (a.known && t < a.exact)) {
+	if j.oldestOf == nil {
+		return // not listed yet: the first step lists every metric
+	}
+	a := j.oldestOf[metric]
+	if a == nil {
+		j.oldestOf[metric] = &metricAge{row: t, exact: t, known: true}
+		j.oldest = min(j.oldest, t)
+		return
+	}
+	if t < a.row || (a.known && t < a.exact) {
 		a.row, a.exact = min(a.row, t), min(a.exact, t)
 		j.oldest = min(j.oldest, t)
 	}
@@ -301,6 +315,12 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 		if err != nil {
 			bad = append(bad, err)
 			continue
+		}
+		if m.cause == "write" {
+			// Another process's write (an import) of a metric this job
+			// has not listed, or of history older than it knew: backfill
+			// goes down to the mark's first unit from this step on.
+			j.older(m.metric, m.from-j.plan.unit+1)
 		}
 		if ripe := m.written + j.cfg.MarkSlack.Milliseconds(); m.cause != "admin" && j.now() < ripe {
 			if j.ripe == 0 || ripe < j.ripe {

@@ -168,8 +168,9 @@ type cursor struct{ next, written int64 }
 
 // oldestEvery is how often the job lists the metrics and their oldest rows
 // again: a metric new since is rolled up forward from its first unit on;
-// data older than what was known is backfilled at most this long after it
-// was written.
+// data older than what was known is backfilled at the next step when it
+// came through this process's store (older), at most this long after it
+// was written when another process wrote it.
 const oldestEvery = 10 * time.Minute
 
 type metrics struct {
