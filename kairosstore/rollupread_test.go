@@ -289,3 +289,40 @@ func TestRollupWindowsOneSlicePerRow(t *testing.T) {
 		}
 	})
 }
+
+// TestRawWindowsFewSlices: rate(g[5m]) at a step of 10m reads windows 5
+// samples apart. Read a slice each, that was one slice per window (276);
+// once the first slice shows how dense the series is, the store reads
+// through such gaps, a slice per row, and still hands over only the
+// windows' samples.
+func TestRawWindowsFewSlices(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
+		ctx := context.Background()
+		counted := &sliceCounter{Engine: eng}
+		st, _, t0, data := rollupStore(t, counted)
+		g := data[0]
+		w, step := int64(5*time.Minute/time.Millisecond), 10*int64(time.Minute/time.Millisecond)
+		hints := &storage.SelectHints{Start: t0 + hour - w + 1, End: t0 + 47*hour, Step: step, Range: w}
+		q, err := st.Querier(hints.Start, hints.End)
+		require.NoError(t, err)
+		defer q.Close()
+		before := counted.slices.Load()
+		ss := q.Select(readhint.With(ctx, readhint.Hint{WindowMillis: w}), false, hints, labels.MustNewMatcher(labels.MatchEqual, "__name__", "g"))
+		require.True(t, ss.Next())
+		var got, want []int64
+		it := ss.At().Iterator(nil)
+		for it.Next() != 0 {
+			ts, _ := it.At()
+			got = append(got, ts)
+		}
+		require.NoError(t, it.Err())
+		for _, ts := range g.T {
+			if ts >= hints.Start && ts <= hints.End && (ts-hints.Start)%step < w {
+				want = append(want, ts)
+			}
+		}
+		require.Equal(t, want, got)
+		// 8 rows of 6h; the first reads one window alone first.
+		require.LessOrEqual(t, counted.slices.Load()-before, int64(9))
+	})
+}
