@@ -3,6 +3,7 @@ package kairosstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -98,9 +99,10 @@ func (s *Store) eachCell(ctx context.Context, ref *index.Series, start, end int6
 // span is an inclusive time range, ms.
 type span struct{ lo, hi int64 }
 
-// eachCellIn is eachCell over the cells in spans (sorted, disjoint): one
-// data_points slice per row and span that overlap, so that a read limited
-// to the windows a query evaluates skips the cells between them.
+// eachCellIn is eachCell over the cells in spans (sorted, disjoint), so
+// that a read limited to the windows a query evaluates skips the cells
+// between them: a data_points slice per row and span that overlap, or per
+// run of spans with few cells between them.
 func (s *Store) eachCellIn(ctx context.Context, ref *index.Series, spans []span, budget *sampleBudget, cell func(r *index.Row, t int64, col uint32, value []byte) (bool, error)) error {
 	if budget.left() < 0 {
 		return fmt.Errorf("read data_points of %s: %w", ref.Labels, ErrTooManySamples)
@@ -110,18 +112,38 @@ func (s *Store) eachCellIn(ctx context.Context, ref *index.Series, spans []span,
 	uncounted, read := int64(0), 0
 	defer func() { s.m.cellsRead.WithLabelValues("raw").Add(float64(read)) }()
 	w := s.spec.WidthMillis()
+	// What the slices read so far held, cells per ms, tells how many cells
+	// lie between two windows: where fewer than a slice costs, one slice
+	// reads through both. A first window reads alone, and a series denser
+	// further on than so far reads at most sliceCells times its density
+	// ratio more cells per gap, never beyond its row.
+	var spanMillis uint64
 	for i := range ref.Rows {
 		r := &ref.Rows[i]
 		if r.DataType == codec.TypeExemplar {
 			continue // a metric whose own name ends in ExemplarSuffix: not samples
 		}
-		for _, sp := range overlapping(spans, r.RowTime, r.RowTime+w) {
-			start, end := sp.lo, sp.hi
-			lo, hi := s.spec.SliceBounds(r.RowTime, start, end)
+		inRow := overlapping(spans, r.RowTime, r.RowTime+w)
+		for len(inRow) > 0 {
+			maxGap := uint64(0)
+			if read > 0 {
+				maxGap = min(spanMillis/uint64(read), math.MaxUint64/sliceCells) * sliceCells
+			}
+			j := 1
+			for j < len(inRow) && uint64(inRow[j].lo)-uint64(inRow[j-1].hi)-1 <= maxGap {
+				j++
+			}
+			sl := span{inRow[0].lo, inRow[j-1].hi}
+			keep := spanFilter{spans: inRow[:j]}
+			inRow = inRow[j:]
+			if lo, hi := max(sl.lo, r.RowTime), min(sl.hi, addSat(r.RowTime, w-1)); lo <= hi {
+				spanMillis += uint64(hi) - uint64(lo) + 1
+			}
+			lo, hi := s.spec.SliceBounds(r.RowTime, sl.lo, sl.hi)
 			err := s.eng.Cells(ctx, r.Key, lo, hi, func(col uint32, value []byte) error {
 				read++
 				t := s.spec.Timestamp(r.RowTime, col)
-				if t < start || t > end {
+				if t < sl.lo || t > sl.hi || !keep.in(t) {
 					return nil
 				}
 				if kept, err := cell(r, t, col, value); !kept || err != nil {

@@ -204,6 +204,44 @@ func clip(spans []span, lo, hi int64) []span {
 	return out
 }
 
+// sliceCells is what one data_points slice costs beside its cells, counted
+// in cells: a round trip on Cassandra, a seek on the embedded engine. Where
+// the gap between two windows holds fewer cells than that, one slice over
+// both and the cells between them dropped is the cheaper read.
+const sliceCells = 64
+
+// coalesce is spans (sorted, disjoint) merged where the gap between two is
+// at most maxGap ms: the slices to read, each to be filtered by the spans
+// it covers.
+func coalesce(spans []span, maxGap int64) []span {
+	if len(spans) < 2 || maxGap <= 0 {
+		return spans
+	}
+	out := make([]span, 0, len(spans))
+	for _, sp := range spans {
+		// sp.lo > last.hi, so the gap never overflows as uint64.
+		if n := len(out); n > 0 && uint64(sp.lo)-uint64(out[n-1].hi)-1 <= uint64(maxGap) {
+			out[n-1].hi = sp.hi
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// spanFilter says whether the times of one ascending walk lie in spans.
+type spanFilter struct {
+	spans []span
+	i     int
+}
+
+func (f *spanFilter) in(t int64) bool {
+	for f.i < len(f.spans) && f.spans[f.i].hi < t {
+		f.i++
+	}
+	return f.i < len(f.spans) && f.spans[f.i].lo <= t
+}
+
 // overlapping is the spans that overlap [lo, hi].
 func overlapping(spans []span, lo, hi int64) []span {
 	i, _ := slices.BinarySearchFunc(spans, lo, func(sp span, t int64) int {
@@ -244,7 +282,7 @@ func (s *Store) readPlanned(ctx context.Context, ref *index.Series, p *plannedRe
 	if err != nil {
 		return nil, err
 	}
-	mid, err := s.readRollup(ctx, ref, rkey, clip(p.spans, p.rollFrom, p.rollTo), budget)
+	mid, err := s.readRollup(ctx, ref, rkey, p.Resolution, clip(p.spans, p.rollFrom, p.rollTo), budget)
 	if err != nil {
 		return nil, err
 	}
@@ -376,8 +414,8 @@ func (s *Store) rollupKeyOf(ls labels.Labels, r rollup.Resolution, a rollup.Aggr
 }
 
 // readRollup reads the rollup values at bucket ends within spans, from the
-// kairos_double rows of k. Rows that do not exist hold no cell.
-func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, spans []span, budget *sampleBudget) (*listSeries, error) {
+// kairos_double rows of k at res. Rows that do not exist hold no cell.
+func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, res rollup.Resolution, spans []span, budget *sampleBudget) (*listSeries, error) {
 	out := &listSeries{lset: ref.Labels}
 	if len(spans) == 0 {
 		return out, nil
@@ -392,15 +430,20 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 	w := s.spec.WidthMillis()
 	var key []byte
 	rollupRow := index.Row{DataType: codec.TypeDouble} // rollups are kairos_double rows
-	for _, sp := range spans {
-		for t := sp.lo; t <= sp.hi; {
+	// A rollup row holds a cell per bucket end at most, so a gap of
+	// sliceCells buckets between windows is read through, not around: at a
+	// step of 6h, the 1h buckets of a year are a slice per row, not one per
+	// window (1,460).
+	for _, sl := range coalesce(spans, sliceCells*res.Millis()) {
+		keep := spanFilter{spans: overlapping(spans, sl.lo, sl.hi)}
+		for t := sl.lo; t <= sl.hi; {
 			rt := s.spec.RowTime(t)
 			key = codec.AppendRowKey(key[:0], codec.RowKey{Metric: k.metric, RowTime: rt, DataType: codec.TypeDouble, Tags: k.tags})
-			lo, hi := s.spec.SliceBounds(rt, sp.lo, sp.hi)
+			lo, hi := s.spec.SliceBounds(rt, sl.lo, sl.hi)
 			err := s.eng.Cells(ctx, key, lo, hi, func(col uint32, b []byte) error {
 				read++
 				ts := s.spec.Timestamp(rt, col)
-				if ts < sp.lo || ts > sp.hi {
+				if ts < sl.lo || ts > sl.hi || !keep.in(ts) {
 					return nil
 				}
 				if v, ok := s.floatCell(&rollupRow, col, b); ok {

@@ -3,6 +3,7 @@ package kairosstore_test
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,4 +202,127 @@ func negate(vs []float64) []float64 {
 		out[i] = -v
 	}
 	return out
+}
+
+// sliceCounter counts the data_points slices read.
+type sliceCounter struct {
+	engine.Engine
+	slices atomic.Int64
+}
+
+func (e *sliceCounter) Cells(ctx context.Context, key []byte, lo, hi uint32, fn func(uint32, []byte) error) error {
+	e.slices.Add(1)
+	return e.Engine.Cells(ctx, key, lo, hi, fn)
+}
+
+// TestRollupWindowsOneSlicePerRow: rate(c[1h]) at a step of 6h over a
+// month of 1h counter rollups evaluates 120 windows of one bucket each.
+// They were read a slice each (on Cassandra a round trip each); the 5
+// buckets between two windows are fewer cells than a slice costs, so the
+// store reads each row's buckets in one slice and keeps the windows' only:
+// the same points as the windows cut from the whole range.
+func TestRollupWindowsOneSlicePerRow(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
+		ctx := context.Background()
+		counted := &sliceCounter{Engine: eng}
+		st, err := ks.Open(ctx, counted, ks.Options{}, nil, prometheus.NewRegistry())
+		require.NoError(t, err)
+		day := 24 * hour
+		t0 := 1_700_000_000_000 / day * day
+		const days = 30
+		c := rolluptest.Series{Labels: labels.FromStrings("__name__", "c", "job", "a")}
+		app := st.NewAppender()
+		for ts, v := t0+7_000, 0.0; ts < t0+days*day; ts += 60_000 {
+			v += 1.5
+			c.T, c.V = append(c.T, ts), append(c.V, v)
+			_, err := app.Append(0, c.Labels, ts, v)
+			require.NoError(t, err)
+		}
+		require.NoError(t, app.Commit(ctx))
+		h := rollup.Resolution(time.Hour)
+		require.NoError(t, rolluptest.Write(ctx, st, eng, []rollup.Resolution{h}, t0+hour, t0+days*day, []rolluptest.Series{c}))
+
+		step, w := 6*hour, hour
+		first, last := t0+6*hour, t0+days*day // evaluation times, on bucket ends
+		read := func(hints *storage.SelectHints, p readhint.Hint) (ts []int64, vs []float64, slices int64) {
+			q, err := st.Querier(hints.Start, hints.End)
+			require.NoError(t, err)
+			defer q.Close()
+			before := counted.slices.Load()
+			ss := q.Select(readhint.With(ctx, p), false, hints, labels.MustNewMatcher(labels.MatchEqual, "__name__", "c"))
+			require.True(t, ss.Next())
+			it := ss.At().Iterator(nil)
+			for it.Next() != 0 {
+				t, v := it.At()
+				ts, vs = append(ts, t), append(vs, v)
+			}
+			require.NoError(t, it.Err())
+			require.False(t, ss.Next())
+			require.NoError(t, ss.Err())
+			return ts, vs, counted.slices.Load() - before
+		}
+		hints := &storage.SelectHints{Start: first - w + 1, End: last, Step: step, Range: w}
+		p := readhint.Hint{Aggregate: rollup.Counter, Resolution: h, WindowMillis: w}
+		ts, vs, slices := read(hints, p)
+		windows := (last-first)/step + 1
+		require.Len(t, ts, 2*int(windows), "each window: its bucket's start and end")
+		require.LessOrEqual(t, slices, int64(4), "a slice per row (a month spans 2 or 3 rows of 3 weeks)")
+
+		// The whole range read, then cut to the windows: the same points.
+		p.WindowMillis = 0
+		allTS, allVS, _ := read(&storage.SelectHints{Start: hints.Start, End: hints.End}, p)
+		var wantTS []int64
+		var wantVS []float64
+		for i, t := range allTS {
+			if (t-hints.Start)%step < w {
+				wantTS, wantVS = append(wantTS, t), append(wantVS, allVS[i])
+			}
+		}
+		require.Equal(t, wantTS, ts)
+		// The running sum starts from the total of what was read, so
+		// compare the increases inside each window, what rate sees.
+		for i := 1; i < len(vs); i++ {
+			if ts[i]-ts[i-1] < w {
+				require.Equal(t, wantVS[i]-wantVS[i-1], vs[i]-vs[i-1], "at %d", ts[i])
+				require.Equal(t, 60*1.5, vs[i]-vs[i-1], "at %d", ts[i])
+			}
+		}
+	})
+}
+
+// TestRawWindowsFewSlices: rate(g[5m]) at a step of 10m reads windows 5
+// samples apart. Read a slice each, that was one slice per window (276);
+// once the first slice shows how dense the series is, the store reads
+// through such gaps, a slice per row, and still hands over only the
+// windows' samples.
+func TestRawWindowsFewSlices(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
+		ctx := context.Background()
+		counted := &sliceCounter{Engine: eng}
+		st, _, t0, data := rollupStore(t, counted)
+		g := data[0]
+		w, step := int64(5*time.Minute/time.Millisecond), 10*int64(time.Minute/time.Millisecond)
+		hints := &storage.SelectHints{Start: t0 + hour - w + 1, End: t0 + 47*hour, Step: step, Range: w}
+		q, err := st.Querier(hints.Start, hints.End)
+		require.NoError(t, err)
+		defer q.Close()
+		before := counted.slices.Load()
+		ss := q.Select(readhint.With(ctx, readhint.Hint{WindowMillis: w}), false, hints, labels.MustNewMatcher(labels.MatchEqual, "__name__", "g"))
+		require.True(t, ss.Next())
+		var got, want []int64
+		it := ss.At().Iterator(nil)
+		for it.Next() != 0 {
+			ts, _ := it.At()
+			got = append(got, ts)
+		}
+		require.NoError(t, it.Err())
+		for _, ts := range g.T {
+			if ts >= hints.Start && ts <= hints.End && (ts-hints.Start)%step < w {
+				want = append(want, ts)
+			}
+		}
+		require.Equal(t, want, got)
+		// 8 rows of 6h; the first reads one window alone first.
+		require.LessOrEqual(t, counted.slices.Load()-before, int64(9))
+	})
 }

@@ -88,3 +88,26 @@ func TestWindowsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestCoalesce: spans merge where the gap between them is at most maxGap,
+// at int64's ends too (where a signed difference wraps), and the filter of
+// a merged slice keeps exactly the times of its spans.
+func TestCoalesce(t *testing.T) {
+	ends := []span{{math.MinInt64, math.MinInt64 + 1}, {0, 10}, {math.MaxInt64 - 1, math.MaxInt64}}
+	require.Equal(t, ends, coalesce(ends, 0))
+	// Gaps of 2^63-2 and 2^63-12 ms.
+	require.Equal(t, ends, coalesce(ends, math.MaxInt64-13))
+	require.Equal(t, []span{{math.MinInt64, math.MinInt64 + 1}, {0, math.MaxInt64}}, coalesce(ends, math.MaxInt64-12))
+	require.Equal(t, []span{{math.MinInt64, math.MaxInt64}}, coalesce(ends, math.MaxInt64-1))
+	spans := []span{{0, 9}, {20, 29}, {31, 40}, {100, 109}}
+	require.Equal(t, []span{{0, 9}, {20, 40}, {100, 109}}, coalesce(spans, 1))
+	require.Equal(t, []span{{0, 40}, {100, 109}}, coalesce(spans, 10))
+	f := spanFilter{spans: spans}
+	for ts := int64(-5); ts < 120; ts++ {
+		want := false
+		for _, sp := range spans {
+			want = want || sp.lo <= ts && ts <= sp.hi
+		}
+		require.Equal(t, want, f.in(ts), "%d", ts)
+	}
+}

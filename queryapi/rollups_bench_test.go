@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,9 +28,10 @@ import (
 // (52.6 M), as Grafana sends $__rate_interval (the interval plus a scrape
 // interval) and $__interval, with rollups (5m, 1h and 6h, all written) and
 // with max_source_resolution=0 (raw cells, windows still applied), on both
-// engines. It reports the cells read per query (raw and rollup) beside the
-// time. The rollup side runs under the default --query.max-samples (50 M),
-// the raw side without a limit. KAIROS_BENCH_CASSANDRA_SERIES scales the
+// engines. It reports the cells read per query (raw and rollup) and the
+// data_points slices (on Cassandra a round trip each) beside the time. The
+// rollup side runs under the default --query.max-samples (50 M), the raw
+// side without a limit. KAIROS_BENCH_CASSANDRA_SERIES scales the
 // Cassandra side down (writing 52 M samples to one shared node takes
 // long), and KAIROS_BENCH_PEBBLE_SERIES the embedded side; 0 skips a side.
 //
@@ -41,7 +43,7 @@ func BenchmarkLongRange(b *testing.B) {
 			if n == 0 {
 				b.Skip("no series asked for")
 			}
-			longRange(b, openEngine(b, name), n)
+			longRange(b, &sliceCounter{Engine: openEngine(b, name)}, n)
 		})
 	}
 }
@@ -57,7 +59,19 @@ func benchSeries(b *testing.B, env string) int {
 	return n
 }
 
-func longRange(b *testing.B, eng engine.Engine, series int) {
+// sliceCounter counts the data_points slices read: on Cassandra a round
+// trip each.
+type sliceCounter struct {
+	engine.Engine
+	slices atomic.Int64
+}
+
+func (e *sliceCounter) Cells(ctx context.Context, key []byte, lo, hi uint32, fn func(uint32, []byte) error) error {
+	e.slices.Add(1)
+	return e.Engine.Cells(ctx, key, lo, hi, fn)
+}
+
+func longRange(b *testing.B, eng *sliceCounter, series int) {
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
 	st, err := kairosstore.Open(ctx, eng, kairosstore.Options{}, nil, reg)
@@ -91,20 +105,21 @@ func longRange(b *testing.B, eng engine.Engine, series int) {
 		"rollups": mount(New(st, withBudget(Options{RollupResolutions: testResolutions, MaxSamples: 50_000_000}), nil, prometheus.NewRegistry()), http.NotFoundHandler()),
 		"raw":     mount(New(st, Options{RollupResolutions: testResolutions}, nil, prometheus.NewRegistry()), http.NotFoundHandler()),
 	}
-	for _, q := range []string{`sum by (job) (rate(x[6h1m]))`, `max_over_time(x[6h])`, `sum by (job) (rate(x[5m]))`} {
+	for _, q := range []string{`sum by (job) (rate(x[6h1m]))`, `sum by (job) (rate(x[1h]))`, `max_over_time(x[6h])`, `sum by (job) (rate(x[5m]))`} {
 		for _, read := range []string{"rollups", "raw"} {
 			b.Run(fmt.Sprintf("q=%s/read=%s", q, read), func(b *testing.B) {
 				form := url.Values{"query": {q}, "start": {strconv.FormatInt((t0+day)/1000, 10)}, "end": {strconv.FormatInt(end/1000, 10)}, "step": {"6h"}}
 				if read == "raw" {
 					form.Set("max_source_resolution", "0")
 				}
-				before := cellCounts(b, reg)
+				before, slices := cellCounts(b, reg), eng.slices.Load()
 				for b.Loop() {
 					if got := get(b, apis[read], http.MethodPost, "/api/v1/query_range", form); got.code != http.StatusOK {
 						b.Fatal(got.body)
 					}
 				}
 				after := cellCounts(b, reg)
+				b.ReportMetric(float64(eng.slices.Load()-slices)/float64(b.N), "slices/op")
 				b.ReportMetric((after["raw"]-before["raw"])/float64(b.N), "raw_cells/op")
 				b.ReportMetric((after["rollup"]-before["rollup"])/float64(b.N), "rollup_cells/op")
 			})
