@@ -69,7 +69,7 @@ func (m Mapper) Plan(ms []*labels.Matcher) (Plan, error) {
 	if names, pinned := pinnedValues(p.names); pinned {
 		p.Metrics = []string{}
 		for _, n := range names {
-			if n != "" && storable(m.Prefix+n) {
+			if n != "" && storable(n) && len(m.Prefix)+len(n) <= codec.MaxKeyBytes {
 				p.Metrics = append(p.Metrics, m.Prefix+n)
 			}
 		}
