@@ -1,13 +1,10 @@
 package importer
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"net/http"
 	"strings"
@@ -19,6 +16,8 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/kairos-remote/kairos-adapter/internal/frames"
 )
 
 // Bounds of what one answer may make the import hold: a frame of a
@@ -28,8 +27,6 @@ const (
 	maxFrameBytes   = 50 << 20
 	maxSampledBytes = 1 << 30
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // readClient speaks remote read (docs/remote-protocols.md §5): it asks for
 // STREAMED_XOR_CHUNKS first, then SAMPLES, and reads whichever the server
@@ -79,7 +76,7 @@ func (c *readClient) read(ctx context.Context, q *prompb.Query) storage.SeriesSe
 	ct := resp.Header.Get("Content-Type")
 	switch {
 	case strings.HasPrefix(ct, "application/x-streamed-protobuf; proto=prometheus.ChunkedReadResponse"):
-		return &chunkedSet{body: resp.Body, r: bufio.NewReader(resp.Body)}
+		return &chunkedSet{body: resp.Body, fr: frames.NewReader(resp.Body, maxFrameBytes)}
 	case strings.HasPrefix(ct, "application/x-protobuf"):
 		defer resp.Body.Close()
 		return sampledSet(resp.Body)
@@ -191,8 +188,7 @@ func (it *sampledIter) Err() error  { return nil }
 // big-endian CRC-32C, a ChunkedReadResponse.
 type chunkedSet struct {
 	body  io.Closer
-	r     *bufio.Reader
-	buf   []byte
+	fr    *frames.Reader
 	batch []*prompb.ChunkedSeries
 	cur   storage.Series
 	done  bool
@@ -220,44 +216,21 @@ func (s *chunkedSet) Next() bool {
 }
 
 func (s *chunkedSet) frame() error {
-	n, err := binary.ReadUvarint(s.r)
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return io.EOF
-		}
+	msg, err := s.fr.Next()
+	switch {
+	case err == io.EOF:
+		return io.EOF
+	case errors.Is(err, frames.ErrCorrupt):
+		return fmt.Errorf("read the streamed answer: %w", err)
+	case err != nil:
 		return retryable{fmt.Errorf("read the streamed answer: %w", err)}
 	}
-	if n > maxFrameBytes {
-		return fmt.Errorf("a frame of the streamed answer has %d bytes, more than %d", n, maxFrameBytes)
-	}
-	var crc [4]byte
-	if _, err := io.ReadFull(s.r, crc[:]); err != nil {
-		return retryable{fmt.Errorf("read the streamed answer: %w", noEOF(err))}
-	}
-	if uint64(cap(s.buf)) < n {
-		s.buf = make([]byte, n)
-	}
-	s.buf = s.buf[:n]
-	if _, err := io.ReadFull(s.r, s.buf); err != nil {
-		return retryable{fmt.Errorf("read the streamed answer: %w", noEOF(err))}
-	}
-	if crc32.Checksum(s.buf, castagnoli) != binary.BigEndian.Uint32(crc[:]) {
-		return errors.New("a frame of the streamed answer fails its checksum")
-	}
-	var msg prompb.ChunkedReadResponse
-	if err := msg.Unmarshal(s.buf); err != nil {
+	var resp prompb.ChunkedReadResponse
+	if err := resp.Unmarshal(msg); err != nil {
 		return fmt.Errorf("decode the streamed answer: %w", err)
 	}
-	s.batch = msg.ChunkedSeries
+	s.batch = resp.ChunkedSeries
 	return nil
-}
-
-// noEOF makes a stream cut inside a frame an error, not its end.
-func noEOF(err error) error {
-	if errors.Is(err, io.EOF) {
-		return io.ErrUnexpectedEOF
-	}
-	return err
 }
 
 func (s *chunkedSet) At() storage.Series                { return s.cur }

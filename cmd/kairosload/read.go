@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,6 +18,8 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+
+	"github.com/kairos-remote/kairos-adapter/internal/frames"
 )
 
 type readFlags struct {
@@ -36,8 +35,6 @@ const streamedPrefix = "application/x-streamed-protobuf; proto=prometheus.Chunke
 // (storage.remote.read-max-bytes-in-frame, 1 MiB by default, is the
 // server's target; 50 MiB is its client's hard limit).
 const maxFrame = 50 << 20
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 func runRead(ctx context.Context, f readFlags, ws []watched, logger *slog.Logger) error {
 	if *f.concurrency < 1 || *f.queries < 1 {
@@ -176,10 +173,10 @@ func decodeSamples(r io.Reader) (decodeStats, error) {
 // really decoded.
 func decodeChunked(r io.Reader) (decodeStats, error) {
 	var st decodeStats
-	fr := newFrameReader(r, maxFrame)
+	fr := frames.NewReader(r, maxFrame)
 	var it chunkenc.Iterator
 	for {
-		msg, err := fr.next()
+		msg, err := fr.Next()
 		if err == io.EOF {
 			return st, nil
 		}
@@ -216,57 +213,6 @@ func decodeChunked(r io.Reader) (decodeStats, error) {
 			}
 		}
 	}
-}
-
-// frameReader reads the frames of a chunked read response: uvarint length,
-// big-endian CRC-32C of the message, message.
-type frameReader struct {
-	r   *bufio.Reader
-	buf []byte
-	max uint64
-}
-
-func newFrameReader(r io.Reader, max uint64) *frameReader {
-	return &frameReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
-}
-
-// next returns the next message, valid until the following call; io.EOF
-// only at a frame boundary.
-func (f *frameReader) next() ([]byte, error) {
-	size, err := binary.ReadUvarint(f.r)
-	if err == io.EOF {
-		return nil, io.EOF
-	}
-	if err != nil {
-		return nil, fmt.Errorf("frame length: %w", noEOF(err))
-	}
-	if size > f.max {
-		return nil, fmt.Errorf("frame of %d bytes over the %d limit", size, f.max)
-	}
-	var crc [4]byte
-	if _, err := io.ReadFull(f.r, crc[:]); err != nil {
-		return nil, fmt.Errorf("frame checksum: %w", noEOF(err))
-	}
-	if uint64(cap(f.buf)) < size {
-		f.buf = make([]byte, size)
-	}
-	msg := f.buf[:size]
-	if _, err := io.ReadFull(f.r, msg); err != nil {
-		return nil, fmt.Errorf("frame of %d bytes: %w", size, noEOF(err))
-	}
-	if got, want := crc32.Checksum(msg, castagnoli), binary.BigEndian.Uint32(crc[:]); got != want {
-		return nil, fmt.Errorf("frame checksum %08x, computed %08x", want, got)
-	}
-	return msg, nil
-}
-
-// noEOF turns an EOF inside a frame into ErrUnexpectedEOF: only a clean
-// frame boundary ends the stream.
-func noEOF(err error) error {
-	if err == io.EOF {
-		return io.ErrUnexpectedEOF
-	}
-	return err
 }
 
 type countingReader struct {
