@@ -52,10 +52,10 @@ func parseWriteContentType(ct string) (writeProto, error) {
 	}
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil {
-		return 0, fmt.Errorf("cannot parse Content-Type %q: %w; expected %s;proto=%s or %s;proto=%s", ct, err, protobufMediaType, protoV1, protobufMediaType, protoV2)
+		return 0, fmt.Errorf("cannot parse Content-Type %q: %w; expected %s;proto=%s or %s;proto=%s", truncate(ct), err, protobufMediaType, protoV1, protobufMediaType, protoV2)
 	}
 	if mt != protobufMediaType {
-		return 0, fmt.Errorf("unsupported Content-Type %q; expected %s;proto=%s or %s;proto=%s", ct, protobufMediaType, protoV1, protobufMediaType, protoV2)
+		return 0, fmt.Errorf("unsupported Content-Type %q; expected %s;proto=%s or %s;proto=%s", truncate(ct), protobufMediaType, protoV1, protobufMediaType, protoV2)
 	}
 	proto, ok := params["proto"]
 	switch {
@@ -64,7 +64,7 @@ func parseWriteContentType(ct string) (writeProto, error) {
 	case proto == protoV2:
 		return writeV2, nil
 	default:
-		return 0, fmt.Errorf("unsupported proto=%q in Content-Type; this server accepts %s and %s", proto, protoV1, protoV2)
+		return 0, fmt.Errorf("unsupported proto=%q in Content-Type; this server accepts %s and %s", truncate(proto), protoV1, protoV2)
 	}
 }
 
@@ -81,7 +81,7 @@ func checkSnappyEncoding(ce string) error {
 	if ce == "" {
 		return newRequestError(http.StatusUnsupportedMediaType, "missing Content-Encoding; only snappy (block format) is accepted")
 	}
-	return newRequestError(http.StatusUnsupportedMediaType, fmt.Sprintf("unsupported Content-Encoding %q; only snappy (block format) is accepted", ce))
+	return newRequestError(http.StatusUnsupportedMediaType, fmt.Sprintf("unsupported Content-Encoding %q; only snappy (block format) is accepted", truncate(ce)))
 }
 
 // maxPooledBuffer keeps one huge request from pinning its buffers in a pool.

@@ -209,11 +209,11 @@ func convertQueries(pqs []*prompb.Query) ([]query, error) {
 			case prompb.LabelMatcher_NRE:
 				mt = labels.MatchNotRegexp
 			default:
-				return nil, newRequestError(http.StatusBadRequest, fmt.Sprintf("query %d: unknown matcher type %d for label %q", i, pm.Type, pm.Name))
+				return nil, newRequestError(http.StatusBadRequest, fmt.Sprintf("query %d: unknown matcher type %d for label %q", i, pm.Type, truncate(pm.Name)))
 			}
 			m, err := labels.NewMatcher(mt, pm.Name, pm.Value)
 			if err != nil {
-				return nil, newRequestError(http.StatusBadRequest, fmt.Sprintf("query %d: invalid matcher %s%s%q: %v", i, pm.Name, mt, pm.Value, err))
+				return nil, newRequestError(http.StatusBadRequest, fmt.Sprintf("query %d: invalid matcher %s%s%q: %s", i, truncate(pm.Name), mt, truncate(pm.Value), truncate(err.Error())))
 			}
 			q.matchers = append(q.matchers, m)
 		}

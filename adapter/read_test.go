@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -445,6 +446,16 @@ func TestReadInvalidMatcher(t *testing.T) {
 			require.Contains(t, rec.Body.String(), `query 0: unknown matcher type 9 for label "job"`)
 		})
 	}
+}
+
+func TestReadHugeInvalidMatcherQuotedShort(t *testing.T) {
+	s := newFakeStore()
+	h, _ := newTestHandler(t, s, Options{})
+	huge := "(" + strings.Repeat("a", 512<<10)
+	rec := readRequest(h, responseTypes[0].types, &prompb.Query{EndTimestampMs: 10, Matchers: []*prompb.LabelMatcher{matcher(prompb.LabelMatcher_RE, "job", huge)}})
+	require.Equal(t, http.StatusBadRequest, rec.Code)
+	require.Less(t, rec.Body.Len(), 2048, "the answer echoes the matcher whole")
+	require.Contains(t, rec.Body.String(), `query 0: invalid matcher job=~"(aaa`)
 }
 
 func TestReadLimits(t *testing.T) {

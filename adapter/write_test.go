@@ -247,6 +247,28 @@ func TestWriteContentEncoding(t *testing.T) {
 	}
 }
 
+// A refused header is quoted in the answer and in the log: a header of
+// hundreds of kilobytes must not be echoed whole.
+func TestWriteHugeHeaderQuotedShort(t *testing.T) {
+	huge := strings.Repeat("x", 512<<10)
+	for _, tc := range []struct{ name, ct, ce string }{
+		{"content-encoding", ctV1, huge},
+		{"content-type", "text/" + huge, "snappy"},
+		{"unparsable content-type", huge + ";;", "snappy"},
+		{"proto", "application/x-protobuf;proto=" + huge, "snappy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newFakeStore()
+			h, _ := newTestHandler(t, s, Options{})
+			rec := post(h, "/api/v1/write", tc.ct, tc.ce, encode(t, v1Request()))
+			require.Equal(t, http.StatusUnsupportedMediaType, rec.Code)
+			require.Less(t, rec.Body.Len(), 1024, "the answer echoes the header whole")
+			require.Contains(t, rec.Body.String(), "xxx...")
+			require.Zero(t, s.numSeries())
+		})
+	}
+}
+
 func gzipped(t *testing.T, b []byte) []byte {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
