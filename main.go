@@ -120,7 +120,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		SplitInterval:  splitInterval(cfg),
 		Parallelism:    cfg.Query.Parallelism,
 		Shards:         cfg.Query.Shards,
-		CacheBytes:     cfg.Query.ResultsCacheBytes,
+		CacheBytes:     int64(cfg.Query.ResultsCacheBytes),
 		CacheFreshness: time.Duration(cfg.Query.ResultsCacheFreshness),
 		CacheTTL:       time.Duration(cfg.Query.ResultsCacheTTL),
 		AlignSteps:     cfg.Query.AlignSteps,
@@ -145,7 +145,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	case "embedded":
 		// A local store either opens now or never: fail fast.
 		opts := pebblekv.DefaultOptions()
-		opts.CacheSize = cfg.Storage.EmbeddedCacheBytes
+		opts.CacheSize = int64(cfg.Storage.EmbeddedCacheBytes)
 		e, err := pebblekv.Open(cfg.Storage.Path, opts, logger)
 		if err == nil {
 			eng, embedded = e, e // not before: a nil *pebblekv.Engine is a non-nil Engine
@@ -186,15 +186,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		},
 	})
 	handler := adapter.New(store, adapter.Options{
-		MaxRequestBytes:       cfg.Web.MaxRequestBytes,
+		MaxRequestBytes:       int64(cfg.Web.MaxRequestBytes),
 		MaxConcurrentWrites:   cfg.Web.MaxConcurrentWrites,
-		MaxWriteBytesInFlight: cfg.Web.MaxWriteBytesInFlight,
+		MaxWriteBytesInFlight: int64(cfg.Web.MaxWriteBytesInFlight),
 		MaxConcurrentReads:    cfg.Web.MaxConcurrentReads,
 		MaxSamplesPerQuery:    cfg.Query.MaxSamples,
 		SampleLimit:           kairosstore.WithSampleLimit,
 		Gatherer:              reg,
-		SeriesCacheSize:       cfg.KairosDB.IndexCacheSize,
-		SeriesCacheTTL:        time.Duration(cfg.KairosDB.IndexCacheTTL),
+		SeriesCacheSize:       cfg.Web.WriteSeriesCacheSize,
+		SeriesCacheTTL:        time.Duration(cfg.Web.WriteSeriesCacheTTL),
 		Routes: func(handle func(string, string, http.Handler)) {
 			queryAPI.Register(func(pattern, name string, h http.Handler) {
 				if name == "query_range" {
@@ -353,7 +353,8 @@ func storeOptions(cfg *config.Config) kairosstore.Options {
 		TagIndexed:        tagIndexed,
 		IndexCacheSize:    cfg.KairosDB.IndexCacheSize,
 		IndexCacheTTL:     time.Duration(cfg.KairosDB.IndexCacheTTL),
-		RowKeysCacheBytes: cfg.KairosDB.RowKeysCacheBytes,
+		RowKeysCacheBytes: int64(cfg.KairosDB.RowKeysCacheBytes),
+		RowKeysCacheTTL:   time.Duration(cfg.KairosDB.RowKeysCacheTTL),
 		MetricPrefix:      cfg.KairosDB.MetricPrefix,
 		MaxMetrics:        cfg.Query.MaxMetrics,
 		MaxSeries:         cfg.Query.MaxSeries,

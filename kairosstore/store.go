@@ -48,9 +48,12 @@ type Options struct {
 	// at most this long after. Default 5 minutes (defaultIndexCacheTTL).
 	IndexCacheTTL time.Duration
 	// RowKeysCacheBytes bounds the memory of the row_keys listings kept
-	// for phase 2 of the read (index/kept.go); 0 keeps none. Listings
-	// expire IndexCacheTTL after they were read.
+	// for phase 2 of the read (index/kept.go); 0 keeps none.
 	RowKeysCacheBytes int64
+	// RowKeysCacheTTL is how long a kept listing is used after it was
+	// read: the staleness bound of series other writers add. Default 5
+	// minutes.
+	RowKeysCacheTTL time.Duration
 	// MetricPrefix is added to every metric name written and required of
 	// every name read.
 	MetricPrefix string
@@ -189,6 +192,9 @@ func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Log
 	if opts.IndexCacheTTL <= 0 {
 		opts.IndexCacheTTL = defaultIndexCacheTTL
 	}
+	if opts.RowKeysCacheTTL <= 0 {
+		opts.RowKeysCacheTTL = defaultIndexCacheTTL
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -263,7 +269,7 @@ func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Log
 		ReadConcurrency: opts.ReadConcurrency,
 		ListingBytes:    opts.RowKeysCacheBytes,
 		ListedOnce:      opts.IndexCacheSize,
-		TTL:             opts.IndexCacheTTL,
+		TTL:             opts.RowKeysCacheTTL,
 		Now:             opts.Now,
 	}, index.Metrics{
 		Skipped: s.m.skipped, OpDuration: s.m.opDuration,

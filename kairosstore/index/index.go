@@ -76,7 +76,7 @@ type Options struct {
 	// remembered.
 	ListedOnce int
 	// TTL is how long a kept listing is used (kairosstore's
-	// IndexCacheTTL): the staleness bound of entries other writers add.
+	// RowKeysCacheTTL): the staleness bound of entries other writers add.
 	TTL time.Duration
 	// Now is the clock of the listings' ages; nil means time.Now.
 	Now func() time.Time
