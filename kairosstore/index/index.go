@@ -100,7 +100,8 @@ type Index struct {
 	fills      map[string]*listingBuilder
 }
 
-// Metrics are the store's metrics the index adds to.
+// Metrics are the store's metrics the index adds to; the index registers
+// its own (newMetrics).
 type Metrics struct {
 	// Skipped counts values skipped, by reason; OpDuration the duration
 	// of engine operations.
@@ -113,8 +114,10 @@ type Metrics struct {
 	ListingLookups    *prometheus.CounterVec
 }
 
-// New returns an Index over r.
-func New(r Reader, opts Options, m Metrics) *Index {
+// New returns an Index over r. Its own counters are registered on reg (nil
+// registers nothing) and read back by Status and EntriesRead.
+func New(r Reader, opts Options, m Metrics, reg prometheus.Registerer) *Index {
+	m.Scanned, m.Selected, m.ScannedPerQuery, m.ListingLookups = newMetrics(reg)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
