@@ -332,9 +332,6 @@ func cassandraConfig(cfg *config.Config) (cql.Config, error) {
 		QueueTimeout:      time.Duration(c.QueueTimeout),
 		ReconnectInterval: time.Duration(c.ReconnectInterval),
 	}
-	if out.SlowRequest == 0 {
-		out.SlowRequest = -1 // 0 turns the latency signal off; cql reads 0 as its default
-	}
 	pw, err := cfg.CassandraPassword()
 	if err != nil {
 		return out, err
