@@ -252,12 +252,22 @@ func queryAPIOptions(cfg *config.Config, p *parts) queryapi.Options {
 		Snapshot:            snapshotRoute(cfg, p.embedded.Load),
 		MaxSourceResolution: cfg.Query.MaxSourceResolution,
 		RangeFrontend:       true,
+		Runtime:             queryapi.Runtime{StartTime: p.started, Retention: retention(cfg), Flags: cfg.Flags()},
 		Limits: queryapi.Limits{
 			MaxLength:        cfg.Query.MaxLength,
 			MaxDepth:         cfg.Query.MaxDepth,
 			MaxSubquerySteps: cfg.Query.MaxSubquerySteps,
 		},
 	}
+}
+
+// retention is the samples' TTL as Prometheus's storageRetention says it:
+// none when they are kept forever.
+func retention(cfg *config.Config) string {
+	if cfg.KairosDB.DatapointTTL == 0 {
+		return ""
+	}
+	return cfg.KairosDB.DatapointTTL.String()
 }
 
 // queryDeadline bounds a range query through the frontend by

@@ -93,3 +93,25 @@ func TestCacheFlagsPerOwner(t *testing.T) {
 		require.ErrorContains(t, err, "must be positive", bad)
 	}
 }
+
+// TestFlagsInEffect: every flag's value in effect reads back as its flag
+// would give it, the command line's, the file's or the default.
+func TestFlagsInEffect(t *testing.T) {
+	c, err := parse(t, "--config.file", writeFile(t, "query:\n  results_cache_bytes: 1048576\n"), "--cassandra.hosts=a,b", "--web.enable-admin-api")
+	require.NoError(t, err)
+	got := c.Flags()
+	require.Equal(t, "1MiB", got["query.results-cache-bytes"])
+	require.Equal(t, "a,b", got["cassandra.hosts"])
+	require.Equal(t, "true", got["web.enable-admin-api"])
+	require.Equal(t, "5m", got["kairosdb.index-cache-ttl"])
+	require.Equal(t, "0.25", got["rollup.duty-cycle"])
+	require.NotContains(t, got, "config.file")
+	// Each reads back as the same configuration.
+	again := Default()
+	for _, f := range flags {
+		if v, ok := got[f.name]; ok {
+			require.NoError(t, f.v.set(again, v), f.name)
+		}
+	}
+	require.Equal(t, c.Flags(), again.Flags())
+}

@@ -22,10 +22,12 @@ type flag struct {
 	v               value
 }
 
-// value sets one field of Config from a flag's text and checks its range.
+// value sets one field of Config from a flag's text, checks its range and
+// writes it back as a flag's text.
 type value struct {
-	set   func(c *Config, s string) error
-	check func(c *Config) error
+	set    func(c *Config, s string) error
+	check  func(c *Config) error
+	format func(c *Config) string
 }
 
 // flags is the command-line contract; operators and the project's checks use
@@ -197,7 +199,27 @@ func field[T any](parse func(string) (T, error), get func(*Config) *T, checks ..
 			}
 			return nil
 		},
+		format: func(c *Config) string {
+			if l, ok := any(*get(c)).([]string); ok {
+				return strings.Join(l, ",")
+			}
+			return fmt.Sprint(*get(c))
+		},
 	}
+}
+
+// Flags is the value in effect of every flag (from the command line, the
+// file, or its default) as the command line would give it, by flag name,
+// as Prometheus's /api/v1/status/flags answers. --config.file is not
+// kept.
+func (c *Config) Flags() map[string]string {
+	out := make(map[string]string, len(flags))
+	for _, f := range flags {
+		if f.v.format != nil {
+			out[f.name] = f.v.format(c)
+		}
+	}
+	return out
 }
 
 func str(s string) (string, error) { return s, nil }

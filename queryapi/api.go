@@ -110,11 +110,15 @@ type Options struct {
 	// RangeFrontend leaves /api/v1/query_range out of Register: a frontend
 	// over RangeHandler serves it (frontend.Register; main.go).
 	RangeFrontend bool
+	// Runtime is what /api/v1/status/runtimeinfo and /api/v1/status/flags
+	// answer of the process (status.go).
+	Runtime Runtime
 }
 
 // API serves the query endpoints.
 type API struct {
 	store         Store
+	runtime       Runtime
 	maxSamples    int
 	sampleLimit   func(context.Context, int) context.Context
 	limits        Limits
@@ -193,7 +197,7 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	}
 	return &API{
 		store: store, maxSamples: max(opts.MaxSamples, 0), sampleLimit: opts.SampleLimit, limits: opts.Limits.withDefaults(), timeout: opts.Timeout,
-		evalInterval: interval, gate: g, adminAPI: opts.EnableAdminAPI, rangeFrontend: opts.RangeFrontend, rollups: opts.Rollups, snapshot: opts.Snapshot, engine: eng, parser: p, prepared: prep, logger: logger, now: time.Now,
+		evalInterval: interval, gate: g, adminAPI: opts.EnableAdminAPI, rangeFrontend: opts.RangeFrontend, runtime: opts.Runtime, rollups: opts.Rollups, snapshot: opts.Snapshot, engine: eng, parser: p, prepared: prep, logger: logger, now: time.Now,
 		lookback: opts.LookbackDelta, resolutions: sortResolutions(opts.RollupResolutions), sourceRes: src,
 	}
 }
@@ -242,6 +246,8 @@ func (a *API) Register(handle func(pattern, name string, h http.Handler)) {
 	}
 	handle("GET /api/v1/label/{name}/values", "label_values", a.handler(a.labelValues, "label_values"))
 	handle("GET /api/v1/status/buildinfo", "buildinfo", a.handler(a.buildInfo, "buildinfo"))
+	handle("GET /api/v1/status/runtimeinfo", "runtimeinfo", a.handler(a.runtimeInfo, "runtimeinfo"))
+	handle("GET /api/v1/status/flags", "flags", a.handler(a.flags, "flags"))
 	handle("GET /api/v1/metadata", "metadata", a.handler(a.metadata, "metadata"))
 	if _, ok := a.store.(Deleter); ok && a.adminAPI {
 		h := a.handler(a.deleteSeries, "delete_series")
