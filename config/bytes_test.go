@@ -92,6 +92,14 @@ func TestCacheFlagsPerOwner(t *testing.T) {
 		_, err := parse(t, bad)
 		require.ErrorContains(t, err, "must be positive", bad)
 	}
+	// The store allocates per entry when it opens: a size without bound
+	// crashed it there.
+	for _, bad := range []string{"--web.write-series-cache-size=9223372036854775807", "--kairosdb.index-cache-size=67108865"} {
+		_, err := parse(t, bad)
+		require.ErrorContains(t, err, "must be at most 67108864", bad)
+	}
+	_, err = parse(t, "--kairosdb.index-cache-size=67108864")
+	require.NoError(t, err)
 }
 
 // TestFlagsInEffect: every flag's value in effect reads back as its flag

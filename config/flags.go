@@ -45,7 +45,7 @@ var flags = []flag{
 	{"web.max-concurrent-writes", "Remote-write requests served at once; more get 503 and Prometheus retries.", "32", field(strconv.Atoi, func(c *Config) *int { return &c.Web.MaxConcurrentWrites }, positive)},
 	{"web.max-write-bytes-in-flight", "Estimated memory of the remote-write requests in flight together, counted per byte of decoded body; a request that does not fit gets 503 and Prometheus retries it, and one larger than the budget is served when nothing else is in flight.", "1GiB", field(ParseBytes, func(c *Config) *Bytes { return &c.Web.MaxWriteBytesInFlight }, positive)},
 	{"web.max-concurrent-reads", "Remote-read requests served at once; more get 503.", "8", field(strconv.Atoi, func(c *Config) *int { return &c.Web.MaxConcurrentReads }, positive)},
-	{"web.write-series-cache-size", "Series whose store reference the remote-write handler remembers per cache generation, so that their labels are decoded and translated once.", "50000", field(strconv.Atoi, func(c *Config) *int { return &c.Web.WriteSeriesCacheSize }, positive)},
+	{"web.write-series-cache-size", "Series whose store reference the remote-write handler remembers per cache generation, so that their labels are decoded and translated once.", "50000", field(strconv.Atoi, func(c *Config) *int { return &c.Web.WriteSeriesCacheSize }, positive, atMost(maxCacheEntries))},
 	{"web.write-series-cache-ttl", "How long the remote-write handler keeps a series' store reference before it translates the series' labels again.", "5m", field(model.ParseDuration, func(c *Config) *model.Duration { return &c.Web.WriteSeriesCacheTTL }, positive)},
 	{"storage", "Storage engine: embedded (Pebble in --storage.path, no database needed) or cassandra.", "embedded", field(str, func(c *Config) *string { return &c.Storage.Type }, oneOf("embedded", "cassandra"))},
 	{"storage.path", "Directory of the embedded store.", "./data", field(str, func(c *Config) *string { return &c.Storage.Path })},
@@ -74,7 +74,7 @@ var flags = []flag{
 	{"kairosdb.row-width", "Row width of a new keyspace; must match an existing keyspace's spec table, or the adapter refuses to start.", "3w", field(model.ParseDuration, func(c *Config) *model.Duration { return &c.KairosDB.RowWidth })},
 	{"kairosdb.row-time-unit", "Column time unit of a new keyspace, MILLISECONDS or SECONDS; must match an existing keyspace's spec table (LEGACY keyspaces count as MILLISECONDS).", "MILLISECONDS", field(str, func(c *Config) *string { return &c.KairosDB.RowTimeUnit })},
 	{"kairosdb.metric-prefix", "Prefix added to every KairosDB metric name written, and required of every name read.", "", field(str, func(c *Config) *string { return &c.KairosDB.MetricPrefix })},
-	{"kairosdb.index-cache-size", "Series, series rows and metric rows the store remembers per cache generation, so that index rows are written once per --kairosdb.index-cache-ttl.", "50000", field(strconv.Atoi, func(c *Config) *int { return &c.KairosDB.IndexCacheSize }, positive)},
+	{"kairosdb.index-cache-size", "Series, series rows and metric rows the store remembers per cache generation, so that index rows are written once per --kairosdb.index-cache-ttl.", "50000", field(strconv.Atoi, func(c *Config) *int { return &c.KairosDB.IndexCacheSize }, positive, atMost(maxCacheEntries))},
 	{"kairosdb.index-cache-ttl", "How long the store trusts that an index row it wrote still exists (not a Cassandra TTL): an index entry another writer deleted is written again at most this long after, with the series' next sample.", "5m", field(model.ParseDuration, func(c *Config) *model.Duration { return &c.KairosDB.IndexCacheTTL }, positive)},
 	{"kairosdb.row-keys-cache-bytes", "Memory for row_keys listings kept in memory, so that a selective query on a metric with many series does not list them all again (candidates are checked against row_keys before use); 0 keeps none.", "512MiB", field(ParseBytes, func(c *Config) *Bytes { return &c.KairosDB.RowKeysCacheBytes }, notNegative)},
 	{"kairosdb.row-keys-cache-ttl", "How long a kept row_keys listing is used after it was read: series another writer adds are seen at most this long after.", "5m", field(model.ParseDuration, func(c *Config) *model.Duration { return &c.KairosDB.RowKeysCacheTTL }, positive)},
@@ -253,6 +253,21 @@ func notNegative[T number](v T) error {
 		return fmt.Errorf("must not be negative, got %v", v)
 	}
 	return nil
+}
+
+// maxCacheEntries bounds the entry-counted caches: the store allocates a
+// table of two slots per entry when it opens (kairosstore's refTable), and
+// the write handler sizes its symbol table at eight per entry, so a size
+// without bound would overflow or fail the allocation at start.
+const maxCacheEntries = 1 << 26
+
+func atMost[T number](limit T) func(T) error {
+	return func(v T) error {
+		if v > limit {
+			return fmt.Errorf("must be at most %v, got %v", limit, v)
+		}
+		return nil
+	}
 }
 
 func notEmpty(s string) error {
