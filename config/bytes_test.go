@@ -100,6 +100,8 @@ func TestCacheFlagsPerOwner(t *testing.T) {
 	}
 	_, err = parse(t, "--kairosdb.index-cache-size=67108864")
 	require.NoError(t, err)
+	_, err = parse(t, "--query.shards=1000000000")
+	require.ErrorContains(t, err, "invalid --query.shards (query.shards): must be at most 1024")
 }
 
 // TestFlagsInEffect: every flag's value in effect reads back as its flag

@@ -90,7 +90,7 @@ var flags = []flag{
 	{"query.max-subquery-steps", "Most steps the subqueries of one PromQL query may evaluate together (400 bad_data beyond): the engine allocates per step, whatever the data.", "1000000", field(strconv.Atoi, func(c *Config) *int { return &c.Query.MaxSubquerySteps }, positive)},
 	{"query.split-interval", "A range query of the query API is split into parts at the multiples of this since the Unix epoch (a day: UTC midnights), evaluated at once; 0 turns splitting off.", "24h", field(model.ParseDuration, func(c *Config) *model.Duration { return &c.Query.SplitInterval }, notNegative)},
 	{"query.parallelism", "Parts and shards of one range query evaluated at once; 0 means the cores available (GOMAXPROCS).", "0", field(strconv.Atoi, func(c *Config) *int { return &c.Query.Parallelism }, notNegative)},
-	{"query.shards", "Shards by series of a sum, min, max, count or avg over per-series functions, per part of a range query; 0 means the cores available (GOMAXPROCS), 1 turns sharding off.", "0", field(strconv.Atoi, func(c *Config) *int { return &c.Query.Shards }, notNegative)},
+	{"query.shards", "Shards by series of a sum, min, max, count or avg over per-series functions, per part of a range query; 0 means the cores available (GOMAXPROCS), 1 turns sharding off.", "0", field(strconv.Atoi, func(c *Config) *int { return &c.Query.Shards }, notNegative, atMost(maxShards))},
 	{"query.results-cache-bytes", "Memory of the results cache of range queries (extents per query and part, invalidated by every write and delete through the adapter); 0 turns it off.", "128MiB", field(ParseBytes, func(c *Config) *Bytes { return &c.Query.ResultsCacheBytes }, notNegative)},
 	{"query.results-cache-freshness", "Evaluation times more recent than this are never cached: their samples may still be arriving.", "10m", field(model.ParseDuration, func(c *Config) *model.Duration { return &c.Query.ResultsCacheFreshness }, notNegative)},
 	{"query.results-cache-ttl", "How long a cached extent is trusted: writes and deletes through this adapter invalidate at once, this bounds how long changes by other writers (KairosDB, a second adapter) can go unseen.", "1h", field(model.ParseDuration, func(c *Config) *model.Duration { return &c.Query.ResultsCacheTTL }, positive)},
@@ -260,6 +260,10 @@ func notNegative[T number](v T) error {
 // the write handler sizes its symbol table at eight per entry, so a size
 // without bound would overflow or fail the allocation at start.
 const maxCacheEntries = 1 << 26
+
+// maxShards bounds --query.shards: the frontend writes one query text per
+// shard of every part it shards, before any is evaluated.
+const maxShards = 1024
 
 func atMost[T number](limit T) func(T) error {
 	return func(v T) error {
