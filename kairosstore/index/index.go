@@ -107,8 +107,10 @@ type Metrics struct {
 	// of engine operations.
 	Skipped    *prometheus.CounterVec
 	OpDuration *prometheus.HistogramVec
-	// Phase 2, by KairosDB metric: what an operator reads to find the
-	// metrics worth --kairosdb.tag-indexed-metrics.
+	// The index's own, which New registers (a caller's are replaced):
+	// phase 2, by KairosDB metric, what an operator reads to find the
+	// metrics worth --kairosdb.tag-indexed-metrics; and the listings'
+	// lookups.
 	Scanned, Selected *prometheus.CounterVec
 	ScannedPerQuery   prometheus.Histogram
 	ListingLookups    *prometheus.CounterVec
