@@ -88,11 +88,12 @@ type Options struct {
 	ReadTimeout time.Duration
 	// SeriesCacheSize bounds the series whose store ref the write handler
 	// remembers, per generation (two are kept). It should exceed the
-	// series count of the senders; default 50,000.
+	// series count of the senders; default 50,000
+	// (--web.write-series-cache-size).
 	SeriesCacheSize int
 	// SeriesCacheTTL is how long the write handler keeps a ref before it
-	// decodes the series' labels again; default 5m. The store's
-	// --kairosdb.index-cache-ttl, so one setting bounds every cache.
+	// decodes the series' labels again; default 5m
+	// (--web.write-series-cache-ttl).
 	SeriesCacheTTL time.Duration
 }
 
