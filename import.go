@@ -204,7 +204,7 @@ func openImportStore(ctx context.Context, cfg *config.Config, logger *slog.Logge
 	switch cfg.Storage.Type {
 	case "embedded":
 		opts := pebblekv.DefaultOptions()
-		opts.CacheSize = cfg.Storage.EmbeddedCacheBytes
+		opts.CacheSize = int64(cfg.Storage.EmbeddedCacheBytes)
 		e, err := pebblekv.Open(cfg.Storage.Path, opts, logger)
 		if err != nil {
 			if strings.Contains(err.Error(), "is locked") {

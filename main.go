@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,7 +31,6 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 	"github.com/kairos-remote/kairos-adapter/queryapi"
 	webui "github.com/kairos-remote/kairos-adapter/web"
@@ -79,6 +77,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 	}
 
+	return serve(ctx, cfg, logger)
+}
+
+// serve runs the server until ctx ends: it builds the running parts, lets
+// each register its routes in the one route table, opens the store (the
+// embedded one now, Cassandra's when it answers) and serves.
+func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	rolls, err := newRollups(cfg, logger, reg)
@@ -86,70 +91,64 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		logger.Error("Invalid rollup configuration", "err", err)
 		return 1
 	}
+	p := &parts{cfg: cfg, started: time.Now(), rolls: rolls}
 
-	store := &lazyStore{}
-	var embedded *pebblekv.Engine // for the status page's block cache and snapshots
-	// Prometheus's query API, so Grafana can query the adapter directly.
-	queryAPI := queryapi.New(store, queryapi.Options{
-		Timeout:             time.Duration(cfg.Query.Timeout),
-		LookbackDelta:       time.Duration(cfg.Query.LookbackDelta),
-		MaxConcurrency:      cfg.Query.MaxConcurrency,
-		MaxSamples:          cfg.Query.MaxSamples,
-		SampleLimit:         kairosstore.WithSampleLimit,
-		EnableAdminAPI:      cfg.Web.EnableAdminAPI,
-		RollupResolutions:   rolls.cfg.Resolutions,
-		Rollups:             rolls.recomputeRoute(),
-		Snapshot:            snapshotRoute(cfg, func() *pebblekv.Engine { return embedded }),
-		MaxSourceResolution: cfg.Query.MaxSourceResolution,
-		Limits: queryapi.Limits{
-			MaxLength:        cfg.Query.MaxLength,
-			MaxDepth:         cfg.Query.MaxDepth,
-			MaxSubquerySteps: cfg.Query.MaxSubquerySteps,
-		},
-	}, logger, reg)
-	// Range queries go through the frontend: split by day, sharded, and
-	// cached; the store's change notices invalidate the cache, so the
+	// Prometheus's query API, so Grafana can query the adapter directly;
+	// its range queries go through the frontend: split by day, sharded,
+	// and cached. The store's change notices invalidate the cache, so the
 	// frontend exists before the store opens.
-	var queryRange frontend.Inner
-	queryAPI.Register(func(_, name string, h http.Handler) {
-		if name == "query_range" {
-			queryRange = h.(frontend.Inner)
-		}
-	})
-	front := frontend.New(queryRange, frontend.Options{
+	api := queryapi.New(&p.store, queryAPIOptions(cfg, p), logger, reg)
+	p.front = frontend.New(api.RangeHandler(), frontend.Options{
 		SplitInterval:  splitInterval(cfg),
 		Parallelism:    cfg.Query.Parallelism,
 		Shards:         cfg.Query.Shards,
-		CacheBytes:     cfg.Query.ResultsCacheBytes,
+		CacheBytes:     int64(cfg.Query.ResultsCacheBytes),
 		CacheFreshness: time.Duration(cfg.Query.ResultsCacheFreshness),
 		CacheTTL:       time.Duration(cfg.Query.ResultsCacheTTL),
 		AlignSteps:     cfg.Query.AlignSteps,
 		LookbackDelta:  time.Duration(cfg.Query.LookbackDelta),
 	}, reg, logger)
+	p.adapter = adapter.NewHandlers(&p.store, adapter.Options{
+		MaxRequestBytes:       int64(cfg.Web.MaxRequestBytes),
+		MaxConcurrentWrites:   cfg.Web.MaxConcurrentWrites,
+		MaxWriteBytesInFlight: int64(cfg.Web.MaxWriteBytesInFlight),
+		MaxConcurrentReads:    cfg.Web.MaxConcurrentReads,
+		MaxSamplesPerQuery:    cfg.Query.MaxSamples,
+		SampleLimit:           kairosstore.WithSampleLimit,
+		Gatherer:              reg,
+		SeriesCacheSize:       cfg.Web.WriteSeriesCacheSize,
+		SeriesCacheTTL:        time.Duration(cfg.Web.WriteSeriesCacheTTL),
+	}, logger, reg)
+	ui := webui.New(webui.Options{
+		Store: p.webStore, Config: cfg, Status: p.status,
+		API: api.JSON, MaxMetrics: cfg.Query.MaxMetrics, Logger: logger,
+	})
+
+	// The one route table: every part registers its own routes.
+	p.routes = adapter.NewRoutes(reg)
+	p.adapter.Register(p.routes.Handle)
+	api.Register(p.routes.Handle)
+	p.front.Register(func(pattern, name string, h http.Handler) {
+		p.routes.Handle(pattern, name, queryDeadline(h, time.Duration(cfg.Query.Timeout)))
+	})
+	ui.Register(p.routes.Handle)
 
 	// The engine is closed once, on the way out, after the HTTP server has
-	// drained: the embedded one opens below, the Cassandra one in the store
-	// actor, which has returned by the time run does.
-	var eng engine.Engine
-	defer func() {
-		if eng == nil {
-			return
-		}
-		if err := eng.Close(); err != nil {
-			logger.Warn("Closing the store", "storage", cfg.Storage.Type, "err", err)
-		}
-	}()
-	defer rolls.stop() // before the engine closes
+	// drained and the rollup job stopped: the embedded one opens below,
+	// the Cassandra one in the store actor, which has returned by the time
+	// serve does.
+	defer p.closeEngine(logger)
+	defer rolls.stop()
 	var cqlCfg cql.Config
 	switch cfg.Storage.Type {
 	case "embedded":
 		// A local store either opens now or never: fail fast.
 		opts := pebblekv.DefaultOptions()
-		opts.CacheSize = cfg.Storage.EmbeddedCacheBytes
+		opts.CacheSize = int64(cfg.Storage.EmbeddedCacheBytes)
 		e, err := pebblekv.Open(cfg.Storage.Path, opts, logger)
 		if err == nil {
-			eng, embedded = e, e // not before: a nil *pebblekv.Engine is a non-nil Engine
-			err = openStore(ctx, cfg, e, store, rolls, front.OnChange, logger, reg)
+			p.embedded.Store(e)
+			err = p.openStore(ctx, e, logger, reg)
 		}
 		if err != nil {
 			logger.Error("Cannot open the embedded store", "path", cfg.Storage.Path, "err", err)
@@ -162,55 +161,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 	}
 
-	var cqlEngine atomic.Pointer[cql.Engine] // for the status page's hosts
-	ui := webui.New(webui.Options{
-		Store: func() webui.Store {
-			if s := store.get(); s != nil {
-				return s
-			}
-			return nil
-		},
-		Gatherer: reg, MetricPrefix: cfg.KairosDB.MetricPrefix, Config: cfg, API: queryAPI.JSON, MaxMetrics: cfg.Query.MaxMetrics, Logger: logger,
-		Status: func() map[string]any {
-			st := map[string]any{"engine": cfg.Storage.Type, "keyspace": cfg.Cassandra.Keyspace, "path": cfg.Storage.Path}
-			if e := cqlEngine.Load(); e != nil {
-				st["hosts"] = e.Hosts()
-			}
-			if embedded != nil {
-				st["block_cache"] = embedded.CacheStatus()
-			}
-			if rolls.enabled() {
-				st["rollups"] = rolls.status()
-			}
-			return st
-		},
-	})
-	handler := adapter.New(store, adapter.Options{
-		MaxRequestBytes:       cfg.Web.MaxRequestBytes,
-		MaxConcurrentWrites:   cfg.Web.MaxConcurrentWrites,
-		MaxWriteBytesInFlight: cfg.Web.MaxWriteBytesInFlight,
-		MaxConcurrentReads:    cfg.Web.MaxConcurrentReads,
-		MaxSamplesPerQuery:    cfg.Query.MaxSamples,
-		SampleLimit:           kairosstore.WithSampleLimit,
-		Gatherer:              reg,
-		SeriesCacheSize:       cfg.KairosDB.IndexCacheSize,
-		SeriesCacheTTL:        time.Duration(cfg.KairosDB.IndexCacheTTL),
-		Routes: func(handle func(string, string, http.Handler)) {
-			queryAPI.Register(func(pattern, name string, h http.Handler) {
-				if name == "query_range" {
-					h = queryDeadline(front, time.Duration(cfg.Query.Timeout))
-				}
-				handle(pattern, name, h)
-			})
-			ui.Register(handle)
-		},
-	}, logger, reg)
 	// --web.read-timeout bounds the whole request, headers included: a
 	// client that trickles its headers holds a connection no longer than
 	// one that trickles its body.
 	readTimeout := time.Duration(cfg.Web.ReadTimeout)
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           p.routes,
 		ReadTimeout:       readTimeout,
 		ReadHeaderTimeout: readTimeout,
 		// Handler panics and TLS handshake errors go to our log.
@@ -255,17 +211,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if cfg.Storage.Type == "cassandra" {
 		// Cassandra may come up after the adapter: serve health checks (not
 		// ready) meanwhile and keep trying. Once open, the store stays until
-		// the end; eng is read only after g.Run has returned.
+		// the end.
 		ctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error {
 			e, err := connectCassandra(ctx, cqlCfg, logger)
 			if err != nil {
 				return nil // interrupted
 			}
-			eng = e
-			cqlEngine.Store(e)
+			p.cassandra.Store(e)
 			reg.MustRegister(e.Collectors()...)
-			if err := openStore(ctx, cfg, e, store, rolls, front.OnChange, logger, reg); err != nil {
+			if err := p.openStore(ctx, e, logger, reg); err != nil {
 				if ctx.Err() != nil {
 					return nil // interrupted
 				}
@@ -280,6 +235,39 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// queryAPIOptions are the query API's options from the configuration; the
+// rollup job and the embedded engine it reaches through p.
+func queryAPIOptions(cfg *config.Config, p *parts) queryapi.Options {
+	return queryapi.Options{
+		Timeout:             time.Duration(cfg.Query.Timeout),
+		LookbackDelta:       time.Duration(cfg.Query.LookbackDelta),
+		MaxConcurrency:      cfg.Query.MaxConcurrency,
+		MaxSamples:          cfg.Query.MaxSamples,
+		SampleLimit:         kairosstore.WithSampleLimit,
+		EnableAdminAPI:      cfg.Web.EnableAdminAPI,
+		RollupResolutions:   p.rolls.cfg.Resolutions,
+		Rollups:             p.rolls.recomputeRoute(),
+		Snapshot:            snapshotRoute(cfg, p.embedded.Load),
+		MaxSourceResolution: cfg.Query.MaxSourceResolution,
+		RangeFrontend:       true,
+		Runtime:             queryapi.Runtime{StartTime: p.started, Retention: retention(cfg), Flags: cfg.Flags()},
+		Limits: queryapi.Limits{
+			MaxLength:        cfg.Query.MaxLength,
+			MaxDepth:         cfg.Query.MaxDepth,
+			MaxSubquerySteps: cfg.Query.MaxSubquerySteps,
+		},
+	}
+}
+
+// retention is the samples' TTL as Prometheus's storageRetention says it:
+// none when they are kept forever.
+func retention(cfg *config.Config) string {
+	if cfg.KairosDB.DatapointTTL == 0 {
+		return ""
+	}
+	return cfg.KairosDB.DatapointTTL.String()
 }
 
 // queryDeadline bounds a range query through the frontend by
@@ -315,30 +303,6 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	return promslog.New(&promslog.Config{Level: lvl, Format: format, Writer: w})
 }
 
-// openStore sets up the engine's tables and the layout, starts the rollup
-// job over the store and then makes the store available to the HTTP
-// handlers, in that order: every write must find the job to store its
-// recomputation marks (rollups.BeforeChange). The store's changes go to
-// the job (Guard) and to onChange (the frontend's cache).
-func openStore(ctx context.Context, cfg *config.Config, eng engine.Engine, into *lazyStore, rolls *rollups, onChange func([]kairosstore.Change), logger *slog.Logger, reg prometheus.Registerer) error {
-	if err := eng.Setup(ctx); err != nil {
-		return fmt.Errorf("create tables: %w", err)
-	}
-	opts := storeOptions(cfg)
-	opts.OnChange = onChange
-	opts.Guard = rolls
-	s, err := kairosstore.Open(ctx, eng, opts, logger, reg)
-	if err != nil {
-		return err
-	}
-	logger.Info("Store ready", "row_time_unit", s.Spec().Unit, "row_width", s.Spec().Width)
-	if err := rolls.start(s); err != nil {
-		return err
-	}
-	into.set(s)
-	return nil
-}
-
 // storeOptions are the store's options from the configuration, but for
 // OnChange and Guard.
 func storeOptions(cfg *config.Config) kairosstore.Options {
@@ -353,7 +317,8 @@ func storeOptions(cfg *config.Config) kairosstore.Options {
 		TagIndexed:        tagIndexed,
 		IndexCacheSize:    cfg.KairosDB.IndexCacheSize,
 		IndexCacheTTL:     time.Duration(cfg.KairosDB.IndexCacheTTL),
-		RowKeysCacheBytes: cfg.KairosDB.RowKeysCacheBytes,
+		RowKeysCacheBytes: int64(cfg.KairosDB.RowKeysCacheBytes),
+		RowKeysCacheTTL:   time.Duration(cfg.KairosDB.RowKeysCacheTTL),
 		MetricPrefix:      cfg.KairosDB.MetricPrefix,
 		MaxMetrics:        cfg.Query.MaxMetrics,
 		MaxSeries:         cfg.Query.MaxSeries,
@@ -376,9 +341,6 @@ func cassandraConfig(cfg *config.Config) (cql.Config, error) {
 		SlowRequest:       time.Duration(c.SlowRequest),
 		QueueTimeout:      time.Duration(c.QueueTimeout),
 		ReconnectInterval: time.Duration(c.ReconnectInterval),
-	}
-	if out.SlowRequest == 0 {
-		out.SlowRequest = -1 // 0 turns the latency signal off; cql reads 0 as its default
 	}
 	pw, err := cfg.CassandraPassword()
 	if err != nil {

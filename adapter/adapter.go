@@ -37,6 +37,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kairos-remote/kairos-adapter/internal/selfmetric"
 )
 
 // Defaults for zero Options fields.
@@ -86,27 +88,37 @@ type Options struct {
 	ReadTimeout time.Duration
 	// SeriesCacheSize bounds the series whose store ref the write handler
 	// remembers, per generation (two are kept). It should exceed the
-	// series count of the senders; default 50,000.
+	// series count of the senders; default 50,000
+	// (--web.write-series-cache-size).
 	SeriesCacheSize int
 	// SeriesCacheTTL is how long the write handler keeps a ref before it
-	// decodes the series' labels again; default 5m. The store's
-	// --kairosdb.index-cache-ttl, so one setting bounds every cache.
+	// decodes the series' labels again; default 5m
+	// (--web.write-series-cache-ttl).
 	SeriesCacheTTL time.Duration
-	// Routes, when set, is called with the function New registers its own
-	// routes with (a ServeMux pattern, a name for the request metrics, the
-	// handler), so another package's endpoints (the query API, which serves
-	// every other /api/v1/ path, and the web UI) share the mux and the
-	// metrics.
-	Routes func(handle func(pattern, name string, h http.Handler))
 }
 
-// New returns the adapter's HTTP handler.
-//
-// Routing uses the standard library's http.ServeMux: since Go 1.22 its
-// patterns match methods ("POST /api/v1/write") and answer 405 with an Allow
-// header for a known path with a wrong method, and 404 for unknown paths,
-// which is all we need without a router dependency.
+// Handlers are the adapter's endpoints: remote write and read, health,
+// readiness, self-metrics and the profiler.
+type Handlers struct {
+	store    Store
+	write    *writeHandler
+	read     *readHandler
+	gatherer prometheus.Gatherer
+	reg      prometheus.Registerer
+	logger   *slog.Logger
+	m        *metrics
+}
+
+// New returns the adapter's endpoints alone in a route table of their own.
 func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Registerer) http.Handler {
+	rt := NewRoutes(reg)
+	NewHandlers(store, opts, logger, reg).Register(rt.Handle)
+	return rt
+}
+
+// NewHandlers returns the adapter's endpoints; Register adds them to the
+// process's route table.
+func NewHandlers(store Store, opts Options, logger *slog.Logger, reg prometheus.Registerer) *Handlers {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -125,72 +137,86 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		}
 	}
 	m := newMetrics(reg)
+	return &Handlers{
+		store: store, gatherer: opts.Gatherer, reg: reg, logger: logger, m: m,
+		write: &writeHandler{
+			store:    store,
+			logger:   logger,
+			m:        m,
+			maxBytes: opts.MaxRequestBytes,
+			limit:    newRequestSlots(opts.MaxConcurrentWrites),
+			budget:   newByteBudget(opts.MaxWriteBytesInFlight),
+			series:   newSeriesCache(cmp.Or(opts.SeriesCacheSize, 50_000), cmp.Or(opts.SeriesCacheTTL, 5*time.Minute)),
+			// A series has a few symbols of its own (instance, pod...); the
+			// rest are shared.
+			symbols: newSymbolTable(8 * cmp.Or(opts.SeriesCacheSize, 50_000)),
+		},
+		read: &readHandler{
+			store:      store,
+			logger:     logger,
+			m:          m,
+			maxBytes:   opts.MaxRequestBytes,
+			limit:      newRequestSlots(opts.MaxConcurrentReads),
+			maxSamples: max(opts.MaxSamplesPerQuery, 0),
+			budget:     opts.SampleLimit,
+			maxFrame:   opts.MaxBytesInFrame,
+			timeout:    opts.ReadTimeout,
+		},
+	}
+}
 
-	wh := &writeHandler{
-		store:    store,
-		logger:   logger,
-		m:        m,
-		maxBytes: opts.MaxRequestBytes,
-		limit:    newRequestSlots(opts.MaxConcurrentWrites),
-		budget:   newByteBudget(opts.MaxWriteBytesInFlight),
-		series:   newSeriesCache(cmp.Or(opts.SeriesCacheSize, 50_000), cmp.Or(opts.SeriesCacheTTL, 5*time.Minute)),
-		// A series has a few symbols of its own (instance, pod...); the
-		// rest are shared.
-		symbols: newSymbolTable(8 * cmp.Or(opts.SeriesCacheSize, 50_000)),
-	}
-	rh := &readHandler{
-		store:      store,
-		logger:     logger,
-		m:          m,
-		maxBytes:   opts.MaxRequestBytes,
-		limit:      newRequestSlots(opts.MaxConcurrentReads),
-		maxSamples: max(opts.MaxSamplesPerQuery, 0),
-		budget:     opts.SampleLimit,
-		maxFrame:   opts.MaxBytesInFrame,
-		timeout:    opts.ReadTimeout,
-	}
-
-	mux := http.NewServeMux()
-	handle := func(pattern, name string, h http.Handler) {
-		mux.Handle(pattern, m.instrument(name, h))
-	}
+// Register passes each of the adapter's routes to handle (Routes.Handle): a
+// ServeMux pattern, a name for the request metrics ("" for none), the
+// handler.
+func (a *Handlers) Register(handle func(pattern, name string, h http.Handler)) {
 	// Prometheus's own paths, and the short ones older adapters used.
-	handle("POST /api/v1/write", "write", wh)
-	handle("POST /write", "write", wh)
-	handle("POST /api/v1/read", "read", rh)
-	handle("POST /read", "read", rh)
+	handle("POST /api/v1/write", "write", a.write)
+	handle("POST /write", "write", a.write)
+	handle("POST /api/v1/read", "read", a.read)
+	handle("POST /read", "read", a.read)
 	handle("GET /-/healthy", "healthy", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("Healthy.\n"))
 	}))
 	handle("GET /-/ready", "ready", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := store.Ready(r.Context()); err != nil {
+		if err := a.store.Ready(r.Context()); err != nil {
 			http.Error(w, "Not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("Ready.\n"))
 	}))
-	if opts.Routes != nil {
-		opts.Routes(handle)
-	}
 	// Go's profiler, served as Prometheus serves it: what an operator asks
 	// for first when the adapter is slow, and where BENCHMARKS.md's profiles
 	// come from. The web config's TLS and basic auth cover it like any path.
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	if opts.Gatherer != nil {
-		handle("GET /metrics", "metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
+	// Not counted: a profile lasts as long as it asks.
+	handle("GET /debug/pprof/", "", http.HandlerFunc(pprof.Index))
+	handle("GET /debug/pprof/cmdline", "", http.HandlerFunc(pprof.Cmdline))
+	handle("GET /debug/pprof/profile", "", http.HandlerFunc(pprof.Profile))
+	handle("GET /debug/pprof/symbol", "", http.HandlerFunc(pprof.Symbol))
+	handle("GET /debug/pprof/trace", "", http.HandlerFunc(pprof.Trace))
+	if a.gatherer != nil {
+		handle("GET /metrics", "metrics", promhttp.HandlerFor(a.gatherer, promhttp.HandlerOpts{
 			EnableOpenMetrics: true,
 			ErrorHandling:     promhttp.ContinueOnError,
-			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelError),
-			Registry:          reg,
+			ErrorLog:          slog.NewLogLogger(a.logger.Handler(), slog.LevelError),
+			Registry:          a.reg,
 		}))
 	}
-	return mux
+}
+
+// Status is the adapter's part of the status page.
+type Status struct {
+	// Rejections are the requests answered 503 by a concurrency limit or
+	// the write byte budget since the process started, by handler.
+	Rejections map[string]float64 `json:"rejections"`
+}
+
+// Status reads the adapter's own counters.
+func (a *Handlers) Status() Status {
+	st := Status{Rejections: map[string]float64{}}
+	selfmetric.Each(a.m.limitRejections, a.logger, func(handler string, v float64) { st.Rejections[handler] += v })
+	return st
 }
 
 // requestSlots bounds the requests served at once without queueing: when

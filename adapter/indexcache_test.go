@@ -42,10 +42,12 @@ func TestAdminDeleteThenWriteIndexesAtOnce(t *testing.T) {
 			// index rows again.
 			store, err := kairosstore.Open(t.Context(), eng, kairosstore.Options{IndexCacheTTL: time.Hour}, nil, nil)
 			require.NoError(t, err)
-			// The admin API is the query API's, on the adapter's mux as
-			// main.go puts it.
-			api := queryapi.New(store, queryapi.Options{EnableAdminAPI: true}, nil, prometheus.NewRegistry())
-			srv := httptest.NewServer(adapter.New(kairosStore{store}, adapter.Options{SeriesCacheTTL: time.Hour, Routes: api.Register}, nil, prometheus.NewRegistry()))
+			// The admin API is the query API's, in the route table beside
+			// the adapter's as main.go puts it.
+			rt := adapter.NewRoutes(nil)
+			adapter.NewHandlers(kairosStore{store}, adapter.Options{SeriesCacheTTL: time.Hour}, nil, prometheus.NewRegistry()).Register(rt.Handle)
+			queryapi.New(store, queryapi.Options{EnableAdminAPI: true}, nil, prometheus.NewRegistry()).Register(rt.Handle)
+			srv := httptest.NewServer(rt)
 			defer srv.Close()
 
 			ts := time.Now().UnixMilli()

@@ -1,11 +1,6 @@
 package adapter
 
 import (
-	"cmp"
-	"net/http"
-	"strconv"
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
@@ -52,9 +47,7 @@ func newItemCounters(f promauto.Factory, item string) itemCounters {
 type metrics struct {
 	samples, histograms, exemplars itemCounters
 
-	duration        *prometheus.HistogramVec // handler, code
-	inFlight        *prometheus.GaugeVec     // handler
-	limitRejections *prometheus.CounterVec   // handler
+	limitRejections *prometheus.CounterVec // handler
 
 	readQueries  *prometheus.CounterVec // response_type, code
 	readSeries   *prometheus.CounterVec // response_type
@@ -68,20 +61,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		samples:    newItemCounters(f, "samples"),
 		histograms: newItemCounters(f, "histograms"),
 		exemplars:  newItemCounters(f, "exemplars"),
-		duration: f.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace:                       namespace,
-			Name:                            "request_duration_seconds",
-			Help:                            "Duration of HTTP requests by handler and status code (code \"aborted\" for streams cut after the first byte).",
-			Buckets:                         []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-			NativeHistogramBucketFactor:     1.1,
-			NativeHistogramMaxBucketNumber:  100,
-			NativeHistogramMinResetDuration: time.Hour,
-		}, []string{"handler", "code"}),
-		inFlight: f.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace,
-			Name:      "inflight_requests",
-			Help:      "HTTP requests being served, by handler.",
-		}, []string{"handler"}),
 		limitRejections: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "concurrency_limit_rejections_total",
@@ -108,61 +87,4 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:      "Streamed remote reads cut after the first byte because of an error or a limit.",
 		}),
 	}
-}
-
-// statusRecorder remembers the status code a handler answered with. It
-// exposes the wrapped writer through Unwrap so http.ResponseController can
-// still flush streamed responses.
-type statusRecorder struct {
-	http.ResponseWriter
-	code int
-}
-
-func (r *statusRecorder) WriteHeader(code int) {
-	if r.code == 0 {
-		r.code = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *statusRecorder) Write(b []byte) (int, error) {
-	if r.code == 0 {
-		r.code = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
-}
-
-// Flush lets the streamed read flush through the recorder; writers that
-// cannot flush are left alone, as buffering only delays the frames.
-func (r *statusRecorder) Flush() {
-	if r.code == 0 {
-		r.code = http.StatusOK
-	}
-	_ = http.NewResponseController(r.ResponseWriter).Flush()
-}
-
-func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-// instrument wraps a handler with the in-flight gauge and the duration
-// histogram. It is hand-written rather than promhttp's because a streamed
-// read that aborts with panic(http.ErrAbortHandler) must still be observed
-// (as code "aborted") and must not be recovered here.
-func (m *metrics) instrument(name string, next http.Handler) http.Handler {
-	inFlight := m.inFlight.WithLabelValues(name)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		inFlight.Inc()
-		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
-		completed := false
-		defer func() {
-			inFlight.Dec()
-			code := "aborted"
-			if completed {
-				code = strconv.Itoa(cmp.Or(rec.code, http.StatusOK))
-			}
-			m.duration.WithLabelValues(name, code).Observe(time.Since(start).Seconds())
-		}()
-		next.ServeHTTP(rec, r)
-		completed = true
-	})
 }

@@ -66,8 +66,10 @@ func TestRollupsThroughRemoteRead(t *testing.T) {
 
 			// The recomputation endpoint is the query API's, mounted as
 			// main.go mounts it.
-			api := queryapi.New(store, queryapi.Options{EnableAdminAPI: true, Rollups: func() queryapi.Recomputer { return j }}, nil, prometheus.NewRegistry())
-			srv := httptest.NewServer(adapter.New(kairosStore{store}, adapter.Options{Routes: api.Register}, nil, prometheus.NewRegistry()))
+			rt := adapter.NewRoutes(nil)
+			adapter.NewHandlers(kairosStore{store}, adapter.Options{}, nil, prometheus.NewRegistry()).Register(rt.Handle)
+			queryapi.New(store, queryapi.Options{EnableAdminAPI: true, Rollups: func() queryapi.Recomputer { return j }}, nil, prometheus.NewRegistry()).Register(rt.Handle)
+			srv := httptest.NewServer(rt)
 			defer srv.Close()
 
 			got := remoteRead(t, srv.Client(), srv.URL, end-hour, end,

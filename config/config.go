@@ -14,8 +14,6 @@ import (
 
 	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
-
-	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
 // Config is everything the adapter can be told. YAML keys mirror the flag
@@ -36,11 +34,14 @@ type Web struct {
 	ConfigFile          string         `yaml:"config_file"` // exporter-toolkit web config: TLS, basic auth
 	EnableAdminAPI      bool           `yaml:"enable_admin_api"`
 	ReadTimeout         model.Duration `yaml:"read_timeout"`
-	MaxRequestBytes     int64          `yaml:"max_request_bytes"`
+	MaxRequestBytes     Bytes          `yaml:"max_request_bytes"`
 	MaxConcurrentWrites int            `yaml:"max_concurrent_writes"`
 	MaxConcurrentReads  int            `yaml:"max_concurrent_reads"`
 	// MaxWriteBytesInFlight is the byte budget of the writes in flight.
-	MaxWriteBytesInFlight int64 `yaml:"max_write_bytes_in_flight"`
+	MaxWriteBytesInFlight Bytes `yaml:"max_write_bytes_in_flight"`
+	// The remote-write handler's cache of series refs (adapter).
+	WriteSeriesCacheSize int            `yaml:"write_series_cache_size"`
+	WriteSeriesCacheTTL  model.Duration `yaml:"write_series_cache_ttl"`
 }
 
 // Storage picks the engine under the KairosDB layout.
@@ -48,7 +49,7 @@ type Storage struct {
 	Type string `yaml:"type"` // embedded or cassandra
 	Path string `yaml:"path"` // embedded store directory
 	// EmbeddedCacheBytes is the embedded store's block cache.
-	EmbeddedCacheBytes int64 `yaml:"embedded_cache_bytes"`
+	EmbeddedCacheBytes Bytes `yaml:"embedded_cache_bytes"`
 }
 
 // Cassandra configures the connection to a Cassandra cluster.
@@ -87,9 +88,12 @@ type KairosDB struct {
 	RowWidth          model.Duration `yaml:"row_width"`
 	RowTimeUnit       string         `yaml:"row_time_unit"`
 	MetricPrefix      string         `yaml:"metric_prefix"`
-	IndexCacheSize    int            `yaml:"index_cache_size"`
-	IndexCacheTTL     model.Duration `yaml:"index_cache_ttl"`
-	RowKeysCacheBytes int64          `yaml:"row_keys_cache_bytes"`
+	// The store's caches of the index rows it wrote (kairosstore).
+	IndexCacheSize int            `yaml:"index_cache_size"`
+	IndexCacheTTL  model.Duration `yaml:"index_cache_ttl"`
+	// The kept row_keys listings (kairosstore/index).
+	RowKeysCacheBytes Bytes          `yaml:"row_keys_cache_bytes"`
+	RowKeysCacheTTL   model.Duration `yaml:"row_keys_cache_ttl"`
 }
 
 // Query bounds what one remote-read or PromQL query may cost.
@@ -111,7 +115,7 @@ type Query struct {
 	SplitInterval         model.Duration `yaml:"split_interval"`
 	Parallelism           int            `yaml:"parallelism"`
 	Shards                int            `yaml:"shards"`
-	ResultsCacheBytes     int64          `yaml:"results_cache_bytes"`
+	ResultsCacheBytes     Bytes          `yaml:"results_cache_bytes"`
 	ResultsCacheFreshness model.Duration `yaml:"results_cache_freshness"`
 	ResultsCacheTTL       model.Duration `yaml:"results_cache_ttl"`
 	AlignSteps            bool           `yaml:"align_steps"`
@@ -154,99 +158,36 @@ func LoadFile(cfg *Config, path string) error {
 	return nil
 }
 
-// Validate checks values that the types alone cannot. Messages name the key
-// as both its flag and its YAML form.
+// Validate checks every flag's range (the flag table's checks) and then
+// the values that depend on each other. Messages name the key as both its
+// flag and its YAML form.
 func (c *Config) Validate() error {
 	var errs []error
-	bad := func(flag, yamlKey, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("invalid --%s (%s): %s", flag, yamlKey, fmt.Sprintf(format, args...)))
+	bad := func(flag, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("invalid --%s (%s): %s", flag, yamlKey(flag), fmt.Sprintf(format, args...)))
 	}
-	if c.Web.ListenAddress == "" {
-		bad("web.listen-address", "web.listen_address", "must not be empty")
-	}
-	if c.Web.ReadTimeout <= 0 {
-		// No limit would let a client hold a connection forever by
-		// trickling its headers or body.
-		bad("web.read-timeout", "web.read_timeout", "must be positive, got %s", c.Web.ReadTimeout)
-	}
-	if c.Web.MaxRequestBytes <= 0 {
-		bad("web.max-request-bytes", "web.max_request_bytes", "must be positive, got %d", c.Web.MaxRequestBytes)
-	}
-	if c.Web.MaxConcurrentWrites <= 0 {
-		bad("web.max-concurrent-writes", "web.max_concurrent_writes", "must be positive, got %d", c.Web.MaxConcurrentWrites)
-	}
-	if c.Web.MaxConcurrentReads <= 0 {
-		bad("web.max-concurrent-reads", "web.max_concurrent_reads", "must be positive, got %d", c.Web.MaxConcurrentReads)
-	}
-	if c.Web.MaxWriteBytesInFlight <= 0 {
-		bad("web.max-write-bytes-in-flight", "web.max_write_bytes_in_flight", "must be positive, got %d", c.Web.MaxWriteBytesInFlight)
-	}
-	if c.Cassandra.MaxInFlightRequests <= 0 {
-		bad("cassandra.max-in-flight-requests", "cassandra.max_in_flight_requests", "must be positive, got %d", c.Cassandra.MaxInFlightRequests)
-	}
-	if c.Cassandra.QueueTimeout <= 0 {
-		bad("cassandra.queue-timeout", "cassandra.queue_timeout", "must be positive, got %v", c.Cassandra.QueueTimeout)
-	}
-	if c.Cassandra.ReconnectInterval <= 0 {
-		bad("cassandra.reconnect-interval", "cassandra.reconnect_interval", "must be positive, got %v", c.Cassandra.ReconnectInterval)
-	}
-	switch c.Storage.Type {
-	case "embedded":
-		if c.Storage.Path == "" {
-			bad("storage.path", "storage.path", "must not be empty with --storage=embedded")
+	for _, f := range flags {
+		if f.v.check == nil {
+			continue
 		}
-		if c.Storage.EmbeddedCacheBytes <= 0 {
-			bad("storage.embedded-cache-bytes", "storage.embedded_cache_bytes", "must be positive, got %d", c.Storage.EmbeddedCacheBytes)
-		}
-	case "cassandra":
-	default:
-		bad("storage", "storage.type", "must be embedded or cassandra, got %q", c.Storage.Type)
-	}
-	if len(c.Cassandra.Hosts) == 0 {
-		bad("cassandra.hosts", "cassandra.hosts", "must name at least one host")
-	}
-	for _, h := range c.Cassandra.Hosts {
-		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, " /") {
-			bad("cassandra.hosts", "cassandra.hosts", "%q is not host[:port]", h)
+		if err := f.v.check(c); err != nil {
+			bad(f.name, "%v", err)
 		}
 	}
-	if !validKeyspace(c.Cassandra.Keyspace) {
-		bad("cassandra.keyspace", "cassandra.keyspace", "%q must be 1-48 letters, digits or underscores", c.Cassandra.Keyspace)
+	if c.Storage.Type == "embedded" && c.Storage.Path == "" {
+		bad("storage.path", "must not be empty with --storage=embedded")
 	}
-	if r := strings.TrimSpace(c.Cassandra.Replication); !strings.HasPrefix(r, "{") || !strings.HasSuffix(r, "}") {
-		bad("cassandra.replication", "cassandra.replication", "%q is not a CQL map literal such as {'class': 'SimpleStrategy', 'replication_factor': 1}", c.Cassandra.Replication)
-	}
-	for _, cl := range []struct{ flag, key, v string }{
-		{"cassandra.write-consistency", "cassandra.write_consistency", c.Cassandra.WriteConsistency},
-		{"cassandra.read-consistency", "cassandra.read_consistency", c.Cassandra.ReadConsistency},
-	} {
-		if !contains(consistencyLevels, strings.ToUpper(cl.v)) {
-			bad(cl.flag, cl.key, "%q is not one of %s", cl.v, strings.Join(consistencyLevels, ", "))
-		}
-	}
-	tlsSet := 0
-	for _, f := range []string{c.Cassandra.TLS.CertFile, c.Cassandra.TLS.KeyFile} {
-		if f != "" {
-			tlsSet++
-		}
-	}
-	if tlsSet == 1 {
-		bad("cassandra.tls.cert-file", "cassandra.tls.cert_file", "a client certificate needs both --cassandra.tls.cert-file and --cassandra.tls.key-file")
-	}
-	if c.Cassandra.Timeout <= 0 {
-		bad("cassandra.timeout", "cassandra.timeout", "must be positive")
-	}
-	if c.Cassandra.ConnectTimeout <= 0 {
-		bad("cassandra.connect-timeout", "cassandra.connect_timeout", "must be positive")
+	if (c.Cassandra.TLS.CertFile == "") != (c.Cassandra.TLS.KeyFile == "") {
+		bad("cassandra.tls.cert-file", "a client certificate needs both --cassandra.tls.cert-file and --cassandra.tls.key-file")
 	}
 	if c.Cassandra.PasswordFile != "" && c.Cassandra.Username == "" {
-		bad("cassandra.password-file", "cassandra.password_file", "needs --cassandra.username")
+		bad("cassandra.password-file", "needs --cassandra.username")
 	}
 	// Index rows live one row width longer than samples (docs/kairosdb-layout.md §5.2), and
 	// Cassandra refuses TTLs above 20 years.
 	ttl, maxTTL := time.Duration(c.KairosDB.DatapointTTL), 630720000*time.Second-time.Duration(c.KairosDB.RowWidth)
 	if ttl < 0 || ttl%time.Second != 0 || ttl > maxTTL {
-		bad("kairosdb.datapoint-ttl", "kairosdb.datapoint_ttl", "%s must be whole seconds between 0 and %s (Cassandra's 20y TTL limit less the row width)", c.KairosDB.DatapointTTL, model.Duration(maxTTL))
+		bad("kairosdb.datapoint-ttl", "%s must be whole seconds between 0 and %s (Cassandra's 20y TTL limit less the row width)", c.KairosDB.DatapointTTL, model.Duration(maxTTL))
 	}
 	// Accepted in any case, stored as the spec table spells it: the store
 	// reads the unit case-sensitively, as KairosDB reads its spec table.
@@ -256,102 +197,15 @@ func (c *Config) Validate() error {
 		w := time.Duration(c.KairosDB.RowWidth)
 		// Columns are signed 32-bit millisecond offsets (docs/kairosdb-layout.md §3.2).
 		if w <= 0 || w%time.Millisecond != 0 || w >= (1<<31)*time.Millisecond {
-			bad("kairosdb.row-width", "kairosdb.row_width", "%s must be whole milliseconds, positive and below 24d20h31m23s", c.KairosDB.RowWidth)
+			bad("kairosdb.row-width", "%s must be whole milliseconds, positive and below 24d20h31m23s", c.KairosDB.RowWidth)
 		}
 	case "SECONDS":
 		w := time.Duration(c.KairosDB.RowWidth)
 		if w <= 0 || w%time.Second != 0 {
-			bad("kairosdb.row-width", "kairosdb.row_width", "%s must be whole seconds with row time unit SECONDS", c.KairosDB.RowWidth)
+			bad("kairosdb.row-width", "%s must be whole seconds with row time unit SECONDS", c.KairosDB.RowWidth)
 		}
 	default:
-		bad("kairosdb.row-time-unit", "kairosdb.row_time_unit", "%q must be MILLISECONDS or SECONDS", c.KairosDB.RowTimeUnit)
-	}
-	for _, m := range c.KairosDB.TagIndexedMetrics {
-		if m == "" {
-			bad("kairosdb.tag-indexed-metrics", "kairosdb.tag_indexed_metrics", "empty metric name")
-		}
-	}
-	if c.KairosDB.IndexCacheSize <= 0 {
-		bad("kairosdb.index-cache-size", "kairosdb.index_cache_size", "must be positive, got %d", c.KairosDB.IndexCacheSize)
-	}
-	if c.KairosDB.RowKeysCacheBytes < 0 {
-		bad("kairosdb.row-keys-cache-bytes", "kairosdb.row_keys_cache_bytes", "must not be negative, got %d", c.KairosDB.RowKeysCacheBytes)
-	}
-	if c.KairosDB.IndexCacheTTL <= 0 {
-		bad("kairosdb.index-cache-ttl", "kairosdb.index_cache_ttl", "must be positive, got %s", c.KairosDB.IndexCacheTTL)
-	}
-	for _, q := range []struct {
-		flag, key string
-		v         int
-	}{{"query.max-metrics", "query.max_metrics", c.Query.MaxMetrics}, {"query.max-series", "query.max_series", c.Query.MaxSeries}, {"query.max-samples", "query.max_samples", c.Query.MaxSamples}} {
-		if q.v < 0 {
-			bad(q.flag, q.key, "must not be negative (0 means no limit)")
-		}
-	}
-	if c.Query.Timeout <= 0 {
-		bad("query.timeout", "query.timeout", "must be positive, got %s", c.Query.Timeout)
-	}
-	if c.Query.LookbackDelta <= 0 {
-		bad("query.lookback-delta", "query.lookback_delta", "must be positive, got %s", c.Query.LookbackDelta)
-	}
-	switch s := c.Query.MaxSourceResolution; s {
-	case "auto", "raw", "0", "0s":
-	default:
-		if _, err := rollup.ParseResolution(s); err != nil {
-			bad("query.max-source-resolution", "query.max_source_resolution", "want auto, raw (or 0), or a rollup resolution such as 5m or 1h, got %q", s)
-		}
-	}
-	for _, q := range []struct {
-		flag, key string
-		v         int
-	}{
-		{"query.max-concurrency", "query.max_concurrency", c.Query.MaxConcurrency},
-		{"query.max-length", "query.max_length", c.Query.MaxLength},
-		{"query.max-depth", "query.max_depth", c.Query.MaxDepth},
-		{"query.max-subquery-steps", "query.max_subquery_steps", c.Query.MaxSubquerySteps},
-	} {
-		if q.v <= 0 {
-			bad(q.flag, q.key, "must be positive, got %d", q.v)
-		}
-	}
-	if c.Query.SplitInterval < 0 {
-		bad("query.split-interval", "query.split_interval", "must not be negative (0 turns splitting off), got %s", c.Query.SplitInterval)
-	}
-	for _, q := range []struct {
-		flag, key string
-		v         int64
-	}{
-		{"query.parallelism", "query.parallelism", int64(c.Query.Parallelism)},
-		{"query.shards", "query.shards", int64(c.Query.Shards)},
-		{"query.results-cache-bytes", "query.results_cache_bytes", c.Query.ResultsCacheBytes},
-	} {
-		if q.v < 0 {
-			bad(q.flag, q.key, "must not be negative, got %d", q.v)
-		}
-	}
-	if c.Query.ResultsCacheFreshness < 0 {
-		bad("query.results-cache-freshness", "query.results_cache_freshness", "must not be negative, got %s", c.Query.ResultsCacheFreshness)
-	}
-	if c.Query.ResultsCacheTTL <= 0 {
-		bad("query.results-cache-ttl", "query.results_cache_ttl", "must be positive, got %s", c.Query.ResultsCacheTTL)
-	}
-	if _, err := rollup.ParseResolutions(strings.Join(c.Rollup.Resolutions, ",")); err != nil {
-		bad("rollup.resolutions", "rollup.resolutions", "%v", err)
-	}
-	if _, err := rollup.ParseRetention(strings.Join(c.Rollup.Retention, ",")); err != nil {
-		bad("rollup.retention", "rollup.retention", "%v", err)
-	}
-	if c.Rollup.Delay < 0 {
-		bad("rollup.delay", "rollup.delay", "must not be negative, got %s", c.Rollup.Delay)
-	}
-	if !(c.Rollup.DutyCycle > 0 && c.Rollup.DutyCycle <= 1) {
-		bad("rollup.duty-cycle", "rollup.duty_cycle", "must be in (0, 1], got %g", c.Rollup.DutyCycle)
-	}
-	if !contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
-		bad("log.level", "log.level", "%q must be debug, info, warn or error", c.Log.Level)
-	}
-	if !contains([]string{"logfmt", "json"}, c.Log.Format) {
-		bad("log.format", "log.format", "%q must be logfmt or json", c.Log.Format)
+		bad("kairosdb.row-time-unit", "%q must be MILLISECONDS or SECONDS", c.KairosDB.RowTimeUnit)
 	}
 	return errors.Join(errs...)
 }

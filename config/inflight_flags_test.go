@@ -13,7 +13,7 @@ func TestInFlightLimits(t *testing.T) {
 		name               string
 		file               string
 		args               []string
-		wantBytes          int64
+		wantBytes          Bytes
 		wantCassandra      int
 		wantErr, wantErrIn string
 	}{

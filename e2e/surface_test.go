@@ -256,6 +256,8 @@ func surfaceRoutes(end time.Time) []route {
 		{name: "format_query", methods: both, path: "/api/v1/format_query", queryAPI: true, params: []param{{"query", queries}}},
 		{name: "parse_query", methods: both, path: "/api/v1/parse_query", queryAPI: true, params: []param{{"query", queries}}},
 		{name: "buildinfo", methods: get, path: "/api/v1/status/buildinfo", queryAPI: true},
+		{name: "runtimeinfo", methods: get, path: "/api/v1/status/runtimeinfo", queryAPI: true},
+		{name: "flags", methods: get, path: "/api/v1/status/flags", queryAPI: true},
 		{name: "metadata", methods: get, path: "/api/v1/metadata", queryAPI: true, params: []param{
 			{"metric", []string{"", "surf_a", "surfw_a"}}, {"limit", []string{"", "1", "-1"}}, {"limit_per_metric", []string{"", "1"}}}},
 		{name: "delete_series", kind: deleteRoute, methods: []string{http.MethodPost, http.MethodPut}, path: "/api/v1/admin/tsdb/delete_series", queryAPI: true, params: []param{

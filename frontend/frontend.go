@@ -130,6 +130,31 @@ func New(inner Inner, opts Options, reg prometheus.Registerer, logger *slog.Logg
 	return f
 }
 
+// Status is the results cache's part of the status page.
+type Status struct {
+	// CacheBytes is the estimated memory of the cached extents, of at most
+	// CacheMaxBytes (--query.results-cache-bytes; 0: the cache is off).
+	CacheBytes    int64 `json:"cache_bytes"`
+	CacheMaxBytes int64 `json:"cache_max_bytes"`
+}
+
+// Status reads the results cache's size.
+func (f *Frontend) Status() Status {
+	if f.cache == nil {
+		return Status{}
+	}
+	f.cache.mu.Lock()
+	defer f.cache.mu.Unlock()
+	return Status{CacheBytes: f.cache.size, CacheMaxBytes: f.cache.maxSize}
+}
+
+// Register passes the frontend's routes to handle (adapter.Routes.Handle):
+// /api/v1/query_range, named as the query API names it.
+func (f *Frontend) Register(handle func(pattern, name string, h http.Handler)) {
+	handle("GET /api/v1/query_range", "query_range", f)
+	handle("POST /api/v1/query_range", "query_range", f)
+}
+
 // maxFormBytes is the query API's bound on a form body: a larger body goes
 // to the query API as it came, which refuses it.
 const maxFormBytes = 10 << 20

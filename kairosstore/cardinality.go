@@ -5,9 +5,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
 )
 
 // What the web UI's metrics explorer and status page read (package web).
@@ -50,23 +53,75 @@ func (s *Store) TagIndexed(metric string) bool {
 	return ok || all
 }
 
-// Layout describes the keyspace's row spec in force (§3.3), the sample TTL,
-// the entries each cache holds, and the bytes of the kept row_keys listings
-// (the cache bounded in bytes) against their budget.
-func (s *Store) Layout() map[string]any {
+// Status is the store's part of the status page.
+type Status struct {
+	// The keyspace's row spec in force (§3.3), the sample TTL (0: none)
+	// and the metric prefix.
+	RowTimeUnit     string `json:"row_time_unit"`
+	RowWidth        string `json:"row_width"`
+	DatapointTTLSec int32  `json:"datapoint_ttl_s"`
+	MetricPrefix    string `json:"metric_prefix"`
+	// CacheEntries are the entries each index cache holds
+	// (--kairosdb.index-cache-size bounds them).
+	CacheEntries CacheEntries `json:"cache_entries"`
+	// IndexRows counts the index rows of this process's writes since it
+	// started, by table: written, or not written again because a cache
+	// said they were (hits).
+	IndexRows map[string]HitsMisses `json:"index_rows"`
+	// Listings are the kept row_keys listings.
+	Listings index.Status `json:"row_keys_listings"`
+}
+
+// CacheEntries are the entries of the store's caches.
+type CacheEntries struct {
+	Series            int `json:"series"`
+	RowKeysWritten    int `json:"row_keys_written"`
+	MetricRowsWritten int `json:"metric_rows_written"`
+	Metadata          int `json:"metadata"`
+}
+
+// HitsMisses are one cache's lookups.
+type HitsMisses struct {
+	Hits   float64 `json:"hits"`
+	Misses float64 `json:"misses"`
+}
+
+// Status reads the layout in force, the caches and the store's own
+// counters.
+func (s *Store) Status() Status {
 	width := time.Duration(s.spec.Width) * time.Millisecond
 	if s.spec.Unit == codec.Seconds {
 		width = time.Duration(s.spec.Width) * time.Second
 	}
-	out := map[string]any{
-		"row_time_unit":        unitFlag(s.spec.Unit),
-		"row_width":            model.Duration(width).String(),
-		"datapoint_ttl_s":      s.opts.TTL,
-		"metric_prefix":        s.mapper.Prefix,
-		"cache_entries":        map[string]int{"series": s.series.Len(), "row_keys_written": s.rowKeys.Len(), "metric_rows_written": s.metricRows.Len(), "metadata": s.meta.Len()},
-		"row_keys_listings":    s.idx.Listings(),
-		"row_keys_cache_bytes": s.idx.ListingBytes(),
-		"row_keys_cache_max":   s.opts.RowKeysCacheBytes,
+	return Status{
+		RowTimeUnit:     unitFlag(s.spec.Unit),
+		RowWidth:        model.Duration(width).String(),
+		DatapointTTLSec: s.opts.TTL,
+		MetricPrefix:    s.mapper.Prefix,
+		CacheEntries:    CacheEntries{Series: s.series.Len(), RowKeysWritten: s.rowKeys.Len(), MetricRowsWritten: s.metricRows.Len(), Metadata: s.meta.Len()},
+		IndexRows: map[string]HitsMisses{
+			"row_keys":           {Hits: counterValue(s.m.rowKeyHits), Misses: counterValue(s.m.rowKeyMisses)},
+			"row_key_time_index": {Hits: counterValue(s.m.metricRowHits), Misses: counterValue(s.m.metricRowMisses)},
+		},
+		Listings: s.idx.Status(),
 	}
-	return out
+}
+
+// IndexEntries calls fn with the index entries reads looked at and
+// selected since the process started, by Prometheus metric name, for the
+// explorer: what tells the metrics worth --kairosdb.tag-indexed-metrics.
+func (s *Store) IndexEntries(fn func(metric string, scanned, selected float64)) {
+	s.idx.EntriesRead(func(metric string, scanned, selected float64) {
+		if n, ok := s.promName(metric); ok {
+			fn(n, scanned, selected)
+		}
+	})
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if c.Write(&m) != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
 }

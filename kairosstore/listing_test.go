@@ -24,7 +24,7 @@ import (
 // and requires the same answers. Series this process writes are seen at
 // once through the cache; series another writer adds once the listing is
 // listed again, in the background past half its life, or when it expired
-// (IndexCacheTTL): the stated staleness bound.
+// (RowKeysCacheTTL): the stated staleness bound.
 func TestRowKeysCacheAgreesWithListing(t *testing.T) {
 	forEachEngineWithDelete(t, func(t *testing.T, eng engine.Engine, del deleteFunc) {
 		clock := testclock.New(time.UnixMilli(10 * hour))
@@ -32,7 +32,7 @@ func TestRowKeysCacheAgreesWithListing(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		open := func(opts ks.Options, reg prometheus.Registerer) *ks.Store {
 			opts.RowWidth = time.Duration(hour) * time.Millisecond
-			opts.Now, opts.IndexCacheTTL = clock.Now, ttl
+			opts.Now, opts.RowKeysCacheTTL = clock.Now, ttl
 			s, err := ks.Open(context.Background(), eng, opts, nil, reg)
 			require.NoError(t, err)
 			return s

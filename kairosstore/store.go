@@ -48,9 +48,12 @@ type Options struct {
 	// at most this long after. Default 5 minutes (defaultIndexCacheTTL).
 	IndexCacheTTL time.Duration
 	// RowKeysCacheBytes bounds the memory of the row_keys listings kept
-	// for phase 2 of the read (index/kept.go); 0 keeps none. Listings
-	// expire IndexCacheTTL after they were read.
+	// for phase 2 of the read (index/kept.go); 0 keeps none.
 	RowKeysCacheBytes int64
+	// RowKeysCacheTTL is how long a kept listing is used after it was
+	// read: the staleness bound of series other writers add. Default 5
+	// minutes.
+	RowKeysCacheTTL time.Duration
 	// MetricPrefix is added to every metric name written and required of
 	// every name read.
 	MetricPrefix string
@@ -144,11 +147,6 @@ type storeMetrics struct {
 	rowKeyHits, rowKeyMisses, metricRowHits, metricRowMisses prometheus.Counter
 	skipped                                                  *prometheus.CounterVec
 	opDuration                                               *prometheus.HistogramVec
-	// Phase 2 of the read, by KairosDB metric: what an operator reads to
-	// find the metrics worth --kairosdb.tag-indexed-metrics.
-	indexScanned, indexSelected *prometheus.CounterVec
-	scannedPerQuery             prometheus.Histogram
-	listingLookups              *prometheus.CounterVec
 	// cellsRead is the data_points cells reads fetched, raw or of rollups
 	// (rollupread.go): what a read plan is meant to reduce.
 	cellsRead *prometheus.CounterVec
@@ -189,6 +187,9 @@ func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Log
 	if opts.IndexCacheTTL <= 0 {
 		opts.IndexCacheTTL = defaultIndexCacheTTL
 	}
+	if opts.RowKeysCacheTTL <= 0 {
+		opts.RowKeysCacheTTL = defaultIndexCacheTTL
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -206,23 +207,6 @@ func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Log
 		meta: lru.New[string, metadata.Metadata](maxCachedFamilies, opts.IndexCacheTTL, opts.Now),
 		born: opts.Now(),
 		m: storeMetrics{
-			indexScanned: f.NewCounterVec(prometheus.CounterOpts{
-				Namespace: "kairos_adapter", Name: "read_index_entries_scanned_total",
-				Help: "Index entries (row_keys, tag_indexed_row_keys, or their cached listings) that reads looked at to find series, by KairosDB metric.",
-			}, []string{"metric"}),
-			indexSelected: f.NewCounterVec(prometheus.CounterOpts{
-				Namespace: "kairos_adapter", Name: "read_index_entries_selected_total",
-				Help: "Index entries that matched a read's label matchers, by KairosDB metric.",
-			}, []string{"metric"}),
-			scannedPerQuery: f.NewHistogram(prometheus.HistogramOpts{
-				Namespace: "kairos_adapter", Name: "read_index_entries_scanned_per_query",
-				Help:    "Index entries one query looked at to find its series.",
-				Buckets: prometheus.ExponentialBuckets(1, 10, 8),
-			}),
-			listingLookups: f.NewCounterVec(prometheus.CounterOpts{
-				Namespace: "kairos_adapter", Name: "read_row_keys_cache_lookups_total",
-				Help: "Lookups of cached row_keys listings: hit, miss, or too_many (more candidates than are checked one by one: the partition is listed again).",
-			}, []string{"result"}),
 			cellsRead: f.NewCounterVec(prometheus.CounterOpts{
 				Namespace: "kairos_adapter", Name: "read_cells_total",
 				Help: "data_points cells that reads fetched from the engine: of raw series, or of rollup series read in their place.",
@@ -263,12 +247,9 @@ func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Log
 		ReadConcurrency: opts.ReadConcurrency,
 		ListingBytes:    opts.RowKeysCacheBytes,
 		ListedOnce:      opts.IndexCacheSize,
-		TTL:             opts.IndexCacheTTL,
+		TTL:             opts.RowKeysCacheTTL,
 		Now:             opts.Now,
-	}, index.Metrics{
-		Skipped: s.m.skipped, OpDuration: s.m.opDuration,
-		Scanned: s.m.indexScanned, Selected: s.m.indexSelected, ScannedPerQuery: s.m.scannedPerQuery, ListingLookups: s.m.listingLookups,
-	})
+	}, index.Metrics{Skipped: s.m.skipped, OpDuration: s.m.opDuration}, reg)
 	return s, nil
 }
 

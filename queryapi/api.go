@@ -107,25 +107,33 @@ type Options struct {
 	// Parser parses queries; nil means Prometheus's own with its default
 	// options (a test counts parses with its own).
 	Parser parser.Parser
+	// RangeFrontend leaves /api/v1/query_range out of Register: a frontend
+	// over RangeHandler serves it (frontend.Register; main.go).
+	RangeFrontend bool
+	// Runtime is what /api/v1/status/runtimeinfo and /api/v1/status/flags
+	// answer of the process (status.go).
+	Runtime Runtime
 }
 
 // API serves the query endpoints.
 type API struct {
-	store        Store
-	maxSamples   int
-	sampleLimit  func(context.Context, int) context.Context
-	limits       Limits
-	timeout      time.Duration
-	evalInterval int64 // ms
-	gate         gate
-	adminAPI     bool
-	rollups      func() Recomputer
-	snapshot     func(context.Context) (string, error)
-	engine       *promql.Engine
-	parser       parser.Parser
-	prepared     *prepared // the engine's parser
-	logger       *slog.Logger
-	now          func() time.Time
+	store         Store
+	runtime       Runtime
+	maxSamples    int
+	sampleLimit   func(context.Context, int) context.Context
+	limits        Limits
+	timeout       time.Duration
+	evalInterval  int64 // ms
+	gate          gate
+	adminAPI      bool
+	rangeFrontend bool
+	rollups       func() Recomputer
+	snapshot      func(context.Context) (string, error)
+	engine        *promql.Engine
+	parser        parser.Parser
+	prepared      *prepared // the engine's parser
+	logger        *slog.Logger
+	now           func() time.Time
 	// What rollups.go plans reads with.
 	lookback    time.Duration
 	resolutions []rollup.Resolution // largest first
@@ -189,7 +197,7 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	}
 	return &API{
 		store: store, maxSamples: max(opts.MaxSamples, 0), sampleLimit: opts.SampleLimit, limits: opts.Limits.withDefaults(), timeout: opts.Timeout,
-		evalInterval: interval, gate: g, adminAPI: opts.EnableAdminAPI, rollups: opts.Rollups, snapshot: opts.Snapshot, engine: eng, parser: p, prepared: prep, logger: logger, now: time.Now,
+		evalInterval: interval, gate: g, adminAPI: opts.EnableAdminAPI, rangeFrontend: opts.RangeFrontend, runtime: opts.Runtime, rollups: opts.Rollups, snapshot: opts.Snapshot, engine: eng, parser: p, prepared: prep, logger: logger, now: time.Now,
 		lookback: opts.LookbackDelta, resolutions: sortResolutions(opts.RollupResolutions), sourceRes: src,
 	}
 }
@@ -211,8 +219,8 @@ func cmpOr(d, def time.Duration) time.Duration {
 }
 
 // Register passes each route of the query API to handle: a ServeMux
-// pattern, a short name for metrics, and the handler. The adapter's mux
-// registers them next to its own routes, under its request metrics.
+// pattern, a short name for metrics, and the handler (adapter.Routes.Handle:
+// the process's route table, under its request metrics).
 func (a *API) Register(handle func(pattern, name string, h http.Handler)) {
 	for _, r := range []struct {
 		path, name string
@@ -228,13 +236,18 @@ func (a *API) Register(handle func(pattern, name string, h http.Handler)) {
 	} {
 		var h http.Handler = a.handler(r.f, r.name)
 		if r.name == "query_range" {
-			h = RangeHandler{Handler: h, api: a}
+			if a.rangeFrontend {
+				continue
+			}
+			h = a.RangeHandler()
 		}
 		handle("GET "+r.path, r.name, h)
 		handle("POST "+r.path, r.name, h)
 	}
 	handle("GET /api/v1/label/{name}/values", "label_values", a.handler(a.labelValues, "label_values"))
 	handle("GET /api/v1/status/buildinfo", "buildinfo", a.handler(a.buildInfo, "buildinfo"))
+	handle("GET /api/v1/status/runtimeinfo", "runtimeinfo", a.handler(a.runtimeInfo, "runtimeinfo"))
+	handle("GET /api/v1/status/flags", "flags", a.handler(a.flags, "flags"))
 	handle("GET /api/v1/metadata", "metadata", a.handler(a.metadata, "metadata"))
 	if _, ok := a.store.(Deleter); ok && a.adminAPI {
 		h := a.handler(a.deleteSeries, "delete_series")

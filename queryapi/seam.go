@@ -57,6 +57,12 @@ type RangeHandler struct {
 	api *API
 }
 
+// RangeHandler is the handler of /api/v1/query_range, for a frontend in
+// front of it.
+func (a *API) RangeHandler() RangeHandler {
+	return RangeHandler{Handler: a.handler(a.queryRange, "query_range"), api: a}
+}
+
 // EvalRange evaluates req as the handler does, within --query.timeout
 // (or req's shorter timeout parameter) from now, and gives the engine's
 // matrix to convert before the engine's memory is reused: the matrix is

@@ -26,8 +26,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/prometheus/model/metadata"
 	"golang.org/x/sync/errgroup"
 	"gopkg.in/yaml.v3"
@@ -47,25 +45,33 @@ type Store interface {
 	SeriesCounts(ctx context.Context, metric string, start, end int64, fn func(rowTime int64, dataType string, entries int, cached bool)) error
 	TagIndexed(metric string) bool
 	Metadata(ctx context.Context, metric string, limit int) (map[string][]metadata.Metadata, error)
-	Layout() map[string]any
+	// IndexEntries calls fn with the index entries reads looked at and
+	// selected, by metric, for every metric read since the process started.
+	IndexEntries(fn func(metric string, scanned, selected float64))
+}
+
+// Status is what the status page shows besides the build information and
+// the configuration: each running part's own status value, serialized as
+// the part defines it; a part that is not running (the store while it
+// starts, the rollup job when off) is nil.
+type Status struct {
+	Runtime  any `json:"runtime"`
+	Engine   any `json:"engine"`
+	Store    any `json:"store"`
+	Adapter  any `json:"adapter"`
+	Frontend any `json:"frontend"`
+	Rollups  any `json:"rollups"`
 }
 
 // Options wire the UI to the rest of the process.
 type Options struct {
 	// Store returns nil while the store is starting.
 	Store func() Store
-	// Gatherer is read for the explorer's index counters and the status
-	// page's limits and caches.
-	Gatherer prometheus.Gatherer
-	// MetricPrefix is the KairosDB metric prefix: the index counters are
-	// labelled with KairosDB names.
-	MetricPrefix string
 	// Config is the effective configuration, shown as YAML. It must hold
 	// no secret (the Cassandra password is a file name in it).
 	Config any
-	// Status adds the engine's part of the status page (engine, keyspace,
-	// hosts).
-	Status func() map[string]any
+	// Status reads the running parts' status for the status page.
+	Status func() Status
 	// Now is the clock of the explorer's default range; nil is time.Now.
 	Now func() time.Time
 	// API serves the JSON endpoints (/api/v1/status/...) in the envelope,
@@ -232,7 +238,9 @@ func (u *UI) metrics(r *http.Request) (any, []string, error) {
 	if err != nil {
 		return nil, nil, storeerr.Unavailable(err)
 	}
-	scanned, selected := u.indexCounters()
+	type counts struct{ scanned, selected float64 }
+	read := map[string]counts{}
+	s.IndexEntries(func(metric string, scanned, selected float64) { read[metric] = counts{scanned, selected} })
 	out := make([]MetricInfo, len(names))
 	g, ctx := errgroup.WithContext(r.Context())
 	g.SetLimit(4)
@@ -240,7 +248,7 @@ func (u *UI) metrics(r *http.Request) (any, []string, error) {
 		g.Go(func() (err error) {
 			defer recovered.Into(&err, u.opts.Logger, "the series count of "+name)
 			m := MetricInfo{Name: name, TagIndexed: s.TagIndexed(name), Windows: []WindowSeries{}, DataTypes: []string{},
-				Scanned: scanned[u.opts.MetricPrefix+name], Selected: selected[u.opts.MetricPrefix+name]}
+				Scanned: read[name].scanned, Selected: read[name].selected}
 			if md := meta[name]; len(md) > 0 {
 				m.Type, m.Help, m.Unit = string(md[0].Type), md[0].Help, md[0].Unit
 			}
@@ -276,107 +284,21 @@ func (u *UI) metrics(r *http.Request) (any, []string, error) {
 	return map[string]any{"start": start.UnixMilli(), "end": end.UnixMilli(), "metrics": out, "truncated": len(names) < total, "metricsTotal": total}, warnings, nil
 }
 
-// indexCounters reads kairos_adapter_read_index_entries_{scanned,selected}_total
-// by KairosDB metric.
-func (u *UI) indexCounters() (scanned, selected map[string]float64) {
-	scanned, selected = map[string]float64{}, map[string]float64{}
-	for _, f := range u.gather() {
-		var into map[string]float64
-		switch f.GetName() {
-		case "kairos_adapter_read_index_entries_scanned_total":
-			into = scanned
-		case "kairos_adapter_read_index_entries_selected_total":
-			into = selected
-		default:
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "metric" {
-					into[l.GetValue()] += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return scanned, selected
-}
-
-func (u *UI) gather() []*dto.MetricFamily {
-	if u.opts.Gatherer == nil {
-		return nil
-	}
-	// A partial answer is still worth showing: Gather returns what it got.
-	mfs, _ := u.opts.Gatherer.Gather()
-	return mfs
-}
-
-// statusFamilies are the self-metrics the status page shows: the limits,
-// the caches and the memory.
-var statusFamilies = []string{
-	"kairos_adapter_cassandra_in_flight_limit",
-	"kairos_adapter_cassandra_queue_timeouts_total",
-	"kairos_adapter_index_cache_hits_total",
-	"kairos_adapter_index_cache_misses_total",
-	"kairos_adapter_read_row_keys_cache_lookups_total",
-	"kairos_adapter_inflight_requests",
-	"kairos_adapter_concurrency_limit_rejections_total",
-	"kairos_adapter_frontend_cache_bytes",
-	"process_resident_memory_bytes",
-	"go_memstats_heap_inuse_bytes",
-	"process_start_time_seconds",
-}
-
-// Sample is one self-metric value of /api/v1/status/adapter.
-type Sample struct {
-	Name   string            `json:"name"`
-	Labels map[string]string `json:"labels"`
-	Value  float64           `json:"value"`
-}
-
 // status serves GET /api/v1/status/adapter.
 func (u *UI) status(*http.Request) (any, []string, error) {
-	data := map[string]any{}
 	cfg, err := yaml.Marshal(u.opts.Config)
 	if err != nil {
 		return nil, nil, err
 	}
-	data["config"] = string(cfg)
-	store := map[string]any{"ready": false}
+	answer := struct {
+		Config string `json:"config"`
+		Ready  bool   `json:"ready"`
+		Status
+	}{Config: string(cfg), Ready: u.opts.Store != nil && u.opts.Store() != nil}
 	if u.opts.Status != nil {
-		for k, v := range u.opts.Status() {
-			store[k] = v
-		}
+		answer.Status = u.opts.Status()
 	}
-	if s := u.opts.Store(); s != nil {
-		store["ready"] = true
-		for k, v := range s.Layout() {
-			store[k] = v
-		}
-	}
-	data["store"] = store
-	samples := []Sample{}
-	for _, f := range u.gather() {
-		if !slices.Contains(statusFamilies, f.GetName()) {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			smp := Sample{Name: f.GetName(), Labels: map[string]string{}}
-			for _, l := range m.GetLabel() {
-				smp.Labels[l.GetName()] = l.GetValue()
-			}
-			switch {
-			case m.Counter != nil:
-				smp.Value = m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				smp.Value = m.GetGauge().GetValue()
-			default:
-				continue
-			}
-			samples = append(samples, smp)
-		}
-	}
-	data["metrics"] = samples
-	return data, nil, nil
+	return answer, nil, nil
 }
 
 func (u *UI) store() (Store, error) {

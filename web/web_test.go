@@ -39,8 +39,10 @@ func newUIMax(t *testing.T, maxMetrics int) (http.Handler, *kairosstore.Store) {
 	reg := prometheus.NewRegistry()
 	s, err := kairosstore.Open(ctx, eng, kairosstore.Options{RowWidth: time.Hour, TagIndexed: map[string][]string{"b": nil}, RowKeysCacheBytes: 64 << 20}, nil, reg)
 	require.NoError(t, err)
-	ui := web.New(web.Options{Store: func() web.Store { return s }, Gatherer: reg, Config: map[string]string{"k": "v"},
-		Status: func() map[string]any { return map[string]any{"engine": "embedded"} }, API: api(s), MaxMetrics: maxMetrics})
+	ui := web.New(web.Options{Store: func() web.Store { return s }, Config: map[string]string{"k": "v"},
+		Status: func() web.Status {
+			return web.Status{Engine: map[string]string{"engine": "embedded"}, Store: s.Status()}
+		}, API: api(s), MaxMetrics: maxMetrics})
 	mux := http.NewServeMux()
 	ui.Register(func(pattern, _ string, h http.Handler) { mux.Handle(pattern, h) })
 	return mux, s
@@ -145,11 +147,11 @@ func TestStatusAndStarting(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	data := body["data"].(map[string]any)
 	require.Equal(t, "k: v\n", data["config"])
+	require.Equal(t, "embedded", data["engine"].(map[string]any)["engine"])
 	store := data["store"].(map[string]any)
-	require.Equal(t, "embedded", store["engine"])
 	require.Equal(t, "1h", store["row_width"])
 	require.Equal(t, "MILLISECONDS", store["row_time_unit"])
-	require.Equal(t, true, store["ready"])
+	require.Equal(t, true, data["ready"])
 
 	starting := web.New(web.Options{Store: func() web.Store { return nil }, API: api(nil)})
 	mux := http.NewServeMux()
@@ -159,7 +161,8 @@ func TestStatusAndStarting(t *testing.T) {
 	require.Equal(t, "unavailable", body["errorType"])
 	code, body = get(t, mux, "/api/v1/status/adapter")
 	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, false, body["data"].(map[string]any)["store"].(map[string]any)["ready"])
+	require.Equal(t, false, body["data"].(map[string]any)["ready"])
+	require.Nil(t, body["data"].(map[string]any)["store"])
 }
 
 // Every page is the same document; the assets are embedded.
@@ -268,7 +271,10 @@ func TestStatusCacheBytes(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, app.Commit(context.Background()))
 	_, body := get(t, h, "/api/v1/status/adapter")
-	require.Equal(t, 0.0, body["data"].(map[string]any)["store"].(map[string]any)["row_keys_cache_bytes"])
+	listings := func(body map[string]any) map[string]any {
+		return body["data"].(map[string]any)["store"].(map[string]any)["row_keys_listings"].(map[string]any)
+	}
+	require.Equal(t, 0.0, listings(body)["bytes"])
 	for range 2 { // a window is kept from its second listing
 		q, err := s.Querier(0, 3599)
 		require.NoError(t, err)
@@ -279,14 +285,16 @@ func TestStatusCacheBytes(t *testing.T) {
 		require.NoError(t, q.Close())
 	}
 	// The listing is built beside the read and cached when done.
-	var store map[string]any
+	var kept map[string]any
 	require.Eventually(t, func() bool {
 		_, body = get(t, h, "/api/v1/status/adapter")
-		store = body["data"].(map[string]any)["store"].(map[string]any)
-		return store["row_keys_listings"] == 1.0
+		kept = listings(body)
+		return kept["listings"] == 1.0
 	}, 30*time.Second, 10*time.Millisecond)
-	require.Greater(t, store["row_keys_cache_bytes"], 0.0)
-	require.LessOrEqual(t, store["row_keys_cache_bytes"], store["row_keys_cache_max"])
+	require.Greater(t, kept["bytes"], 0.0)
+	require.LessOrEqual(t, kept["bytes"], kept["max_bytes"])
+	require.Equal(t, float64(64<<20), kept["max_bytes"])
+	require.Equal(t, 2.0, kept["lookups"].(map[string]any)["miss"], "the index reads its own lookup counter: both reads missed, the second kept its listing")
 }
 
 // panicCounts is the store whose series counts panic.

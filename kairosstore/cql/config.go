@@ -29,7 +29,6 @@ const (
 	DefaultPageSize         = 5000
 	DefaultMaxInFlight      = 128
 	DefaultQueueTimeout     = 5 * time.Second
-	DefaultSlowRequest      = time.Second
 	DefaultReconnect        = time.Second
 	DefaultCompression      = "snappy"
 )
@@ -67,7 +66,8 @@ type Config struct {
 	// SlowRequest, or failing with an overload symptom, halves the limit.
 	MaxInFlight int
 	// SlowRequest is the latency from which a request counts as a sign of
-	// overload; negative means latency never does (only errors).
+	// overload; 0 (or negative) means latency never does (only errors), as
+	// --cassandra.slow-request=0 says.
 	SlowRequest time.Duration
 	// QueueTimeout is how long a request waits for a slot under the limit
 	// before its Write or Delete fails as unavailable (503).
@@ -139,9 +139,6 @@ func (c Config) settings() (settings, error) {
 	}
 	if s.maxInFlight <= 0 {
 		s.maxInFlight = DefaultMaxInFlight
-	}
-	if s.slow == 0 {
-		s.slow = DefaultSlowRequest
 	}
 	if s.queueWait <= 0 {
 		s.queueWait = DefaultQueueTimeout

@@ -8,6 +8,25 @@ type Host struct {
 	Up         bool   `json:"up"`
 }
 
+// Status is the Cassandra engine's part of the status page.
+type Status struct {
+	Hosts []Host `json:"hosts"`
+	// InFlightLimit is the adaptive limit of requests in flight now;
+	// QueueTimeouts the requests that found no slot under it within
+	// --cassandra.queue-timeout since the engine opened.
+	InFlightLimit int    `json:"in_flight_limit"`
+	QueueTimeouts uint64 `json:"queue_timeouts"`
+}
+
+// Status reads the driver's hosts and the in-flight limit.
+func (e *Engine) Status() Status {
+	l := e.limit
+	l.mu.Lock()
+	timeouts := l.saturated
+	l.mu.Unlock()
+	return Status{Hosts: e.Hosts(), InFlightLimit: l.Limit(), QueueTimeouts: uint64(timeouts)}
+}
+
 // Hosts lists the nodes the driver knows of, with their up/down state as
 // its events and reconnections last left it: nothing is sent to the nodes.
 func (e *Engine) Hosts() []Host {

@@ -128,3 +128,17 @@ func TestLimiterQueueTimeout(t *testing.T) {
 	require.NoError(t, <-got)
 	l.release(s, nil)
 }
+
+// TestSlowRequestZeroIsOff: 0 means what --cassandra.slow-request=0 says,
+// latency never halves the limit, and not a default of the package's.
+func TestSlowRequestZeroIsOff(t *testing.T) {
+	for _, slow := range []time.Duration{0, -1} {
+		s, err := Config{Hosts: []string{"h"}, SlowRequest: slow}.settings()
+		require.NoError(t, err)
+		l := newAdaptiveLimit(8, s.slow, time.Second)
+		_, err = l.acquire(context.Background())
+		require.NoError(t, err)
+		l.release(time.Now().Add(-time.Hour), nil) // an hour-long request
+		require.Equal(t, 8, l.Limit(), "SlowRequest %v: an hour-long request halved the limit", slow)
+	}
+}

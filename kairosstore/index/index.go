@@ -76,7 +76,7 @@ type Options struct {
 	// remembered.
 	ListedOnce int
 	// TTL is how long a kept listing is used (kairosstore's
-	// IndexCacheTTL): the staleness bound of entries other writers add.
+	// RowKeysCacheTTL): the staleness bound of entries other writers add.
 	TTL time.Duration
 	// Now is the clock of the listings' ages; nil means time.Now.
 	Now func() time.Time
@@ -100,21 +100,26 @@ type Index struct {
 	fills      map[string]*listingBuilder
 }
 
-// Metrics are the store's metrics the index adds to.
+// Metrics are the store's metrics the index adds to; the index registers
+// its own (newMetrics).
 type Metrics struct {
 	// Skipped counts values skipped, by reason; OpDuration the duration
 	// of engine operations.
 	Skipped    *prometheus.CounterVec
 	OpDuration *prometheus.HistogramVec
-	// Phase 2, by KairosDB metric: what an operator reads to find the
-	// metrics worth --kairosdb.tag-indexed-metrics.
+	// The index's own, which New registers (a caller's are replaced):
+	// phase 2, by KairosDB metric, what an operator reads to find the
+	// metrics worth --kairosdb.tag-indexed-metrics; and the listings'
+	// lookups.
 	Scanned, Selected *prometheus.CounterVec
 	ScannedPerQuery   prometheus.Histogram
 	ListingLookups    *prometheus.CounterVec
 }
 
-// New returns an Index over r.
-func New(r Reader, opts Options, m Metrics) *Index {
+// New returns an Index over r. Its own counters are registered on reg (nil
+// registers nothing) and read back by Status and EntriesRead.
+func New(r Reader, opts Options, m Metrics, reg prometheus.Registerer) *Index {
+	m.Scanned, m.Selected, m.ScannedPerQuery, m.ListingLookups = newMetrics(reg)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}

@@ -384,7 +384,15 @@ func eventListener(l *slog.Logger) *pebble.EventListener {
 // hits and misses since the store opened: what the status page shows of
 // the embedded engine's memory. It reads Pebble's metrics, which walks its
 // levels: for status pages, not for a hot path.
-func (e *Engine) CacheStatus() map[string]int64 {
+func (e *Engine) CacheStatus() CacheStatus {
 	m := e.db.Metrics().BlockCache
-	return map[string]int64{"bytes": m.Size, "max_bytes": e.opts.CacheSize, "hits": m.Hits, "misses": m.Misses}
+	return CacheStatus{Bytes: m.Size, MaxBytes: e.opts.CacheSize, Hits: m.Hits, Misses: m.Misses}
+}
+
+// CacheStatus is the block cache's part of the status page.
+type CacheStatus struct {
+	Bytes    int64 `json:"bytes"`
+	MaxBytes int64 `json:"max_bytes"`
+	Hits     int64 `json:"hits"`
+	Misses   int64 `json:"misses"`
 }

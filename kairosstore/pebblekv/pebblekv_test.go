@@ -479,7 +479,7 @@ func TestCacheStatus(t *testing.T) {
 	opts.CacheSize = 8 << 20
 	e := open(t, t.TempDir(), opts)
 	require.NoError(t, e.Setup(ctx))
-	require.Equal(t, map[string]int64{"bytes": 0, "max_bytes": 8 << 20, "hits": 0, "misses": 0}, e.CacheStatus())
+	require.Equal(t, CacheStatus{MaxBytes: 8 << 20}, e.CacheStatus())
 	require.NoError(t, e.Write(ctx, &engine.Batch{WriteTime: time.Now().UnixMilli(), Cells: []engine.Cell{{Key: []byte("k"), Column: 1, Value: []byte("v")}}}))
 	require.NoError(t, e.Settle(ctx)) // into an sstable, read through the cache
 	it, err := e.db.NewIter(nil)
@@ -488,7 +488,7 @@ func TestCacheStatus(t *testing.T) {
 	}
 	require.NoError(t, it.Close())
 	st := e.CacheStatus()
-	require.Positive(t, st["bytes"])
-	require.LessOrEqual(t, st["bytes"], st["max_bytes"])
-	require.Positive(t, st["hits"]+st["misses"])
+	require.Positive(t, st.Bytes)
+	require.LessOrEqual(t, st.Bytes, st.MaxBytes)
+	require.Positive(t, st.Hits+st.Misses)
 }

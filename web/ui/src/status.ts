@@ -2,21 +2,40 @@ import { api } from './api';
 import { alertBox, h } from './dom';
 import { formatTime } from './time';
 
-interface Sample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
-}
 interface Host {
   address: string;
   datacenter: string;
   rack: string;
   up: boolean;
 }
+interface HitsMisses {
+  hits: number;
+  misses: number;
+}
+// Status is /api/v1/status/adapter: each running part's own status (web.Status).
 interface Status {
   config: string;
-  store: Record<string, unknown> & { hosts?: Host[] };
-  metrics: Sample[];
+  ready: boolean;
+  runtime: { start_time: string; resident_bytes: number; heap_inuse_bytes: number; in_flight_requests: number };
+  engine: {
+    engine: string;
+    keyspace?: string;
+    path?: string;
+    cassandra?: { hosts: Host[] | null; in_flight_limit: number; queue_timeouts: number };
+    block_cache?: { bytes: number; max_bytes: number; hits: number; misses: number };
+  };
+  store: {
+    row_time_unit: string;
+    row_width: string;
+    datapoint_ttl_s: number;
+    metric_prefix: string;
+    cache_entries: Record<string, number>;
+    index_rows: Record<string, HitsMisses>;
+    row_keys_listings: { listings: number; bytes: number; max_bytes: number; lookups: Record<string, number> };
+  } | null;
+  adapter: { rejections: Record<string, number> };
+  frontend: { cache_bytes: number; cache_max_bytes: number };
+  rollups: { resolution: string; from: number; to: number; done: boolean; lag_seconds: number }[] | null;
 }
 
 function kv(id: string, rows: [string, unknown][]): HTMLElement {
@@ -49,11 +68,7 @@ export async function statusPage(root: HTMLElement) {
     root.append(alertBox('danger', `Error loading the status: ${(e as Error).message}`));
     return;
   }
-  const val = (name: string, labels: Record<string, string> = {}) =>
-    st.metrics
-      .filter((m) => m.name === name && Object.entries(labels).every(([k, v]) => m.labels[k] === v))
-      .reduce((n, m) => n + m.value, 0);
-  const has = (name: string) => st.metrics.some((m) => m.name === name);
+  const sum = (r: Record<string, number> = {}) => Object.values(r).reduce((n, v) => n + v, 0);
 
   root.append(
     h('h3', {}, 'Build information'),
@@ -62,27 +77,28 @@ export async function statusPage(root: HTMLElement) {
       ['Revision', build.revision],
       ['Build date', build.buildDate],
       ['Go version', build.goVersion],
-      ['Started', has('process_start_time_seconds') ? formatTime(val('process_start_time_seconds') * 1000) : ''],
+      ['Started', formatTime(Date.parse(st.runtime.start_time))],
     ]),
   );
 
+  const e = st.engine;
   const s = st.store;
   const store: [string, unknown][] = [
-    ['Engine', s.engine],
-    s.engine === 'cassandra' ? ['Keyspace', s.keyspace] : ['Directory', s.path],
-    ['Ready', s.ready ? 'yes' : 'no (starting)'],
-    ['Row time unit', s.row_time_unit],
-    ['Row width', s.row_width],
-    ['Sample TTL', s.datapoint_ttl_s ? `${s.datapoint_ttl_s}s` : 'none'],
-    ['Metric prefix', s.metric_prefix],
+    ['Engine', e.engine],
+    e.engine === 'cassandra' ? ['Keyspace', e.keyspace] : ['Directory', e.path],
+    ['Ready', st.ready ? 'yes' : 'no (starting)'],
+    ['Row time unit', s?.row_time_unit],
+    ['Row width', s?.row_width],
+    ['Sample TTL', s?.datapoint_ttl_s ? `${s.datapoint_ttl_s}s` : 'none'],
+    ['Metric prefix', s?.metric_prefix],
   ];
   root.append(h('h3', {}, 'Store'), kv('store-info', store));
 
   root.append(h('h3', {}, 'Cassandra hosts'));
-  if (s.engine !== 'cassandra') {
+  if (e.engine !== 'cassandra') {
     root.append(h('p', { className: 'muted', id: 'hosts' }, 'The embedded store has no hosts.'));
   } else {
-    const hosts = s.hosts ?? [];
+    const hosts = e.cassandra?.hosts ?? [];
     root.append(
       h(
         'table',
@@ -100,37 +116,33 @@ export async function statusPage(root: HTMLElement) {
   }
 
   const caches: [string, unknown][] = [];
-  if (has('kairos_adapter_cassandra_in_flight_limit')) caches.push(['Cassandra in-flight limit (adaptive)', val('kairos_adapter_cassandra_in_flight_limit')]);
-  caches.push(['HTTP requests in flight', val('kairos_adapter_inflight_requests')]);
-  caches.push(['Requests refused by a concurrency limit', val('kairos_adapter_concurrency_limit_rejections_total')]);
+  if (e.cassandra) caches.push(['Cassandra in-flight limit (adaptive)', e.cassandra.in_flight_limit]);
+  caches.push(['HTTP requests in flight', st.runtime.in_flight_requests]);
+  caches.push(['Requests refused by a concurrency limit', sum(st.adapter.rejections)]);
   for (const c of ['row_keys', 'row_key_time_index']) {
-    const hit = val('kairos_adapter_index_cache_hits_total', { cache: c });
-    caches.push([`Index cache ${c}: hits`, pct(hit, hit + val('kairos_adapter_index_cache_misses_total', { cache: c }))]);
+    const r = s?.index_rows[c] ?? { hits: 0, misses: 0 };
+    caches.push([`Index cache ${c}: hits`, pct(r.hits, r.hits + r.misses)]);
   }
-  const lk = val('kairos_adapter_read_row_keys_cache_lookups_total');
-  caches.push(['Kept row_keys listings: hits', pct(val('kairos_adapter_read_row_keys_cache_lookups_total', { result: 'hit' }), lk)]);
-  const entries = (s.cache_entries ?? {}) as Record<string, number>;
-  for (const [k, v] of Object.entries(entries)) caches.push([`Cache entries: ${k}`, v]);
-  const keptMax = Number(s.row_keys_cache_max ?? 0);
+  const kept = s?.row_keys_listings;
+  caches.push(['Kept row_keys listings: hits', pct(kept?.lookups.hit ?? 0, sum(kept?.lookups))]);
+  for (const [k, v] of Object.entries(s?.cache_entries ?? {})) caches.push([`Cache entries: ${k}`, v]);
   caches.push([
     'Kept row_keys listings',
-    keptMax > 0
-      ? `${s.row_keys_listings} listing${s.row_keys_listings === 1 ? '' : 's'}, ${bytes(Number(s.row_keys_cache_bytes ?? 0))} of ${bytes(keptMax)}`
-      : 'off',
+    kept && kept.max_bytes > 0 ? `${kept.listings} listing${kept.listings === 1 ? '' : 's'}, ${bytes(kept.bytes)} of ${bytes(kept.max_bytes)}` : 'off',
   ]);
-  const bc = s.block_cache as { bytes: number; max_bytes: number; hits: number; misses: number } | undefined;
+  const bc = e.block_cache;
   if (bc) {
     caches.push(['Pebble block cache', `${bytes(bc.bytes)} of ${bytes(bc.max_bytes)}`]);
     caches.push(['Pebble block cache: hits', pct(bc.hits, bc.hits + bc.misses)]);
   }
-  if (has('kairos_adapter_frontend_cache_bytes')) caches.push(['Results cache of range queries', bytes(val('kairos_adapter_frontend_cache_bytes'))]);
-  caches.push(['Resident memory', bytes(val('process_resident_memory_bytes'))]);
-  caches.push(['Go heap in use', bytes(val('go_memstats_heap_inuse_bytes'))]);
+  caches.push(['Results cache of range queries', bytes(st.frontend.cache_bytes)]);
+  caches.push(['Resident memory', bytes(st.runtime.resident_bytes)]);
+  caches.push(['Go heap in use', bytes(st.runtime.heap_inuse_bytes)]);
   root.append(h('h3', {}, 'Limits and caches'), kv('caches', caches));
 
   // The rollup job's progress per resolution: rolled up from the backfill
   // position to the newest bucket end; lag is how far that is behind now.
-  const rollups = s.rollups as { resolution: string; from: number; to: number; done: boolean; lag_seconds: number }[] | undefined;
+  const rollups = st.rollups;
   root.append(h('h3', {}, 'Rollups'));
   if (!rollups) {
     root.append(h('p', { className: 'muted', id: 'rollups' }, 'The rollup job is off (--rollup.resolutions is empty).'));
