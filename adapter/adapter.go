@@ -86,7 +86,8 @@ type Options struct {
 	ReadTimeout time.Duration
 	// SeriesCacheSize bounds the series whose store ref the write handler
 	// remembers, per generation (two are kept). It should exceed the
-	// series count of the senders; default 50,000.
+	// series count of the senders; default 200,000, the store's
+	// default index cache size, which it follows (main.go passes both).
 	SeriesCacheSize int
 	// SeriesCacheTTL is how long the write handler keeps a ref before it
 	// decodes the series' labels again; default 5m. The store's
@@ -133,10 +134,10 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 		maxBytes: opts.MaxRequestBytes,
 		limit:    newRequestSlots(opts.MaxConcurrentWrites),
 		budget:   newByteBudget(opts.MaxWriteBytesInFlight),
-		series:   newSeriesCache(cmp.Or(opts.SeriesCacheSize, 50_000), cmp.Or(opts.SeriesCacheTTL, 5*time.Minute)),
+		series:   newSeriesCache(cmp.Or(opts.SeriesCacheSize, 200_000), cmp.Or(opts.SeriesCacheTTL, 5*time.Minute)),
 		// A series has a few symbols of its own (instance, pod...); the
 		// rest are shared.
-		symbols: newSymbolTable(8 * cmp.Or(opts.SeriesCacheSize, 50_000)),
+		symbols: newSymbolTable(8 * cmp.Or(opts.SeriesCacheSize, 200_000)),
 	}
 	rh := &readHandler{
 		store:      store,
