@@ -7,6 +7,7 @@
 //	kairosload query    PromQL instant or range queries to a Prometheus HTTP API, decoded fully
 //	kairosload scan     list one row_keys partition through the driver (the phase-2 baseline)
 //	kairosload drop     drop a load_* keyspace when done
+//	kairosload compact  compact a stopped embedded store fully, to count its bytes at rest
 //
 // Every run is bounded by --duration and by a request or query count, so it
 // always stops by itself. BENCHMARKS.md describes the method.
@@ -106,6 +107,9 @@ func run(args []string) int {
 	dropKS := dropCmd.Flag("cassandra.keyspace", "keyspace to drop; repeatable").Strings()
 	dropList := dropCmd.Flag("list", "only list the load_* keyspaces").Bool()
 
+	compactCmd := app.Command("compact", "Flush and fully compact a stopped adapter's embedded store with the adapter's own merge operator and compression, and print its size: the bytes its data take at rest.")
+	compactPath := compactCmd.Flag("storage.path", "directory of the embedded store; no adapter may be using it").Required().String()
+
 	cmd, err := app.Parse(args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kairosload: %v\n", err)
@@ -129,6 +133,8 @@ func run(args []string) int {
 		limit = 2 * time.Minute
 	case scanCmd.FullCommand():
 		limit = time.Duration(*sFlags.queries+1) * 5 * time.Minute
+	case compactCmd.FullCommand():
+		limit = time.Hour
 	}
 	ctx, cancel := context.WithTimeout(ctx, limit+setupBudget)
 	defer cancel()
@@ -155,6 +161,8 @@ func run(args []string) int {
 		return exitCode(runScan(ctx, sFlags, logger), logger)
 	case dropCmd.FullCommand():
 		return exitCode(dropKeyspaces(ctx, *dropHosts, *dropKS, *dropList), logger)
+	case compactCmd.FullCommand():
+		return exitCode(runCompact(ctx, *compactPath), logger)
 	}
 	return 2
 }
