@@ -8,6 +8,7 @@
 //	kairosload scan     list one row_keys partition through the driver (the phase-2 baseline)
 //	kairosload drop     drop a load_* keyspace when done
 //	kairosload compact  compact a stopped embedded store fully, to count its bytes at rest
+//	kairosload tsdb     write the samples of a write run into Prometheus TSDB blocks, to count theirs
 //
 // Every run is bounded by --duration and by a request or query count, so it
 // always stops by itself. BENCHMARKS.md describes the method.
@@ -110,6 +111,11 @@ func run(args []string) int {
 	compactCmd := app.Command("compact", "Flush and fully compact a stopped adapter's embedded store with the adapter's own merge operator and compression, and print its size: the bytes its data take at rest.")
 	compactPath := compactCmd.Flag("storage.path", "directory of the embedded store; no adapter may be using it").Required().String()
 
+	tsdbCmd := app.Command("tsdb", "Write the samples write sends with the same flags and --requests into Prometheus TSDB blocks, and print their size.")
+	tShape := shapeFlags(tsdbCmd)
+	tsdbDir := tsdbCmd.Flag("out", "directory for the blocks").Required().String()
+	tsdbBlock := tsdbCmd.Flag("block", "largest block, as Prometheus compacts them (31 days with a long retention)").Default("744h").Duration()
+
 	cmd, err := app.Parse(args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kairosload: %v\n", err)
@@ -133,7 +139,7 @@ func run(args []string) int {
 		limit = 2 * time.Minute
 	case scanCmd.FullCommand():
 		limit = time.Duration(*sFlags.queries+1) * 5 * time.Minute
-	case compactCmd.FullCommand():
+	case compactCmd.FullCommand(), tsdbCmd.FullCommand():
 		limit = time.Hour
 	}
 	ctx, cancel := context.WithTimeout(ctx, limit+setupBudget)
@@ -163,6 +169,12 @@ func run(args []string) int {
 		return exitCode(dropKeyspaces(ctx, *dropHosts, *dropKS, *dropList), logger)
 	case compactCmd.FullCommand():
 		return exitCode(runCompact(ctx, *compactPath), logger)
+	case tsdbCmd.FullCommand():
+		sh, err := tShape.shape()
+		if err == nil {
+			err = runTSDB(ctx, sh, *tsdbDir, tsdbBlock.Milliseconds(), slog.New(slog.DiscardHandler))
+		}
+		return exitCode(err, logger)
 	}
 	return 2
 }

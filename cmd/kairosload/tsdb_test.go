@@ -1,0 +1,72 @@
+package main
+
+import (
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/golang/snappy"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/prompb"
+	"github.com/prometheus/prometheus/tsdb"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/stretchr/testify/require"
+)
+
+// TestTSDBHoldsTheRequests: the blocks hold exactly the samples of the
+// requests write would send (the last round partial), across a block
+// boundary that cuts a request's samples in two.
+func TestTSDBHoldsTheRequests(t *testing.T) {
+	sh := testShape()
+	sh.requests = 7 // round 2 sends series 0-9 only
+	want := map[string]map[int64]float64{}
+	ls := sh.allLabels()
+	for n := range sh.requests {
+		body, _ := sh.buildV1(ls, n)
+		raw, err := snappy.Decode(nil, body)
+		require.NoError(t, err)
+		var req prompb.WriteRequest
+		require.NoError(t, req.Unmarshal(raw))
+		b := labels.NewScratchBuilder(0)
+		for _, ts := range req.Timeseries {
+			key := ts.ToLabels(&b, nil).String()
+			if want[key] == nil {
+				want[key] = map[int64]float64{}
+			}
+			for _, s := range ts.Samples {
+				want[key][s.Timestamp] = s.Value
+			}
+		}
+	}
+	dir := t.TempDir()
+	block := int64(60_000) // four scrapes: blocks split every request's samples
+	require.NoError(t, runTSDB(t.Context(), sh, dir, block, slog.New(slog.DiscardHandler)))
+
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "wal"), 0o755)) // the read-only DB replays a WAL
+	db, err := tsdb.OpenDBReadOnly(dir, "", slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, db.Close()) }()
+	blocks, err := db.Blocks()
+	require.NoError(t, err)
+	require.Greater(t, len(blocks), 1)
+	q, err := db.Querier(math.MinInt64, math.MaxInt64)
+	require.NoError(t, err)
+	defer q.Close()
+	got := map[string]map[int64]float64{}
+	ss := q.Select(t.Context(), false, nil, labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".+"))
+	for ss.Next() {
+		s := ss.At()
+		m := map[int64]float64{}
+		it := s.Iterator(nil)
+		for it.Next() == chunkenc.ValFloat {
+			ts, v := it.At()
+			m[ts] = v
+		}
+		require.NoError(t, it.Err())
+		got[s.Labels().String()] = m
+	}
+	require.NoError(t, ss.Err())
+	require.Equal(t, want, got)
+}
