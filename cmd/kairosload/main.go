@@ -87,6 +87,7 @@ func run(args []string) int {
 		timeout:       queryCmd.Flag("timeout", "timeout of one query").Default("5m").Duration(),
 		prometheusPID: queryCmd.Flag("prometheus-pid", "report this Prometheus process's CPU time and peak RSS during the run").Default("0").Int(),
 		noCache:       queryCmd.Flag("no-cache", "send Cache-Control: no-store, so that the adapter answers from no cached result (a cold query)").Bool(),
+		params:        queryCmd.Flag("param", "a form parameter name=value added to every query (repeatable), e.g. max_source_resolution=0").StringMap(),
 		panels:        queryCmd.Flag("panel", "a dashboard panel's PromQL (repeatable): each query is then a refresh of every panel over the --range ending now, start and end aligned to --step as Grafana aligns them, --concurrency panels at a time; its latency is the whole refresh's").Strings(),
 	}
 	qWatch := watchFlags(queryCmd)
