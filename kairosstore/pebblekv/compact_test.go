@@ -9,9 +9,10 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 )
 
-// TestCompact: a full compaction merges the operands of a block written in
-// several requests, the last write of a cell still wins, and the size it
-// reports is the sstables' after it.
+// TestCompact: a full compaction rewrites every file (Pebble's manual
+// compaction alone moves a flushed file down as it is), merges the operands
+// of a block written in several requests, the last write of a cell still
+// wins, and the size it reports is the sstables' after it.
 func TestCompact(t *testing.T) {
 	ctx := t.Context()
 	e := open(t, t.TempDir(), DefaultOptions())
@@ -27,7 +28,10 @@ func TestCompact(t *testing.T) {
 	size, err := e.Compact(ctx)
 	require.NoError(t, err)
 	require.Positive(t, size)
-	require.Equal(t, size, e.db.Metrics().Total().TablesSize)
+	m := e.db.Metrics()
+	require.Equal(t, size, m.Total().TablesSize)
+	require.Zero(t, m.Compact.MoveCount, "no file moved without a rewrite")
+	require.Positive(t, m.Compact.DefaultCount)
 	require.Equal(t, 1, countKeys(t, e, tableBlock, "k"), "one block key")
 	require.Equal(t, []string{"0=\x00", "1=\x01", "2=\x02", "3=\x03", "4=\x04", "100=h"}, cellValues(t, e, "k"))
 }
