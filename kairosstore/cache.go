@@ -13,8 +13,8 @@ import (
 // of a working set only up to one generation's size: 100,000 series sent
 // round-robin, as Prometheus's shards send them, missed almost every lookup
 // at KairosDB's 50,000, and every request then wrote its series' index rows
-// again and translated their labels again (BENCHMARKS.md, Issue #31,
-// "known series").
+// again and translated their labels again (BENCHMARKS.md, "Issue #31,
+// second pass").
 const DefaultIndexCacheSize = 200_000
 
 // defaultIndexCacheTTL is how long the store trusts that an index row it

@@ -52,7 +52,7 @@ type seriesSet struct {
 	// measured: a read has completed and set lastLen. Until then reads
 	// ahead are not launched: each would grow its samples from nothing,
 	// and copying them as they grow was a fifth of a raw year panel's CPU
-	// (BENCHMARKS.md, issue #31).
+	// (BENCHMARKS.md, "Issue #31, second pass").
 	measured atomic.Bool
 }
 

@@ -10,11 +10,11 @@ import (
 // Compact rewrites every key of the store into the bottom level with the
 // store's merge operator and the bottom level's compression, so that the
 // store's size says what its data costs at rest rather than how far
-// background compaction has got (BENCHMARKS.md, "bytes per sample"). It
-// returns the bytes of the sstables after it. Pebble's own manual
-// compaction moves a file that overlaps nothing below it without rewriting
-// it, keeping the memtable flush's faster compression; so every key is
-// written again first, at its current value, over itself, and the
+// background compaction has got (BENCHMARKS.md, "Bytes per sample at
+// rest"). It returns the bytes of the sstables after it. Pebble's own
+// manual compaction moves a file that overlaps nothing below it without
+// rewriting it, keeping the memtable flush's faster compression; so every
+// key is written again first, at its current value, over itself, and the
 // compaction then has to merge each file with its old copy. Writes wait
 // while the keys are written again; it takes as long as rewriting the
 // whole store twice.
