@@ -30,9 +30,14 @@ func runTSDB(ctx context.Context, sh shape, dir string, blockMillis int64, logge
 	}
 	ls := sh.allLabels()
 	first, last := sh.startMs, sh.timestamp((sh.requests-1)/sh.requestsPerRound(), sh.samplesPerSeries-1)
+	// Floored, so that a start before 1970 is in its block too.
+	from := first - (first%blockMillis+blockMillis)%blockMillis
+	if blocks := (last-from)/blockMillis + 1; blocks > maxBlocks {
+		return fmt.Errorf("--block %dms cuts the run's %dms into %d blocks, more than %d", blockMillis, last-first, blocks, maxBlocks)
+	}
 	samples := 0
 	t0 := time.Now()
-	for lo := first - first%blockMillis; lo <= last; lo += blockMillis {
+	for lo := from; lo <= last; lo += blockMillis {
 		n, err := writeBlock(ctx, sh, ls, dir, lo, lo+blockMillis, blockMillis, logger)
 		if err != nil {
 			return err
@@ -57,6 +62,10 @@ func runTSDB(ctx context.Context, sh shape, dir string, blockMillis int64, logge
 		samples, size, float64(size)/float64(max(samples, 1)), time.Since(t0).Seconds())
 	return nil
 }
+
+// maxBlocks bounds the blocks one run writes: each is a head and a
+// directory of its own.
+const maxBlocks = 10_000
 
 // writeBlock writes the samples in [lo, hi) as one block and returns how
 // many there were. The head takes them in time order across all series:

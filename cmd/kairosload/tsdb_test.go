@@ -70,3 +70,36 @@ func TestTSDBHoldsTheRequests(t *testing.T) {
 	require.NoError(t, ss.Err())
 	require.Equal(t, want, got)
 }
+
+// TestTSDBExtremes: a run that starts at Prometheus's minimum time keeps
+// every sample (its block is floored, not rounded towards zero), and a
+// block size that would cut a run into too many blocks is refused before
+// anything is written.
+func TestTSDBExtremes(t *testing.T) {
+	sh := testShape()
+	sh.startMs = -9223372036854 // Prometheus's minimum time, -292273086-05-16T16:47:06Z
+	dir := t.TempDir()
+	require.NoError(t, runTSDB(t.Context(), sh, dir, 7_000, slog.New(slog.DiscardHandler)))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "wal"), 0o755))
+	db, err := tsdb.OpenDBReadOnly(dir, "", slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, db.Close()) }()
+	q, err := db.Querier(math.MinInt64, math.MaxInt64)
+	require.NoError(t, err)
+	defer q.Close()
+	n := 0
+	ss := q.Select(t.Context(), false, nil, labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".+"))
+	for ss.Next() {
+		it := ss.At().Iterator(nil)
+		for it.Next() == chunkenc.ValFloat {
+			n++
+		}
+	}
+	require.NoError(t, ss.Err())
+	require.Equal(t, 2*sh.series*sh.samplesPerSeries, n, "two whole rounds of the series")
+
+	sh = testShape()
+	sh.intervalMs = 300 * 365 * 24 * 3600 * 1000 // 300 years between scrapes
+	err = runTSDB(t.Context(), sh, t.TempDir(), 1, slog.New(slog.DiscardHandler))
+	require.ErrorContains(t, err, "blocks, more than")
+}

@@ -35,3 +35,15 @@ func TestCompact(t *testing.T) {
 	require.Equal(t, 1, countKeys(t, e, tableBlock, "k"), "one block key")
 	require.Equal(t, []string{"0=\x00", "1=\x01", "2=\x02", "3=\x03", "4=\x04", "100=h"}, cellValues(t, e, "k"))
 }
+
+// TestCompactEmpty: a store with nothing but its layout compacts without
+// error and reads the same after.
+func TestCompactEmpty(t *testing.T) {
+	ctx := t.Context()
+	e := open(t, t.TempDir(), DefaultOptions())
+	require.NoError(t, e.Setup(ctx))
+	_, err := e.Compact(ctx)
+	require.NoError(t, err)
+	require.Empty(t, cellValues(t, e, "k"))
+	require.NoError(t, e.Ready(ctx))
+}
