@@ -88,7 +88,7 @@ type Options struct {
 	ReadTimeout time.Duration
 	// SeriesCacheSize bounds the series whose store ref the write handler
 	// remembers, per generation (two are kept). It should exceed the
-	// series count of the senders; default 50,000
+	// series count of the senders; default 200,000
 	// (--web.write-series-cache-size).
 	SeriesCacheSize int
 	// SeriesCacheTTL is how long the write handler keeps a ref before it
@@ -146,10 +146,10 @@ func NewHandlers(store Store, opts Options, logger *slog.Logger, reg prometheus.
 			maxBytes: opts.MaxRequestBytes,
 			limit:    newRequestSlots(opts.MaxConcurrentWrites),
 			budget:   newByteBudget(opts.MaxWriteBytesInFlight),
-			series:   newSeriesCache(cmp.Or(opts.SeriesCacheSize, 50_000), cmp.Or(opts.SeriesCacheTTL, 5*time.Minute)),
+			series:   newSeriesCache(cmp.Or(opts.SeriesCacheSize, 200_000), cmp.Or(opts.SeriesCacheTTL, 5*time.Minute)),
 			// A series has a few symbols of its own (instance, pod...); the
 			// rest are shared.
-			symbols: newSymbolTable(8 * cmp.Or(opts.SeriesCacheSize, 50_000)),
+			symbols: newSymbolTable(8 * cmp.Or(opts.SeriesCacheSize, 200_000)),
 		},
 		read: &readHandler{
 			store:      store,

@@ -8,6 +8,15 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 )
 
+// DefaultIndexCacheSize is the entries per generation of each cache when
+// Options.IndexCacheSize is not set. A generational cache keeps every entry
+// of a working set only up to one generation's size: 100,000 series sent
+// round-robin, as Prometheus's shards send them, missed almost every lookup
+// at KairosDB's 50,000, and every request then wrote its series' index rows
+// again and translated their labels again (BENCHMARKS.md, "Issue #31,
+// second pass").
+const DefaultIndexCacheSize = 200_000
+
 // defaultIndexCacheTTL is how long the store trusts that an index row it
 // wrote still exists, when Options.IndexCacheTTL is not set.
 const defaultIndexCacheTTL = 5 * time.Minute

@@ -303,3 +303,55 @@ func TestReadPanicFailsTheQuery(t *testing.T) {
 	require.NoError(t, cq.Close())
 	require.Equal(t, []string{`1: read of {__name__="panics", i="1"} panicked: no codec expected this`}, errs)
 }
+
+// firstAloneEngine records whether another data_points read started while
+// the first one ran.
+type firstAloneEngine struct {
+	engine.Engine
+	mu          sync.Mutex
+	calls       int
+	firstDone   bool
+	overlapped  bool
+	maxInFlight int
+	cur         int
+}
+
+func (e *firstAloneEngine) Cells(ctx context.Context, key []byte, lo, hi uint32, fn func(uint32, []byte) error) error {
+	e.mu.Lock()
+	e.calls++
+	first := e.calls == 1
+	e.overlapped = e.overlapped || (!first && !e.firstDone)
+	e.cur++
+	e.maxInFlight = max(e.maxInFlight, e.cur)
+	e.mu.Unlock()
+	time.Sleep(2 * time.Millisecond) // so that reads launched together overlap
+	err := e.Engine.Cells(ctx, key, lo, hi, fn)
+	e.mu.Lock()
+	e.cur--
+	e.firstDone = e.firstDone || first
+	e.mu.Unlock()
+	return err
+}
+
+// TestReadAheadAfterTheFirstLength: reads ahead wait until a first series
+// has told how many samples the series of the query hold, so that they size
+// their slices instead of growing them from nothing; then they run side by
+// side.
+func TestReadAheadAfterTheFirstLength(t *testing.T) {
+	eng := &firstAloneEngine{Engine: openPebble(t)}
+	s := openStore(t, eng, ks.Options{ReadConcurrency: 8})
+	data := map[string][]sample{}
+	for i := range 20 {
+		ls := lbl("__name__", "sized", "i", fmt.Sprintf("%02d", i))
+		for k := range int64(100) {
+			data[ls] = append(data[ls], sample{k * 1000, bits(float64(k))})
+		}
+	}
+	write(t, s, data)
+	require.Equal(t, sortByLabels(t, expect(data, 0, hour-1, nil)), read(t, s, 0, hour-1, eq("__name__", "sized")))
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	require.Equal(t, 20, eng.calls)
+	require.False(t, eng.overlapped, "a read ahead started before the first read had a length")
+	require.Greater(t, eng.maxInFlight, 1, "reads ahead ran side by side after it")
+}

@@ -49,6 +49,11 @@ type seriesSet struct {
 	// series' slices once instead of growing them sample by sample, and
 	// it narrows the read-ahead window for long series.
 	lastLen atomic.Int64
+	// measured: a read has completed and set lastLen. Until then reads
+	// ahead are not launched: each would grow its samples from nothing,
+	// and copying them as they grow was a fifth of a raw year panel's CPU
+	// (BENCHMARKS.md, "Issue #31, second pass").
+	measured atomic.Bool
 }
 
 // maxSizeHint caps the preallocation from lastLen, so that one long series
@@ -87,6 +92,9 @@ func newSeriesSet(ctx context.Context, s *Store, refs []*index.Series, start, en
 // full. Called with mu held.
 func (ss *seriesSet) fill(from int) {
 	window := int64(ss.s.opts.ReadConcurrency)
+	if !ss.measured.Load() {
+		window = 1
+	}
 	n := ss.lastLen.Load()
 	if n > 0 {
 		window = max(1, min(window, ss.s.opts.ReadAheadSamples/n))
@@ -110,7 +118,10 @@ func (ss *seriesSet) fill(from int) {
 func (ss *seriesSet) launch(i int) chan fetched {
 	ch := make(chan fetched, 1)
 	ref := ss.refs[i]
-	hint := int(min(ss.lastLen.Load(), maxSizeHint))
+	// With room for a few more samples than the last series had: one
+	// more would double the slices.
+	n := ss.lastLen.Load()
+	hint := int(min(n+n/8, maxSizeHint))
 	ss.reads.Add(1)
 	go func() {
 		defer ss.reads.Done()
@@ -126,6 +137,7 @@ func (ss *seriesSet) launch(i int) chan fetched {
 			chks, n, err := ss.s.readChunks(ss.ctx, ref, ss.start, ss.end, hint, ss.budget)
 			if err == nil {
 				ss.lastLen.Store(int64(n))
+				ss.measured.Store(true)
 			}
 			ch <- fetched{chks: chks, err: err}
 			return
@@ -139,6 +151,7 @@ func (ss *seriesSet) launch(i int) chan fetched {
 		}
 		if err == nil {
 			ss.lastLen.Store(int64(len(series.ts)))
+			ss.measured.Store(true)
 		}
 		ch <- fetched{series: series, err: err}
 	}()
@@ -159,10 +172,18 @@ func (ss *seriesSet) take(i int) fetched {
 			delete(ss.ahead, j)
 		}
 	}
-	ss.fill(i + 1)
+	measured := ss.measured.Load()
+	if measured {
+		ss.fill(i + 1)
+	}
 	ss.mu.Unlock()
 	select {
 	case r := <-ch:
+		if !measured {
+			ss.mu.Lock()
+			ss.fill(i + 1)
+			ss.mu.Unlock()
+		}
 		return r
 	case <-ss.ctx.Done():
 		return fetched{err: ss.ctx.Err()}

@@ -41,7 +41,8 @@ type Options struct {
 	// stands for every metric.
 	TagIndexed map[string][]string
 	// IndexCacheSize bounds the entries of each index cache (cache.go):
-	// that many per generation, twice that in all. Default 50,000.
+	// that many per generation, twice that in all. Default 200,000
+	// (DefaultIndexCacheSize).
 	IndexCacheSize int
 	// IndexCacheTTL is how long an index row this store wrote is trusted to
 	// still exist (cache.go): one another writer deleted is written again
@@ -182,7 +183,7 @@ func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Log
 		opts.ReadAheadSamples = 1 << 22
 	}
 	if opts.IndexCacheSize <= 0 {
-		opts.IndexCacheSize = 50000
+		opts.IndexCacheSize = DefaultIndexCacheSize
 	}
 	if opts.IndexCacheTTL <= 0 {
 		opts.IndexCacheTTL = defaultIndexCacheTTL

@@ -394,6 +394,38 @@ func TestIndexCache(t *testing.T) {
 	require.Equal(t, []series{{ls, []sample{{10, bits(1)}, {20, bits(2)}, {hour + 20, bits(3)}}}}, read(t, s, 0, 2*hour, eq("__name__", "cached")))
 }
 
+// TestIndexCacheKnownSeries: 100,000 series sent round-robin in requests
+// of 2,000, as kairosload and Prometheus's shards send them. With the
+// default cache size, a second round finds every series' index rows
+// already written. At KairosDB's 50,000 a generational cache kept almost
+// none of them, and every request wrote its index rows again.
+func TestIndexCacheKnownSeries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 200,000 samples")
+	}
+	const n, perRequest = 100_000, 2_000
+	ce := &countingEngine{Engine: openPebble(t)}
+	s := openStore(t, ce, ks.Options{})
+	lsets := make([]labels.Labels, n)
+	for i := range lsets {
+		lsets[i] = labels.FromStrings("__name__", fmt.Sprintf("known_%d", i%100), "instance", fmt.Sprintf("host-%d", i), "job", "load")
+	}
+	round := func(ts int64) {
+		t.Helper()
+		for lo := 0; lo < n; lo += perRequest {
+			app := s.NewAppender()
+			for _, ls := range lsets[lo : lo+perRequest] {
+				require.NoError(t, errOf(app.Append(0, ls, ts, 1)))
+			}
+			require.NoError(t, app.Commit(context.Background()))
+		}
+	}
+	round(10)
+	require.EqualValues(t, n, ce.rowKeys.Load(), "first round: every series is new")
+	round(20)
+	require.EqualValues(t, n, ce.rowKeys.Load(), "second round: every series' index rows are known")
+}
+
 // TestSeriesRefs appends through a handle kept across appenders, as the
 // write handler does: index rows are written once per row window, never
 // skipped after a failed write, and written again after a delete removed

@@ -7,6 +7,8 @@
 //	kairosload query    PromQL instant or range queries to a Prometheus HTTP API, decoded fully
 //	kairosload scan     list one row_keys partition through the driver (the phase-2 baseline)
 //	kairosload drop     drop a load_* keyspace when done
+//	kairosload compact  compact a stopped embedded store fully, to count its bytes at rest
+//	kairosload tsdb     write the samples of a write run into Prometheus TSDB blocks, to count theirs
 //
 // Every run is bounded by --duration and by a request or query count, so it
 // always stops by itself. BENCHMARKS.md describes the method.
@@ -85,6 +87,7 @@ func run(args []string) int {
 		timeout:       queryCmd.Flag("timeout", "timeout of one query").Default("5m").Duration(),
 		prometheusPID: queryCmd.Flag("prometheus-pid", "report this Prometheus process's CPU time and peak RSS during the run").Default("0").Int(),
 		noCache:       queryCmd.Flag("no-cache", "send Cache-Control: no-store, so that the adapter answers from no cached result (a cold query)").Bool(),
+		params:        queryCmd.Flag("param", "a form parameter name=value added to every query (repeatable), e.g. max_source_resolution=0").StringMap(),
 		panels:        queryCmd.Flag("panel", "a dashboard panel's PromQL (repeatable): each query is then a refresh of every panel over the --range ending now, start and end aligned to --step as Grafana aligns them, --concurrency panels at a time; its latency is the whole refresh's").Strings(),
 	}
 	qWatch := watchFlags(queryCmd)
@@ -105,6 +108,14 @@ func run(args []string) int {
 	dropHosts := dropCmd.Flag("cassandra.hosts", "contact points, host:port").Default("127.0.0.1:9042").Strings()
 	dropKS := dropCmd.Flag("cassandra.keyspace", "keyspace to drop; repeatable").Strings()
 	dropList := dropCmd.Flag("list", "only list the load_* keyspaces").Bool()
+
+	compactCmd := app.Command("compact", "Flush and fully compact a stopped adapter's embedded store with the adapter's own merge operator and compression, and print its size: the bytes its data take at rest.")
+	compactPath := compactCmd.Flag("storage.path", "directory of the embedded store; no adapter may be using it").Required().String()
+
+	tsdbCmd := app.Command("tsdb", "Write the samples write sends with the same flags and --requests into Prometheus TSDB blocks, and print their size.")
+	tShape := shapeFlags(tsdbCmd)
+	tsdbDir := tsdbCmd.Flag("out", "directory for the blocks").Required().String()
+	tsdbBlock := tsdbCmd.Flag("block", "largest block, as Prometheus compacts them (31 days with a long retention)").Default("744h").Duration()
 
 	cmd, err := app.Parse(args)
 	if err != nil {
@@ -129,6 +140,8 @@ func run(args []string) int {
 		limit = 2 * time.Minute
 	case scanCmd.FullCommand():
 		limit = time.Duration(*sFlags.queries+1) * 5 * time.Minute
+	case compactCmd.FullCommand(), tsdbCmd.FullCommand():
+		limit = time.Hour
 	}
 	ctx, cancel := context.WithTimeout(ctx, limit+setupBudget)
 	defer cancel()
@@ -155,6 +168,14 @@ func run(args []string) int {
 		return exitCode(runScan(ctx, sFlags, logger), logger)
 	case dropCmd.FullCommand():
 		return exitCode(dropKeyspaces(ctx, *dropHosts, *dropKS, *dropList), logger)
+	case compactCmd.FullCommand():
+		return exitCode(runCompact(ctx, *compactPath), logger)
+	case tsdbCmd.FullCommand():
+		sh, err := tShape.shape()
+		if err == nil {
+			err = runTSDB(ctx, sh, *tsdbDir, tsdbBlock.Milliseconds(), slog.New(slog.DiscardHandler))
+		}
+		return exitCode(err, logger)
 	}
 	return 2
 }

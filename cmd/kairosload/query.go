@@ -25,6 +25,7 @@ type queryFlags struct {
 	prometheusPID                *int
 	noCache                      *bool
 	panels                       *[]string
+	params                       *map[string]string // added to every query's form
 }
 
 // runQuery sends PromQL queries to a Prometheus HTTP API (the adapter's own,
@@ -75,6 +76,7 @@ func refresh(ctx context.Context, f queryFlags, send func(endpoint, params strin
 		if err != nil {
 			return outcome{kind: "bad_url"}
 		}
+		params = withParams(params, f.params)
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -181,9 +183,22 @@ func queryRequest(f queryFlags) (string, string, error) {
 	end := from + f.queryRange.Milliseconds()
 	if *f.instant {
 		v := url.Values{"query": {*f.query}, "time": {secs(end)}}
-		return strings.TrimSuffix(base.String(), "/") + "/api/v1/query", v.Encode(), nil
+		return strings.TrimSuffix(base.String(), "/") + "/api/v1/query", withParams(v.Encode(), f.params), nil
 	}
-	return rangeRequest(*f.url, *f.query, from, end, *f.step)
+	endpoint, params, err := rangeRequest(*f.url, *f.query, from, end, *f.step)
+	return endpoint, withParams(params, f.params), err
+}
+
+// withParams adds the --param pairs to a form body.
+func withParams(body string, extra *map[string]string) string {
+	if extra == nil || len(*extra) == 0 {
+		return body
+	}
+	v := url.Values{}
+	for k, val := range *extra {
+		v.Set(k, val)
+	}
+	return body + "&" + v.Encode()
 }
 
 func secs(ms int64) string { return strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64) }
