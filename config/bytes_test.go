@@ -77,7 +77,7 @@ func TestCacheFlagsPerOwner(t *testing.T) {
 	c, err := parse(t, "--kairosdb.index-cache-size=7", "--kairosdb.index-cache-ttl=1m")
 	require.NoError(t, err)
 	require.Equal(t, 7, c.KairosDB.IndexCacheSize)
-	require.Equal(t, 50000, c.Web.WriteSeriesCacheSize, "the store's cache size leaves the write handler's")
+	require.Equal(t, 200000, c.Web.WriteSeriesCacheSize, "the store's cache size leaves the write handler's")
 	require.Equal(t, "5m", c.Web.WriteSeriesCacheTTL.String())
 	require.Equal(t, "5m", c.KairosDB.RowKeysCacheTTL.String(), "the store's cache age leaves the listings'")
 
@@ -86,7 +86,7 @@ func TestCacheFlagsPerOwner(t *testing.T) {
 	require.Equal(t, 9, c.Web.WriteSeriesCacheSize)
 	require.Equal(t, "2m", c.Web.WriteSeriesCacheTTL.String())
 	require.Equal(t, "30s", c.KairosDB.RowKeysCacheTTL.String())
-	require.Equal(t, 50000, c.KairosDB.IndexCacheSize)
+	require.Equal(t, 200000, c.KairosDB.IndexCacheSize)
 
 	for _, bad := range []string{"--web.write-series-cache-size=0", "--web.write-series-cache-ttl=0s", "--kairosdb.row-keys-cache-ttl=0s"} {
 		_, err := parse(t, bad)
