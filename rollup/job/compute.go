@@ -75,20 +75,27 @@ func (j *Job) rollMetric(ctx context.Context, m string, lo, hi int64, rs []rollu
 				k := 0 // os.cells before k are matched or cleared
 				for _, p := range pts {
 					v := p.Value(a)
-					if err := w.append(p.End, v); err != nil {
-						return 0, err
+					same := false
+					if os != nil {
+						for ; k < len(os.cells) && os.cells[k].t < p.End; k++ {
+							w.clearOld(os, k) // a bucket left without samples
+						}
+						if k < len(os.cells) && os.cells[k].t == p.End {
+							// The same bits are not written again: recomputing
+							// a unit nothing changed in (an import's marks
+							// over history the backfill read) writes nothing.
+							same = math.Float64bits(os.cells[k].v) == math.Float64bits(v)
+							if finite(os.cells[k].v) != finite(v) {
+								w.clearOld(os, k)
+							}
+							k++
+						}
 					}
-					if os == nil {
+					if same {
 						continue
 					}
-					for ; k < len(os.cells) && os.cells[k].t < p.End; k++ {
-						w.clearOld(os, k) // a bucket left without samples
-					}
-					if k < len(os.cells) && os.cells[k].t == p.End {
-						if os.cells[k].finite != finite(v) {
-							w.clearOld(os, k)
-						}
-						k++
+					if err := w.append(p.End, v); err != nil {
+						return 0, err
 					}
 				}
 				for ; os != nil && k < len(os.cells); k++ {
@@ -123,16 +130,15 @@ func (j *Job) ttl(r rollup.Resolution) int64 { return int64(j.cfg.Retention[r] /
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // oldSeries is the cells of one rollup series as stored before a
-// recomputation, ascending by time: only whether each was finite, which
-// says which row (§5.7) a replacement leaves stale.
+// recomputation, ascending by time.
 type oldSeries struct {
 	ls    labels.Labels
 	cells []oldCell
 }
 
 type oldCell struct {
-	t      int64
-	finite bool
+	t int64
+	v float64
 }
 
 // readRollups reads the cells of m's rollups at rs in units lo to hi, as
@@ -159,7 +165,7 @@ func (j *Job) readRollups(ctx context.Context, m string, lo, hi int64, rs []roll
 		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
 			if vt == chunkenc.ValFloat {
 				t, v := it.At()
-				os.cells = append(os.cells, oldCell{t, finite(v)})
+				os.cells = append(os.cells, oldCell{t, v})
 			}
 		}
 		if err := it.Err(); err != nil {
@@ -236,7 +242,8 @@ func (w *writer) commit() error {
 // clearOld deletes os's k-th old cell, from the row its value was in.
 func (w *writer) clearOld(os *oldSeries, k int) {
 	c := os.cells[k]
-	w.clears = append(w.clears, kairosstore.Clear{Labels: os.ls, T: c.t, Double: c.finite, NonFinite: !c.finite})
+	f := finite(c.v)
+	w.clears = append(w.clears, kairosstore.Clear{Labels: os.ls, T: c.t, Double: f, NonFinite: !f})
 }
 
 // flush commits what is appended, then deletes the cells to clear: never

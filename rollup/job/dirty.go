@@ -333,8 +333,19 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 		return e
 	}
 	worked := false
+	young := make(map[string]int64, len(j.young))
+	defer func() { j.young = young }()
 	for i := range marks {
 		key := marks[i].serviceID
+		// A mark read young is not read again before it ripens: stored
+		// again meanwhile, it is younger still.
+		if ripe, ok := j.young[key]; ok && j.now() < ripe {
+			young[key] = ripe
+			if j.ripe == 0 || ripe < j.ripe {
+				j.ripe = ripe
+			}
+			continue
+		}
 		v, ok, err := j.st.ServiceValue(ctx, rollup.Service, rollup.ServiceKey, key)
 		if err != nil {
 			return worked, fmt.Errorf("read rollup recomputation mark: %w", err)
@@ -357,6 +368,7 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 			if j.ripe == 0 || ripe < j.ripe {
 				j.ripe = ripe
 			}
+			young[key] = ripe
 			continue
 		}
 		e := m.from

@@ -156,6 +156,10 @@ type Job struct {
 	lastStamp  atomic.Int64
 	lastLog    time.Time
 	cursor     map[string]cursor // how far a mark being recomputed got, by key
+	// young is when each mark last read too young to recompute ripens
+	// (ms), by key: an import leaves a mark per commit, and reading each
+	// of them at every step of the backfill cost the square of the marks.
+	young map[string]int64
 	// ripe is when the youngest mark the last step left waiting is old
 	// enough (ms; 0: none waits), so that Run wakes then rather than
 	// after the interval.
