@@ -58,8 +58,14 @@ func benchBackfill(b *testing.B, days int64, marked bool) {
 	b.Cleanup(func() { eng.Close() })
 	require.NoError(b, eng.Setup(b.Context()))
 	res := []rollup.Resolution{m5, h1, rollup.Resolution(6 * time.Hour)}
+	var span time.Duration // the default unless KAIROS_BENCH_BACKFILL_SPAN is set
+	if s := os.Getenv("KAIROS_BENCH_BACKFILL_SPAN"); s != "" {
+		var err error
+		span, err = time.ParseDuration(s)
+		require.NoError(b, err)
+	}
 	cfg := func(owner string) job.Config {
-		return job.Config{Resolutions: res, Delay: 10 * time.Minute, Owner: owner, Now: clk.Now, DutyCycle: 1}
+		return job.Config{Resolutions: res, Delay: 10 * time.Minute, Owner: owner, Now: clk.Now, DutyCycle: 1, Span: span}
 	}
 	g := &guard{}
 	seedOpts := kairosstore.Options{Now: clk.Now}
