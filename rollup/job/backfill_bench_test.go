@@ -19,7 +19,8 @@ import (
 )
 
 // BenchmarkBackfill is the job rolling up 20 series at 60 s over a year
-// (KAIROS_BENCH_BACKFILL_DAYS days, 365 unless set) on the embedded engine,
+// (KAIROS_BENCH_BACKFILL_DAYS days, 365 unless set; KAIROS_BENCH_BACKFILL_STEP
+// sets the interval) on the embedded engine,
 // at the default resolutions (5m, 1h, 6h), at a duty cycle of 1, from a
 // progress of the latest unit alone:
 //   - seeded: the history written without marks (KairosDB, an adapter
@@ -49,7 +50,13 @@ func BenchmarkBackfill(b *testing.B) {
 }
 
 func benchBackfill(b *testing.B, days int64, marked bool) {
-	const nSeries, step = 20, minute
+	const nSeries = 20
+	step := minute
+	if s := os.Getenv("KAIROS_BENCH_BACKFILL_STEP"); s != "" {
+		d, err := time.ParseDuration(s)
+		require.NoError(b, err)
+		step = d.Milliseconds()
+	}
 	end := int64(1_000_000) * hour // the latest closed unit's end
 	clk := &clock{}
 	clk.set(end + 15*minute)
