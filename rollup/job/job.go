@@ -85,7 +85,10 @@ type Config struct {
 	// down to whole units (at least one). Each read also takes the unit
 	// before, for the counters' start, so a span of k units reads each raw
 	// sample (k+1)/k times; a longer span holds more of one series in
-	// memory at once. Default 24h.
+	// memory at once, and a recomputation holds the stored rollup cells of
+	// all of the metric's series in the span (16 bytes each: at 60 s
+	// samples and the default resolutions, about 25 KB a series a day).
+	// Default 24h.
 	Span time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
