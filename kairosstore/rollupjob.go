@@ -35,6 +35,13 @@ func (s *Store) OldestRowTime(ctx context.Context, metric string) (int64, bool, 
 	return oldest, found, nil
 }
 
+// RowTimes calls fn with metric's row times in [lo, hi]
+// (row_key_time_index, §7.3), ascending: the rollup job skips the time
+// between them that holds no row.
+func (s *Store) RowTimes(ctx context.Context, metric string, lo, hi int64, fn func(rowTime int64) error) error {
+	return s.eng.RowTimes(ctx, s.mapper.Prefix+metric, max(lo, s.minTime()), hi, fn)
+}
+
 // OldestSample is the time of metric's oldest sample (float, non-finite or
 // histogram; exemplars do not count): the first cell of each series' row in
 // the metric's oldest row window (row_key_time_index, §7.3) that has one.

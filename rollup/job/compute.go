@@ -19,20 +19,16 @@ import (
 // at resolutions rs. It reads the metric's series over (lo-2U, hi]: the
 // unit before lo is read for the counter's starting value
 // (rollup.Compute), so a span of k units reads k+1 units of samples.
-// With recompute (one unit, lo == hi), buckets written before that no
-// longer have samples, and values that moved between finite and
-// non-finite (which live in different rows, §5.7), have their old cells
-// deleted after the new ones are written, so that a reader never misses a
-// bucket that has data.
+// With recompute, buckets written before that no longer have samples, and
+// values that moved between finite and non-finite (which live in
+// different rows, §5.7), have their old cells deleted after the new ones
+// are written, so that a reader never misses a bucket that has data.
 func (j *Job) rollMetric(ctx context.Context, m string, lo, hi int64, rs []rollup.Resolution, recompute bool) (int, error) {
 	u := j.plan.unit
-	var (
-		old      map[cellID]float64
-		oldNames map[uint64]labels.Labels
-	)
+	var old map[uint64]*oldSeries
 	if recompute {
 		var err error
-		if old, oldNames, err = j.readRollups(ctx, m, hi, rs); err != nil {
+		if old, err = j.readRollups(ctx, m, lo, hi, rs); err != nil {
 			return 0, err
 		}
 	}
@@ -43,7 +39,6 @@ func (j *Job) rollMetric(ctx context.Context, m string, lo, hi int64, rs []rollu
 		it      chunkenc.Iterator
 		ts      []int64
 		vs      []float64
-		written = map[cellID]bool{}
 		buckets = map[rollup.Resolution]int{}
 	)
 	for set.Next() {
@@ -71,18 +66,40 @@ func (j *Job) rollMetric(ctx context.Context, m string, lo, hi int64, rs []rollu
 			for _, a := range rollup.Aggregates {
 				rl := rollup.SeriesLabels(ls, r, a)
 				w.series(rl, j.ttl(r))
+				var os *oldSeries
+				if recompute {
+					h := rl.Hash()
+					os = old[h]
+					delete(old, h)
+				}
+				k := 0 // os.cells before k are matched or cleared
 				for _, p := range pts {
 					v := p.Value(a)
+					same := false
+					if os != nil {
+						for ; k < len(os.cells) && os.cells[k].t < p.End; k++ {
+							w.clearOld(os, k) // a bucket left without samples
+						}
+						if k < len(os.cells) && os.cells[k].t == p.End {
+							// The same bits are not written again: recomputing
+							// a unit nothing changed in (an import's marks
+							// over history the backfill read) writes nothing.
+							same = math.Float64bits(os.cells[k].v) == math.Float64bits(v)
+							if finite(os.cells[k].v) != finite(v) {
+								w.clearOld(os, k)
+							}
+							k++
+						}
+					}
+					if same {
+						continue
+					}
 					if err := w.append(p.End, v); err != nil {
 						return 0, err
 					}
-					if recompute {
-						id := cellID{rl.Hash(), p.End}
-						written[id] = true
-						if ov, ok := old[id]; ok && finite(ov) != finite(v) {
-							w.clear(kairosstore.Clear{Labels: rl, T: p.End, Double: finite(ov), NonFinite: !finite(ov)})
-						}
-					}
+				}
+				for ; os != nil && k < len(os.cells); k++ {
+					w.clearOld(os, k)
 				}
 			}
 		}
@@ -90,11 +107,9 @@ func (j *Job) rollMetric(ctx context.Context, m string, lo, hi int64, rs []rollu
 	if err := set.Err(); err != nil {
 		return 0, fmt.Errorf("read %s: %w", m, err)
 	}
-	if recompute {
-		for id, ov := range old {
-			if !written[id] {
-				w.clear(kairosstore.Clear{Labels: oldNames[id.series], T: id.t, Double: finite(ov), NonFinite: !finite(ov)})
-			}
+	for _, os := range old { // rollup series whose raw series has no bucket left
+		for k := range os.cells {
+			w.clearOld(os, k)
 		}
 	}
 	if err := w.flush(); err != nil {
@@ -114,16 +129,21 @@ func (j *Job) ttl(r rollup.Resolution) int64 { return int64(j.cfg.Retention[r] /
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
-// cellID is one rollup cell: the rollup series by its labels' hash, and
-// the bucket end.
-type cellID struct {
-	series uint64
-	t      int64
+// oldSeries is the cells of one rollup series as stored before a
+// recomputation, ascending by time.
+type oldSeries struct {
+	ls    labels.Labels
+	cells []oldCell
 }
 
-// readRollups reads the cells of m's rollups at rs in unit e, as stored
-// before a recomputation, and the labels of their series.
-func (j *Job) readRollups(ctx context.Context, m string, e int64, rs []rollup.Resolution) (map[cellID]float64, map[uint64]labels.Labels, error) {
+type oldCell struct {
+	t int64
+	v float64
+}
+
+// readRollups reads the cells of m's rollups at rs in units lo to hi, as
+// stored before a recomputation, by the rollup series' label hash.
+func (j *Job) readRollups(ctx context.Context, m string, lo, hi int64, rs []rollup.Resolution) (map[uint64]*oldSeries, error) {
 	keep := func(ls labels.Labels) bool {
 		raw, ok := rollup.RawLabels(ls)
 		if !ok || raw.Get(model.MetricNameLabel) != m {
@@ -132,28 +152,30 @@ func (j *Job) readRollups(ctx context.Context, m string, e int64, rs []rollup.Re
 		r, err := rollup.ParseResolution(ls.Get(rollup.ResolutionTag))
 		return err == nil && slices.Contains(rs, r)
 	}
-	set, done := j.st.ScanSeries(ctx, e-j.plan.unit+1, e, keep,
+	set, done := j.st.ScanSeries(ctx, lo-j.plan.unit+1, hi, keep,
 		labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, m+rollup.NameSuffix),
 		labels.MustNewMatcher(labels.MatchEqual, rollup.SavedFrom, m))
 	defer done()
-	out, names := map[cellID]float64{}, map[uint64]labels.Labels{}
+	out := map[uint64]*oldSeries{}
 	var it chunkenc.Iterator
 	for set.Next() {
 		s := set.At()
-		h := s.Labels().Hash()
+		os := &oldSeries{ls: s.Labels()}
 		it = s.Iterator(it)
 		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
 			if vt == chunkenc.ValFloat {
 				t, v := it.At()
-				out[cellID{h, t}] = v
+				os.cells = append(os.cells, oldCell{t, v})
 			}
 		}
 		if err := it.Err(); err != nil {
-			return nil, nil, fmt.Errorf("read rollups of %s: %w", m, err)
+			return nil, fmt.Errorf("read rollups of %s: %w", m, err)
 		}
-		names[h] = s.Labels()
+		if len(os.cells) > 0 {
+			out[os.ls.Hash()] = os
+		}
 	}
-	return out, names, set.Err()
+	return out, set.Err()
 }
 
 // writer appends rollup cells and commits every CommitCells of them.
@@ -217,7 +239,12 @@ func (w *writer) commit() error {
 	return nil
 }
 
-func (w *writer) clear(c kairosstore.Clear) { w.clears = append(w.clears, c) }
+// clearOld deletes os's k-th old cell, from the row its value was in.
+func (w *writer) clearOld(os *oldSeries, k int) {
+	c := os.cells[k]
+	f := finite(c.v)
+	w.clears = append(w.clears, kairosstore.Clear{Labels: os.ls, T: c.t, Double: f, NonFinite: !f})
+}
 
 // flush commits what is appended, then deletes the cells to clear: never
 // before their replacements are stored.

@@ -273,17 +273,26 @@ func (j *Job) storeMarks(ctx context.Context, marks []mark, reuse bool) error {
 	return nil
 }
 
-// recomputeOne recomputes the next unit of the first mark that has one
-// inside the done range. A unit not yet rolled up at any resolution is
-// left to forward or backfill, which read the samples after the change: a
-// unit past the done range waits for it, one before it is skipped. A mark
+// recomputeOne recomputes the ripe marks' units inside the done range,
+// a span of units of one metric per read (Config.Span, as backfill reads),
+// pausing for the duty cycle between reads, and says whether it
+// recomputed any. A unit not yet rolled up at any resolution is left to
+// forward or backfill, which read the samples after the change: a unit
+// past the done range waits for it, one before it is skipped. A mark
 // whose units are all done is deleted as of its write time, so that a mark
 // stored again since survives. A write or delete mark younger than
 // MarkSlack waits: the samples of the write that stored it may not have
-// landed yet (see the top of this file). How far a mark got is kept in
-// memory only, with the mark's write time: a restart, or the mark stored
-// again meanwhile (a later write into units already recomputed),
-// recomputes its range from the start.
+// landed yet (see the top of this file). A unit recomputed in this call
+// is not recomputed again for another ripe mark of its metric: its read
+// began after that mark ripened too. How far a mark got is kept in memory
+// only, with the mark's write time: a restart, or the mark stored again
+// meanwhile (a later write into units already recomputed), recomputes its
+// range from the start.
+//
+// All of the marks listed are done in one call, not a unit per step: an
+// import stores a mark per metric and commit, and a step that read every
+// mark to recompute one unit made a year's import cost the square of its
+// marks.
 func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progress) (bool, error) {
 	var marks []mark
 	var bad []error
@@ -302,11 +311,44 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 			first = min(first, j.plan.unitOf(prog[r].from))
 		}
 	}
+	// rs is the resolutions that have unit e done; ahead says whether
+	// some resolution has not reached it yet.
+	covering := func(e int64) (rs []rollup.Resolution, ahead bool) {
+		for _, r := range j.plan.res {
+			if j.plan.covers(r, prog[r], e) {
+				rs = append(rs, r)
+			}
+			ahead = ahead || !prog[r].ok || e > prog[r].to
+		}
+		return rs, ahead
+	}
+	// redone is the ranges of units recomputed in this call, by metric.
+	redone := map[string][][2]int64{}
+	skip := func(metric string, e int64) int64 {
+		for _, d := range redone[metric] {
+			if e >= d[0] && e <= d[1] {
+				e = d[1] + j.plan.unit
+			}
+		}
+		return e
+	}
+	worked := false
+	young := make(map[string]int64, len(j.young))
+	defer func() { j.young = young }()
 	for i := range marks {
 		key := marks[i].serviceID
+		// A mark read young is not read again before it ripens: stored
+		// again meanwhile, it is younger still.
+		if ripe, ok := j.young[key]; ok && j.now() < ripe {
+			young[key] = ripe
+			if j.ripe == 0 || ripe < j.ripe {
+				j.ripe = ripe
+			}
+			continue
+		}
 		v, ok, err := j.st.ServiceValue(ctx, rollup.Service, rollup.ServiceKey, key)
 		if err != nil {
-			return false, fmt.Errorf("read rollup recomputation mark: %w", err)
+			return worked, fmt.Errorf("read rollup recomputation mark: %w", err)
 		}
 		if !ok {
 			continue
@@ -326,6 +368,7 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 			if j.ripe == 0 || ripe < j.ripe {
 				j.ripe = ripe
 			}
+			young[key] = ripe
 			continue
 		}
 		e := m.from
@@ -338,25 +381,41 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 		if first != math.MaxInt64 {
 			e = max(e, first)
 		}
-		for ; e <= m.to; e += j.plan.unit {
-			var rs []rollup.Resolution
-			ahead := false
-			for _, r := range j.plan.res {
-				if j.plan.covers(r, prog[r], e) {
-					rs = append(rs, r)
-				}
-				ahead = ahead || !prog[r].ok || e > prog[r].to
-			}
-			if len(rs) > 0 {
-				if _, err := j.rollMetric(ctx, m.metric, e, e, rs, true); err != nil {
-					return false, err
-				}
-				j.m.recomputed.WithLabelValues(m.cause).Inc()
-				j.cursor[key] = cursor{next: e + j.plan.unit, written: m.written}
-				return true, nil
-			}
-			if ahead {
+		for e <= m.to {
+			if e = skip(m.metric, e); e > m.to {
 				break
+			}
+			rs, ahead := covering(e)
+			if len(rs) == 0 {
+				if ahead {
+					break
+				}
+				e += j.plan.unit
+				continue
+			}
+			// As far as the span, the mark and the same resolutions go.
+			hi := e
+			for n := j.span() - 1; n > 0 && hi+j.plan.unit <= m.to && skip(m.metric, hi+j.plan.unit) == hi+j.plan.unit; n-- {
+				next, _ := covering(hi + j.plan.unit)
+				if !slices.Equal(next, rs) {
+					break
+				}
+				hi += j.plan.unit
+			}
+			start := time.Now()
+			if _, err := j.rollMetric(ctx, m.metric, e, hi, rs, true); err != nil {
+				return worked, err
+			}
+			worked = true
+			j.m.recomputed.WithLabelValues(m.cause).Add(float64((hi-e)/j.plan.unit + 1))
+			redone[m.metric] = append(redone[m.metric], [2]int64{e, hi})
+			e = hi + j.plan.unit
+			j.cursor[key] = cursor{next: e, written: m.written}
+			if err := j.pause(ctx, j.rest(time.Since(start))); err != nil {
+				return worked, err
+			}
+			if leader, err := j.holdLease(ctx); err != nil || !leader {
+				return worked, err
 			}
 		}
 		if e <= m.to {
@@ -365,8 +424,8 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 		}
 		delete(j.cursor, key)
 		if err := j.st.DeleteServiceValue(ctx, rollup.Service, rollup.ServiceKey, key, m.written); err != nil {
-			return false, fmt.Errorf("delete rollup recomputation mark: %w", err)
+			return worked, fmt.Errorf("delete rollup recomputation mark: %w", err)
 		}
 	}
-	return false, errors.Join(bad...)
+	return worked, errors.Join(bad...)
 }

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -37,6 +38,7 @@ type Store interface {
 	MetricNames(ctx context.Context) ([]string, error)
 	OldestRowTime(ctx context.Context, metric string) (int64, bool, error)
 	OldestSample(ctx context.Context, metric string) (int64, bool, error)
+	RowTimes(ctx context.Context, metric string, lo, hi int64, fn func(rowTime int64) error) error
 	Spec() codec.RowSpec
 	ScanSeries(ctx context.Context, mint, maxt int64, keep func(labels.Labels) bool, ms ...*labels.Matcher) (storage.SeriesSet, func())
 	NewAppender() *kairosstore.Appender
@@ -83,7 +85,10 @@ type Config struct {
 	// down to whole units (at least one). Each read also takes the unit
 	// before, for the counters' start, so a span of k units reads each raw
 	// sample (k+1)/k times; a longer span holds more of one series in
-	// memory at once. Default 24h.
+	// memory at once, and a recomputation holds the stored rollup cells of
+	// all of the metric's series in the span (16 bytes each: at 60 s
+	// samples and the default resolutions, about 25 KB a series a day).
+	// Default 24h.
 	Span time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -156,10 +161,17 @@ type Job struct {
 	lastStamp  atomic.Int64
 	lastLog    time.Time
 	cursor     map[string]cursor // how far a mark being recomputed got, by key
+	// young is when each mark last read too young to recompute ripens
+	// (ms), by key: an import leaves a mark per commit, and reading each
+	// of them at every step of the backfill cost the square of the marks.
+	young map[string]int64
 	// ripe is when the youngest mark the last step left waiting is old
 	// enough (ms; 0: none waits), so that Run wakes then rather than
 	// after the interval.
 	ripe int64
+	// sparse says the last backfill span wrote no bucket: the next one
+	// looks for the rows below first (dataBelow).
+	sparse bool
 }
 
 // cursor is the next unit of a mark to recompute, for the mark as stored
@@ -409,6 +421,23 @@ func (j *Job) Step(ctx context.Context) (worked bool, err error) {
 		return j.plan.backfill(r, p, floor(r))
 	}, true); rs != nil {
 		lo := e - (j.span()-1)*j.plan.unit
+		if j.sparse {
+			// The span before held no sample: this one is a row's width,
+			// and starts where a row of some metric is, however far
+			// below (a sample at Prometheus's minimum time must not cost
+			// a step per span of the time between). That row's unit is
+			// read for the counters' start; the empty units above it
+			// are done with it.
+			lo = min(lo, max(e-j.rowWidth, minTime)+j.plan.unit)
+			d, err := j.dataBelow(ctx, e)
+			if err != nil {
+				return false, err
+			}
+			if d < lo {
+				lo = max(d, minTime) + j.plan.unit
+			}
+			lo = j.plan.unitOf(lo)
+		}
 		for _, r := range rs {
 			lo = max(lo, j.plan.unitOf(floor(r)))
 		}
@@ -462,11 +491,14 @@ func (j *Job) rollUnits(ctx context.Context, lo, hi int64, rs []rollup.Resolutio
 		}
 		j.mu.Unlock()
 	}
+	written := 0
 	for _, m := range names {
 		start := time.Now()
-		if _, err := j.rollMetric(ctx, m, lo, hi, rs, false); err != nil {
+		n, err := j.rollMetric(ctx, m, lo, hi, rs, false)
+		if err != nil {
 			return err
 		}
+		written += n
 		// Paced per metric, not per span: a span of a keyspace with
 		// many series is minutes of work.
 		if err := j.pause(ctx, j.rest(time.Since(start))); err != nil {
@@ -481,7 +513,28 @@ func (j *Job) rollUnits(ctx context.Context, lo, hi int64, rs []rollup.Resolutio
 			return err
 		}
 	}
+	j.sparse = backfill && written == 0
 	return nil
+}
+
+// dataBelow is the end of the latest unit at or before e that a row of
+// some listed metric overlaps (row_key_time_index), or minTime when none
+// does: no sample is stored after it up to e.
+func (j *Job) dataBelow(ctx context.Context, e int64) (int64, error) {
+	j.mu.Lock()
+	names := slices.Collect(maps.Keys(j.oldestOf))
+	j.mu.Unlock()
+	d := int64(minTime)
+	for _, m := range names {
+		err := j.st.RowTimes(ctx, m, math.MinInt64, e, func(rt int64) error {
+			d = max(d, j.plan.unitOf(min(e, rt+(j.rowWidth-1))))
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("row times of %s: %w", m, err)
+		}
+	}
+	return d, nil
 }
 
 // metricAge is what the job knows of a metric's oldest sample.

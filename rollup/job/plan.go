@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -91,8 +92,12 @@ func (p plan) retentionFloor(now int64, ttl time.Duration) int64 {
 	return p.unitOf(now-ttl.Milliseconds()) + p.unit
 }
 
-// minTime stands for "no lower limit" among unit ends.
-const minTime = -1 << 62
+// minTime stands for "no lower limit" among unit ends: below Prometheus's
+// minimum time (-292273086-05-16, about 2^63-6.2·10^13 ms before the
+// epoch), which the layout holds, with room for the units' arithmetic.
+// It was -2^62, above that time: history there was never rolled up, and
+// the backfill walked towards -2^62 a span per step.
+const minTime = math.MinInt64 + 1<<40
 
 // raise drops from pr the buckets below floor's unit, which expire.
 func (p plan) raise(r rollup.Resolution, pr progress, floor int64) progress {
