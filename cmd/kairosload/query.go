@@ -25,6 +25,7 @@ type queryFlags struct {
 	prometheusPID                *int
 	noCache                      *bool
 	panels                       *[]string
+	params                       *[]string
 }
 
 // runQuery sends PromQL queries to a Prometheus HTTP API (the adapter's own,
@@ -37,6 +38,13 @@ func runQuery(ctx context.Context, f queryFlags, ws []watched, logger *slog.Logg
 	endpoint, params, err := queryRequest(f)
 	if err != nil {
 		return err
+	}
+	extra, err := paramList(ptrOr(f.params))
+	if err != nil {
+		return fmt.Errorf("--param: %w", err)
+	}
+	if len(extra) > 0 {
+		params += "&" + extra.Encode()
 	}
 	if *f.prometheusPID > 0 {
 		ws = append(ws, watched{name: "prometheus", pid: *f.prometheusPID, peak: true})
@@ -51,6 +59,9 @@ func runQuery(ctx context.Context, f queryFlags, ws []watched, logger *slog.Logg
 	if f.panels != nil && len(*f.panels) > 0 {
 		send = func(ctx context.Context, _ int) outcome {
 			return refresh(ctx, f, func(endpoint, params string) outcome {
+				if len(extra) > 0 {
+					params += "&" + extra.Encode()
+				}
 				return sendQuery(ctx, client, endpoint, params, *f.noCache, &series, &wireBytes, &firstErr)
 			})
 		}
