@@ -263,5 +263,7 @@ func relDiff(a, b float64) float64 {
 	case math.IsInf(a, 0) || math.IsInf(b, 0):
 		return math.Inf(1)
 	}
-	return math.Abs(a-b) / math.Max(math.Abs(a), math.Abs(b))
+	// Scaled first, so that values near float64's end do not overflow.
+	m := math.Max(math.Abs(a), math.Abs(b))
+	return math.Abs(a/m - b/m)
 }
