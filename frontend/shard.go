@@ -50,8 +50,14 @@ func shardsPerPart(shards, parallelism, parts int) int {
 	if parts <= 0 || parts >= parallelism {
 		return 1
 	}
-	return (parallelism + parts - 1) / parts
+	return min((parallelism-1)/parts+1, maxAutoShards)
 }
+
+// maxAutoShards bounds the shards --query.parallelism alone asks for: it
+// is a count of goroutines, which an operator may set far above the cores
+// (shards that cannot run at once only add evaluations), and each shard
+// is a query text and a position map held until the part is answered.
+const maxAutoShards = 64
 
 // shardableFuncs are the functions whose every output series is computed
 // from one input series alone, so that a series' shard holds all it needs.
