@@ -56,7 +56,8 @@ type Options struct {
 	// default GOMAXPROCS.
 	Parallelism int
 	// Shards is how many parts by series an aggregation that allows it is
-	// evaluated in; default GOMAXPROCS, 1 turns sharding off.
+	// evaluated in per part; 0 (the default) as many as fill the cores
+	// its parts leave idle (shardsPerPart), 1 turns sharding off.
 	Shards int
 	// CacheBytes bounds the results cache; 0 turns it off.
 	CacheBytes int64
@@ -111,7 +112,7 @@ func New(inner Inner, opts Options, reg prometheus.Registerer, logger *slog.Logg
 	opts.SplitInterval = cmp.Or(opts.SplitInterval, 24*time.Hour)
 	opts.MaxParts = max(cmp.Or(opts.MaxParts, 16), 3)
 	opts.Parallelism = max(cmp.Or(opts.Parallelism, procs), 1)
-	opts.Shards = max(cmp.Or(opts.Shards, procs), 1)
+	opts.Shards = max(opts.Shards, 0)
 	opts.CacheFreshness = cmp.Or(opts.CacheFreshness, 10*time.Minute)
 	opts.CacheTTL = cmp.Or(opts.CacheTTL, time.Hour)
 	opts.LookbackDelta = cmp.Or(opts.LookbackDelta, 5*time.Minute)
@@ -190,6 +191,7 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	q.interval = partInterval(q.start, q.end, f.opts.SplitInterval.Milliseconds(), f.opts.MaxParts)
 	q.parts = splitParts(q.start, q.end, q.step, q.interval)
+	f.shardParts(q)
 	if len(q.parts) == 1 && q.shard == nil && (f.cache == nil || q.noCache) {
 		// Nothing to split, shard or cache: the query API's answer as
 		// it writes it, without a merge's copy.
@@ -316,9 +318,6 @@ func (f *Frontend) parseRequest(r *http.Request, body []byte) (*rangeQuery, bool
 		}
 	}
 	q.noCache = get("nocache") == "1" || get("nocache") == "true" || noStore(r.Header)
-	if f.opts.Shards > 1 {
-		q.shard = planShards(q.query, expr, f.parser, f.opts.Shards)
-	}
 	return q, true
 }
 

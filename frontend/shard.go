@@ -28,6 +28,37 @@ type shardPlan struct {
 	positions []map[posrange.Pos]posrange.Pos
 }
 
+// shardParts plans the shards of q's parts, if any (shardsPerPart).
+func (f *Frontend) shardParts(q *rangeQuery) {
+	if n := shardsPerPart(f.opts.Shards, f.opts.Parallelism, len(q.parts)); n > 1 {
+		q.shard = planShards(q.query, q.expr, f.parser, n)
+	}
+}
+
+// shardsPerPart is how many shards each of a query's parts is evaluated
+// in: shards when set, else (0) as many as fill the cores that the parts
+// leave idle. Shards are for a query of fewer parts than cores (a day is
+// one): once the parts alone keep parallelism sub-queries busy, a shard
+// only adds what every sub-query costs besides its series (a parse and
+// plan, the store's lookup of the series and its row_keys checks; avg
+// doubles the count, a sum and a count per shard): see BENCHMARKS.md,
+// "Issue #30: the five panels".
+func shardsPerPart(shards, parallelism, parts int) int {
+	if shards > 0 {
+		return shards
+	}
+	if parts <= 0 || parts >= parallelism {
+		return 1
+	}
+	return min((parallelism-1)/parts+1, maxAutoShards)
+}
+
+// maxAutoShards bounds the shards --query.parallelism alone asks for: it
+// is a count of goroutines, which an operator may set far above the cores
+// (shards that cannot run at once only add evaluations), and each shard
+// is a query text and a position map held until the part is answered.
+const maxAutoShards = 64
+
 // shardableFuncs are the functions whose every output series is computed
 // from one input series alone, so that a series' shard holds all it needs.
 var shardableFuncs = map[string]bool{

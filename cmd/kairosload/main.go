@@ -87,10 +87,23 @@ func run(args []string) int {
 		timeout:       queryCmd.Flag("timeout", "timeout of one query").Default("5m").Duration(),
 		prometheusPID: queryCmd.Flag("prometheus-pid", "report this Prometheus process's CPU time and peak RSS during the run").Default("0").Int(),
 		noCache:       queryCmd.Flag("no-cache", "send Cache-Control: no-store, so that the adapter answers from no cached result (a cold query)").Bool(),
-		params:        queryCmd.Flag("param", "a form parameter name=value added to every query (repeatable), e.g. max_source_resolution=0").StringMap(),
 		panels:        queryCmd.Flag("panel", "a dashboard panel's PromQL (repeatable): each query is then a refresh of every panel over the --range ending now, start and end aligned to --step as Grafana aligns them, --concurrency panels at a time; its latency is the whole refresh's").Strings(),
 	}
 	qWatch := watchFlags(queryCmd)
+	qFlags.params = queryCmd.Flag("param", "a further form parameter of every query, key=value (repeatable), e.g. max_source_resolution=0").Strings()
+
+	compareCmd := app.Command("compare", "Evaluate each panel twice, with the --a and with the --b parameters (rollups and raw samples by default), cache bypassed, and report how the answers differ point by point.")
+	cFlags := compareFlags{
+		url:        compareCmd.Flag("url", "base URL of the Prometheus HTTP API").Default("http://127.0.0.1:9201").String(),
+		panels:     compareCmd.Flag("panel", "PromQL of a range query (repeatable)").Required().Strings(),
+		queryRange: compareCmd.Flag("range", "query range").Default("8760h").Duration(),
+		step:       compareCmd.Flag("step", "step; start and end are aligned to it, as Grafana aligns them").Default("6h").Duration(),
+		end:        compareCmd.Flag("end", "end of the range, RFC 3339 or Unix ms; empty means now").String(),
+		a:          compareCmd.Flag("a", "form parameter of the first evaluation, key=value (repeatable)").Default("max_source_resolution=auto").Strings(),
+		b:          compareCmd.Flag("b", "form parameter of the second evaluation, key=value (repeatable)").Default("max_source_resolution=0").Strings(),
+		rel:        compareCmd.Flag("rel", "relative difference up to which two values count as equal").Default("1e-9").Float64(),
+		timeout:    compareCmd.Flag("timeout", "timeout of one query").Default("5m").Duration(),
+	}
 
 	scanCmd := app.Command("scan", "List one row_keys partition straight through the driver: the floor of an uncached phase-2 read.")
 	sFlags := scanFlags{
@@ -136,6 +149,8 @@ func run(args []string) int {
 	case queryCmd.FullCommand():
 		// The warm-up is bounded by --duration too.
 		limit = 2**qFlags.duration + 2**qFlags.timeout
+	case compareCmd.FullCommand():
+		limit = time.Duration(2*len(*cFlags.panels)) * *cFlags.timeout
 	case dropCmd.FullCommand():
 		limit = 2 * time.Minute
 	case scanCmd.FullCommand():
@@ -164,6 +179,8 @@ func run(args []string) int {
 		return exitCode(runRead(ctx, rFlags, rWatch.watch(), logger), logger)
 	case queryCmd.FullCommand():
 		return exitCode(runQuery(ctx, qFlags, qWatch.watch(), logger), logger)
+	case compareCmd.FullCommand():
+		return exitCode(runCompare(ctx, cFlags, logger), logger)
 	case scanCmd.FullCommand():
 		return exitCode(runScan(ctx, sFlags, logger), logger)
 	case dropCmd.FullCommand():

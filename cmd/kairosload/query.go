@@ -25,7 +25,7 @@ type queryFlags struct {
 	prometheusPID                *int
 	noCache                      *bool
 	panels                       *[]string
-	params                       *map[string]string // added to every query's form
+	params                       *[]string
 }
 
 // runQuery sends PromQL queries to a Prometheus HTTP API (the adapter's own,
@@ -39,6 +39,7 @@ func runQuery(ctx context.Context, f queryFlags, ws []watched, logger *slog.Logg
 	if err != nil {
 		return err
 	}
+	extra, _ := paramList(ptrOr(f.params)) // checked by queryRequest
 	if *f.prometheusPID > 0 {
 		ws = append(ws, watched{name: "prometheus", pid: *f.prometheusPID, peak: true})
 	}
@@ -51,7 +52,7 @@ func runQuery(ctx context.Context, f queryFlags, ws []watched, logger *slog.Logg
 	concurrency := *f.concurrency
 	if f.panels != nil && len(*f.panels) > 0 {
 		send = func(ctx context.Context, _ int) outcome {
-			return refresh(ctx, f, func(endpoint, params string) outcome {
+			return refresh(ctx, f, extra, func(endpoint, params string) outcome {
 				return sendQuery(ctx, client, endpoint, params, *f.noCache, &series, &wireBytes, &firstErr)
 			})
 		}
@@ -64,7 +65,7 @@ func runQuery(ctx context.Context, f queryFlags, ws []watched, logger *slog.Logg
 // start and end on multiples of the step (as Grafana sends them, so that
 // successive refreshes share their evaluation times), --concurrency at a
 // time; it succeeds when every panel does.
-func refresh(ctx context.Context, f queryFlags, send func(endpoint, params string) outcome) outcome {
+func refresh(ctx context.Context, f queryFlags, extra url.Values, send func(endpoint, params string) outcome) outcome {
 	step := f.step.Milliseconds()
 	end := time.Now().UnixMilli() / step * step
 	from := (end - f.queryRange.Milliseconds()) / step * step
@@ -76,7 +77,7 @@ func refresh(ctx context.Context, f queryFlags, send func(endpoint, params strin
 		if err != nil {
 			return outcome{kind: "bad_url"}
 		}
-		params = withParams(params, f.params)
+		params = withParams(params, extra)
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -173,6 +174,10 @@ func queryRequest(f queryFlags) (string, string, error) {
 	if *f.query == "" {
 		return "", "", errors.New("--query is empty")
 	}
+	extra, err := paramList(ptrOr(f.params))
+	if err != nil {
+		return "", "", fmt.Errorf("--param: %w", err)
+	}
 	from, err := parseTime(*f.start)
 	if err != nil {
 		return "", "", fmt.Errorf("--start: %w", err)
@@ -183,22 +188,18 @@ func queryRequest(f queryFlags) (string, string, error) {
 	end := from + f.queryRange.Milliseconds()
 	if *f.instant {
 		v := url.Values{"query": {*f.query}, "time": {secs(end)}}
-		return strings.TrimSuffix(base.String(), "/") + "/api/v1/query", withParams(v.Encode(), f.params), nil
+		return strings.TrimSuffix(base.String(), "/") + "/api/v1/query", withParams(v.Encode(), extra), nil
 	}
 	endpoint, params, err := rangeRequest(*f.url, *f.query, from, end, *f.step)
-	return endpoint, withParams(params, f.params), err
+	return endpoint, withParams(params, extra), err
 }
 
 // withParams adds the --param pairs to a form body.
-func withParams(body string, extra *map[string]string) string {
-	if extra == nil || len(*extra) == 0 {
+func withParams(body string, extra url.Values) string {
+	if len(extra) == 0 {
 		return body
 	}
-	v := url.Values{}
-	for k, val := range *extra {
-		v.Set(k, val)
-	}
-	return body + "&" + v.Encode()
+	return body + "&" + extra.Encode()
 }
 
 func secs(ms int64) string { return strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64) }

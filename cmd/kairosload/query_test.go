@@ -57,7 +57,7 @@ func TestQueryRequest(t *testing.T) {
 	require.Equal(t, "query=sum%28x%29&time=1700086400.000", body)
 
 	f := flags(false)
-	f.params = &map[string]string{"max_source_resolution": "0"}
+	f.params = &[]string{"max_source_resolution=0"}
 	_, body, err = queryRequest(f)
 	require.NoError(t, err)
 	require.Equal(t, "end=1700086400.000&query=sum%28x%29&start=1700000000.000&step=60&max_source_resolution=0", body)
