@@ -274,4 +274,3 @@ func (e *Engine) LoadRaw(ctx context.Context, rows []engine.Row) error {
 		return t.flushBlock()
 	})
 }
-
