@@ -210,7 +210,7 @@ func (c *Config) Validate() error {
 			bad("cassandra.hosts", "cassandra.hosts", "%q is not host[:port]", h)
 		}
 	}
-	if !validKeyspace(c.Cassandra.Keyspace) {
+	if !ValidKeyspace(c.Cassandra.Keyspace) {
 		bad("cassandra.keyspace", "cassandra.keyspace", "%q must be 1-48 letters, digits or underscores", c.Cassandra.Keyspace)
 	}
 	if r := strings.TrimSpace(c.Cassandra.Replication); !strings.HasPrefix(r, "{") || !strings.HasSuffix(r, "}") {
@@ -370,7 +370,8 @@ func (c *Config) CassandraPassword() (string, error) {
 	return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
 }
 
-func validKeyspace(s string) bool {
+// ValidKeyspace reports whether s is a keyspace name Cassandra takes unquoted.
+func ValidKeyspace(s string) bool {
 	if len(s) == 0 || len(s) > 48 {
 		return false
 	}

@@ -18,6 +18,7 @@ type Progress struct {
 	log   *slog.Logger
 	every time.Duration
 	unit  string // "blocks", "slices"
+	names Names
 	start time.Time
 
 	series, samples, refused atomic.Int64
@@ -28,10 +29,21 @@ type Progress struct {
 	wg   sync.WaitGroup
 }
 
+// Names are what a progress report calls its counts: an import's are
+// "Import progress", series and samples.
+type Names struct {
+	Title, Series, Samples string
+}
+
 // NewProgress starts reporting: to term when it is a terminal (non-nil),
 // else to log every interval.
 func NewProgress(term io.Writer, log *slog.Logger, unit string, interval time.Duration) *Progress {
-	p := &Progress{out: term, log: log, unit: unit, every: interval, start: time.Now(), stop: make(chan struct{})}
+	return NewNamedProgress(term, log, unit, Names{"Import progress", "series", "samples"}, interval)
+}
+
+// NewNamedProgress is NewProgress with other names for its counts.
+func NewNamedProgress(term io.Writer, log *slog.Logger, unit string, names Names, interval time.Duration) *Progress {
+	p := &Progress{out: term, log: log, unit: unit, names: names, every: interval, start: time.Now(), stop: make(chan struct{})}
 	if term != nil {
 		p.every = 250 * time.Millisecond
 	}
@@ -60,33 +72,33 @@ func (p *Progress) Stop() {
 	p.report(true)
 }
 
-// plan sets the units to do and, when the source knows it, the samples.
-func (p *Progress) plan(units int, samples int64) {
+// Plan sets the units to do and, when the source knows it, the samples.
+func (p *Progress) Plan(units int, samples int64) {
 	if p != nil {
 		p.total.Store(int64(units))
 		p.totalSamples.Store(samples)
 	}
 }
 
-func (p *Progress) addSeries(n int64) {
+func (p *Progress) AddSeries(n int64) {
 	if p != nil {
 		p.series.Add(n)
 	}
 }
 
-func (p *Progress) addSamples(n int64) {
+func (p *Progress) AddSamples(n int64) {
 	if p != nil {
 		p.samples.Add(n)
 	}
 }
 
-func (p *Progress) addRefused(n int64) {
+func (p *Progress) AddRefused(n int64) {
 	if p != nil {
 		p.refused.Add(n)
 	}
 }
 
-func (p *Progress) unitDone(skipped bool) {
+func (p *Progress) UnitDone(skipped bool) {
 	if p == nil {
 		return
 	}
@@ -119,7 +131,7 @@ func (p *Progress) report(last bool) {
 	left := p.left(elapsed)
 	if p.out == nil {
 		attrs := []any{p.unit, fmt.Sprintf("%d/%d", units, p.total.Load()), "skipped_done_before", p.skipped.Load(),
-			"series", p.series.Load(), "samples", samples, "samples_per_second", int64(perSec), "elapsed", elapsed.Round(time.Second)}
+			p.names.Series, p.series.Load(), p.names.Samples, samples, p.names.Samples + "_per_second", int64(perSec), "elapsed", elapsed.Round(time.Second)}
 		if n := p.refused.Load(); n > 0 {
 			attrs = append(attrs, "refused", n)
 		}
@@ -129,7 +141,7 @@ func (p *Progress) report(last bool) {
 		if left >= 0 {
 			attrs = append(attrs, "time_left", left.Round(time.Second))
 		}
-		p.log.Info("Import progress", attrs...)
+		p.log.Info(p.names.Title, attrs...)
 		return
 	}
 	const width = 24
@@ -145,9 +157,9 @@ func (p *Progress) report(last bool) {
 	if left >= 0 {
 		eta = left.Round(time.Second).String()
 	}
-	line := fmt.Sprintf("\r[%s%s] %3.0f%% %d/%d %s | %s series | %s samples | %s/s | left %s",
+	line := fmt.Sprintf("\r[%s%s] %3.0f%% %d/%d %s | %s %s | %s %s | %s/s | left %s",
 		strings.Repeat("=", fill), strings.Repeat(" ", width-fill), 100*frac, units, p.total.Load(), p.unit,
-		si(float64(p.series.Load())), si(float64(samples)), si(perSec), eta)
+		si(float64(p.series.Load())), p.names.Series, si(float64(samples)), p.names.Samples, si(perSec), eta)
 	if n := p.refused.Load(); n > 0 {
 		line += fmt.Sprintf(" | %d refused", n)
 	}
