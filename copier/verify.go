@@ -15,10 +15,11 @@ import (
 // Digest sums up a table's rows whatever order an engine lists them in:
 // how many, and the sum of a 128-bit hash of each row, so that two stores
 // hold the same rows when their digests are equal. A row's hash covers its
-// key and value, its write time where both engines read it per row (not in
-// row_keys, tag_indexed_row_keys and row_key_time_index, where Cassandra
-// reads the newest of the partition), and whether it has a TTL (the seconds
-// left change while a scan runs). Rows of MarkService are left out.
+// key and value, and, where both engines read them per row, its write time
+// and whether it has a TTL (the seconds left change while a scan runs): not
+// in row_keys, tag_indexed_row_keys and row_key_time_index, whose write
+// time and TTL Cassandra reads from the partition (package cql, ScanRaw).
+// Rows of MarkService are left out.
 type Digest struct {
 	Rows   int64
 	Hi, Lo uint64
@@ -57,14 +58,14 @@ func appendRow(b []byte, r *engine.Row) []byte {
 	str := func(s string) { b = append(binary.AppendUvarint(b, uint64(len(s))), s...) }
 	num := func(v int64) { b = binary.BigEndian.AppendUint64(b, uint64(v)) }
 	b = append(b, byte(r.Table))
-	ttl := int64(0)
-	if r.TTL > 0 {
-		ttl = 1
-	}
-	num(ttl)
 	switch r.Table {
 	case engine.RowKeys, engine.TagIndexedRowKeys, engine.RowKeyTimeIndex:
 	default:
+		ttl := int64(0)
+		if r.TTL > 0 {
+			ttl = 1
+		}
+		num(ttl)
 		num(r.WriteTime)
 	}
 	switch r.Table {
