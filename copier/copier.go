@@ -47,6 +47,13 @@ type Progress interface {
 	AddSeries(n int64)
 	AddSamples(n int64)
 	UnitDone(skipped bool)
+	SetFraction(f float64)
+}
+
+// Estimator is a source that can tell what share of a table lies before a
+// resume position, for the time left in the progress report.
+type Estimator interface {
+	ScanFraction(table engine.Table, pos []byte) float64
 }
 
 // Options configure a copy.
@@ -232,6 +239,11 @@ func (c *copier) pass(ctx context.Context, table engine.Table, from []byte) ([]b
 		buf, arena = buf[:0], arena[:0]
 		if latest != nil {
 			safe = latest
+			// data_points is nearly all of a store: its share done is
+			// the copy's.
+			if est, ok := c.src.(Estimator); ok && table == engine.DataPoints && c.o.Progress != nil {
+				c.o.Progress.SetFraction(est.ScanFraction(table, safe))
+			}
 		}
 		if time.Since(marked) >= c.o.MarkEvery && !bytes.Equal(safe, markedAt) {
 			if err := c.mark(ctx, table, hex.EncodeToString(safe)); err != nil {

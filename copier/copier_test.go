@@ -246,3 +246,42 @@ func TestCopyBetweenEngines(t *testing.T) {
 		return nil
 	}))
 }
+
+// fractions records what a copy reports of its share done.
+type fractions struct {
+	copier.Progress
+	got []float64
+}
+
+func (f *fractions) Plan(int, int64)       {}
+func (f *fractions) AddSeries(int64)       {}
+func (f *fractions) AddSamples(int64)      {}
+func (f *fractions) UnitDone(bool)         {}
+func (f *fractions) SetFraction(v float64) { f.got = append(f.got, v) }
+
+// TestCopyFraction: the share done the copy reports for the time left
+// grows from near 0 to near 1 over data_points, from the embedded store's
+// file sizes, and Cassandra's positions map the token ring onto 0..1.
+func TestCopyFraction(t *testing.T) {
+	src, dst := openPebble(t), openPebble(t)
+	seed(t, src, 200, 500)
+	require.NoError(t, src.Settle(t.Context()))
+	p := &fractions{}
+	o := opts("src")
+	o.Progress = p
+	_, err := copier.Copy(t.Context(), src, dst, o, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.NotEmpty(t, p.got)
+	for i := 1; i < len(p.got); i++ {
+		require.GreaterOrEqual(t, p.got[i], p.got[i-1], "%v", p.got)
+	}
+	require.Less(t, p.got[0], 0.1, "%v", p.got)
+	require.Greater(t, p.got[len(p.got)-1], 0.9, "%v", p.got)
+
+	var e cql.Engine
+	pos := func(tok uint64) []byte { return binary.BigEndian.AppendUint64(nil, tok) }
+	require.Equal(t, 0.0, e.ScanFraction(engine.DataPoints, pos(1<<63)))
+	require.InDelta(t, 0.5, e.ScanFraction(engine.DataPoints, pos(0)), 1e-9)
+	require.InDelta(t, 1.0, e.ScanFraction(engine.DataPoints, pos(1<<63-1)), 1e-9)
+	require.Zero(t, e.ScanFraction(engine.DataPoints, nil))
+}

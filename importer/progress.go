@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,8 @@ type Progress struct {
 
 	series, samples, refused atomic.Int64
 	units, skipped, total    atomic.Int64
-	totalSamples             atomic.Int64 // 0: unknown
+	totalSamples             atomic.Int64  // 0: unknown
+	fraction                 atomic.Uint64 // bits of the share done, when the caller knows it; 0: unknown
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -92,6 +94,15 @@ func (p *Progress) AddSamples(n int64) {
 	}
 }
 
+// SetFraction sets the share of the whole work done, 0 to 1, for a caller
+// that can estimate it better than by units (a copy, from its position in
+// the biggest table).
+func (p *Progress) SetFraction(f float64) {
+	if p != nil && f > 0 && f <= 1 {
+		p.fraction.Store(math.Float64bits(f))
+	}
+}
+
 func (p *Progress) AddRefused(n int64) {
 	if p != nil {
 		p.refused.Add(n)
@@ -112,6 +123,9 @@ func (p *Progress) UnitDone(skipped bool) {
 // left estimates the time still needed, from the samples when the total is
 // known and from the units imported in this run otherwise; -1 is unknown.
 func (p *Progress) left(elapsed time.Duration) time.Duration {
+	if f := math.Float64frombits(p.fraction.Load()); f > 0 {
+		return time.Duration(float64(elapsed) * (1 - f) / f)
+	}
 	done, total := p.samples.Load(), p.totalSamples.Load()
 	if total <= 0 || done <= 0 {
 		done = p.units.Load()
@@ -152,6 +166,7 @@ func (p *Progress) report(last bool) {
 	if ts := p.totalSamples.Load(); ts > 0 && !last {
 		frac = max(frac, min(1, float64(samples)/float64(ts)))
 	}
+	frac = max(frac, math.Float64frombits(p.fraction.Load()))
 	fill := int(frac * width)
 	eta := "--"
 	if left >= 0 {

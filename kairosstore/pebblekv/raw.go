@@ -274,3 +274,23 @@ func (e *Engine) LoadRaw(ctx context.Context, rows []engine.Row) error {
 		return t.flushBlock()
 	})
 }
+
+// ScanFraction estimates the share of table's bytes on disk before pos, a
+// resume position of ScanRaw, for a copy's progress report. Writes not yet
+// flushed from the memtable are not counted.
+func (e *Engine) ScanFraction(table engine.Table, pos []byte) float64 {
+	prefix, err := tablePrefix(table)
+	if err != nil || e.closed.Load() || len(pos) == 0 || pos[0] != prefix {
+		return 0
+	}
+	lower, upper := []byte{prefix}, []byte{prefix + 1}
+	total, err := e.db.EstimateDiskUsage(lower, upper)
+	if err != nil || total == 0 {
+		return 0
+	}
+	done, err := e.db.EstimateDiskUsage(lower, pos)
+	if err != nil {
+		return 0
+	}
+	return min(1, float64(done)/float64(total))
+}
