@@ -127,7 +127,10 @@ func Copy(ctx context.Context, src, dst Store, o Options, log *slog.Logger) (Sum
 	if o.Rate > 0 {
 		// A load is at most a second's worth, so the limiter's burst (one
 		// load) keeps the rate over short windows too.
-		c.batch = max(1, min(o.Batch, int(o.Rate)))
+		c.batch = o.Batch
+		if o.Rate < float64(o.Batch) { // compared as floats: int(1e300) is not a number of rows
+			c.batch = max(1, int(o.Rate))
+		}
 		c.lim = rate.NewLimiter(rate.Limit(o.Rate), c.batch)
 	} else {
 		c.batch = o.Batch

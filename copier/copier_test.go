@@ -224,6 +224,30 @@ func TestCopyRate(t *testing.T) {
 	require.GreaterOrEqual(t, time.Since(start), want-100*time.Millisecond, "%d rows", sum.Rows)
 }
 
+// TestCopyHugeRate: a rate beyond any int still copies in full batches.
+func TestCopyHugeRate(t *testing.T) {
+	src, dst := openPebble(t), openPebble(t)
+	seed(t, src, 4, 100)
+	f := &counting{Store: dst}
+	o := opts("src")
+	o.Rate = 1e300
+	sum, err := copier.Copy(t.Context(), src, f, o, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.Equal(t, digests(t, src), digests(t, dst))
+	require.LessOrEqual(t, f.calls.Load(), sum.Rows/int64(o.Batch)+int64(len(engine.Tables)), "%d loads for %d rows", f.calls.Load(), sum.Rows)
+}
+
+// counting counts loads.
+type counting struct {
+	copier.Store
+	calls atomic.Int64
+}
+
+func (c *counting) LoadRaw(ctx context.Context, rows []engine.Row) error {
+	c.calls.Add(1)
+	return c.Store.LoadRaw(ctx, rows)
+}
+
 // TestCopyBetweenEngines copies an embedded store to Cassandra and back:
 // every table comes back with the same rows, data_points with their write
 // times, and a second copy changes nothing.
