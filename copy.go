@@ -98,12 +98,12 @@ func (c *copyCommand) run(ctx context.Context, cfg *config.Config, stderr io.Wri
 	}
 	o.Source = srcName
 
-	src, err := from.open(ctx, cfg, "from", logger)
+	src, err := from.open(ctx, cfg, "from", srcName, logger)
 	if err != nil {
 		return fail(1, "%v", err)
 	}
 	defer closeEngine(src, logger)
-	dst, err := to.open(ctx, cfg, "to", logger)
+	dst, err := to.open(ctx, cfg, "to", dstName, logger)
 	if err != nil {
 		return fail(1, "%v", err)
 	}
@@ -201,7 +201,7 @@ func splitHosts(s string) []string {
 // open opens one side. The source must be a store already: it is only read
 // (no Setup, which would create an empty store at a mistyped path or
 // keyspace); the destination is created if missing.
-func (s *copySide) open(ctx context.Context, cfg *config.Config, name string, logger *slog.Logger) (copier.Store, error) {
+func (s *copySide) open(ctx context.Context, cfg *config.Config, name, display string, logger *slog.Logger) (copier.Store, error) {
 	source := name == "from"
 	what := map[bool]string{true: "source", false: "destination"}[source]
 	c := *cfg
@@ -218,7 +218,7 @@ func (s *copySide) open(ctx context.Context, cfg *config.Config, name string, lo
 	}
 	eng, err := openEngine(ctx, &c, logger)
 	if err != nil {
-		return nil, fmt.Errorf("cannot open the %s: %w", what, err)
+		return nil, fmt.Errorf("cannot open the %s %s: %w", what, display, err)
 	}
 	st, ok := eng.(copier.Store)
 	if !ok {
@@ -234,13 +234,13 @@ func (s *copySide) open(ctx context.Context, cfg *config.Config, name string, lo
 		}
 		if err != nil {
 			closeEngine(eng, logger)
-			return nil, fmt.Errorf("the source is not a store of this layout: %w", err)
+			return nil, fmt.Errorf("the source %s is not a store of this layout: %w", display, err)
 		}
 		return st, nil
 	}
 	if err := eng.Setup(ctx); err != nil {
 		closeEngine(eng, logger)
-		return nil, fmt.Errorf("cannot create the destination's tables: %w", err)
+		return nil, fmt.Errorf("cannot create the tables of the destination %s: %w", display, err)
 	}
 	return st, nil
 }

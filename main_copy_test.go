@@ -5,11 +5,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
@@ -74,4 +77,25 @@ func TestCopyCommand(t *testing.T) {
 	out.Reset()
 	require.Equal(t, 0, run(context.Background(), args, &out), out.String())
 	require.Contains(t, out.String(), "skipped_done_before=8")
+}
+
+// TestCopyCommandNoCassandraStore: a source keyspace that does not exist,
+// or holds no KairosDB tables, is refused naming what is missing, and no
+// keyspace is created for it.
+func TestCopyCommandNoCassandraStore(t *testing.T) {
+	addr, ks := cassandratest.Keyspace(t) // exists, without tables
+	dst := filepath.Join(t.TempDir(), "dst")
+	for _, c := range []struct{ keyspace, want string }{
+		{"nokeyspace_" + strings.ToLower(strconv.FormatInt(time.Now().UnixNano(), 36)), "is not a store of this layout: keyspace"},
+		{ks, "is not a store of this layout: cassandra: read spec"},
+	} {
+		var out bytes.Buffer
+		code := run(context.Background(), []string{"copy", "--from.storage=cassandra", "--from.cassandra.hosts=" + addr, "--from.cassandra.keyspace=" + c.keyspace,
+			"--cassandra.read-consistency=ONE", "--to.storage=embedded", "--to.storage.path=" + dst}, &out)
+		require.Equal(t, 1, code, out.String())
+		require.Contains(t, out.String(), c.want)
+		require.Contains(t, out.String(), "the source cassandra:"+addr+"/"+c.keyspace)
+	}
+	_, err := os.Stat(dst)
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing was created at the destination")
 }
