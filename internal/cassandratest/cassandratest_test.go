@@ -104,7 +104,7 @@ func TestKeyspaceDropped(t *testing.T) {
 	}
 }
 
-var ValidKeyspace = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+var validKeyspace = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
 func TestKeyspaceName(t *testing.T) {
 	for _, name := range []string{
@@ -117,7 +117,7 @@ func TestKeyspaceName(t *testing.T) {
 	} {
 		a, b := cassandratest.KeyspaceName(name), cassandratest.KeyspaceName(name)
 		for _, ks := range []string{a, b} {
-			if len(ks) > cassandratest.MaxKeyspaceLen || !ValidKeyspace.MatchString(ks) {
+			if len(ks) > cassandratest.MaxKeyspaceLen || !validKeyspace.MatchString(ks) {
 				t.Errorf("KeyspaceName(%q) = %q: invalid", name, ks)
 			}
 		}
