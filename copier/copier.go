@@ -193,7 +193,10 @@ func (c *copier) table(ctx context.Context, table engine.Table, from []byte) err
 		if failures >= c.o.Retries {
 			return err
 		}
-		wait := min(time.Second<<failures, 30*time.Second)
+		wait := 30 * time.Second
+		if failures < 5 { // a larger shift would overflow after a long series of failures
+			wait = time.Second << failures
+		}
 		failures++
 		c.log.Warn("Copy failed; trying again from the last position stored", "table", table, "attempt", failures, "of", c.o.Retries, "wait", wait, "err", err)
 		select {
