@@ -24,6 +24,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 )
 
@@ -207,85 +208,129 @@ func (c *copier) table(ctx context.Context, table engine.Table, from []byte) err
 	}
 }
 
+// batch is the rows of one load, and the position a rerun may start from
+// once they and every batch before them are loaded (nil: none new).
+type batch struct {
+	rows  []engine.Row
+	arena []byte
+	pos   []byte
+}
+
 // pass scans table from from and loads its rows in batches. It returns the
 // last position whose earlier rows are all loaded (and recorded, when it
 // has been MarkEvery since the last record).
-func (c *copier) pass(ctx context.Context, table engine.Table, from []byte) ([]byte, error) {
-	safe := slices.Clone(from) // every row before it is loaded
-	var (
-		latest   []byte // the last resume position seen
-		buf      = make([]engine.Row, 0, c.batch)
-		arena    = make([]byte, 0, 64*c.batch)
-		marked   = time.Now()
-		markedAt = safe
-	)
-	flush := func() error {
-		if len(buf) == 0 {
-			return nil
-		}
-		if c.lim != nil {
-			if err := c.lim.WaitN(ctx, len(buf)); err != nil {
-				return err
-			}
-		}
-		if err := c.dst.LoadRaw(ctx, buf); err != nil {
-			return fmt.Errorf("load %d rows into the destination: %w", len(buf), err)
-		}
-		n := int64(len(buf))
-		c.sum.Rows += n
-		if table == engine.DataPoints {
-			c.sum.Cells += n
-		}
-		if c.o.Progress != nil {
-			c.o.Progress.AddSeries(n)
-			if table == engine.DataPoints {
-				c.o.Progress.AddSamples(n)
-			}
-		}
-		buf, arena = buf[:0], arena[:0]
-		if latest != nil {
-			safe = latest
-			// data_points is nearly all of a store: its share done is
-			// the copy's.
-			if est, ok := c.src.(Estimator); ok && table == engine.DataPoints && c.o.Progress != nil {
-				c.o.Progress.SetFraction(est.ScanFraction(table, safe))
-			}
-		}
-		if time.Since(marked) >= c.o.MarkEvery && !bytes.Equal(safe, markedAt) {
-			if err := c.mark(ctx, table, hex.EncodeToString(safe)); err != nil {
-				return err
-			}
-			marked, markedAt = time.Now(), safe
-		}
-		return nil
+//
+// The scan fills one batch while a goroutine loads the one before, in
+// order, so that reading the source and writing the destination overlap;
+// three batches exist at most (filling, waiting, loading), whatever the
+// store's size.
+func (c *copier) pass(ctx context.Context, table engine.Table, from []byte) (safe []byte, err error) {
+	safe = slices.Clone(from) // every row before it is loaded
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	loads, free := make(chan *batch, 1), make(chan *batch, 3)
+	for range 3 {
+		free <- &batch{rows: make([]engine.Row, 0, c.batch), arena: make([]byte, 0, 64*c.batch)}
 	}
 	var loadErr error
-	err := c.src.ScanRaw(ctx, table, from, func(r *engine.Row, resume []byte) error {
+	loaded := make(chan struct{})
+	go func() {
+		defer close(loaded)
+		defer cancel() // a failed load stops the scan
+		defer recovered.Into(&loadErr, c.log, "a copy's load")
+		marked, markedAt := time.Now(), safe
+		for b := range loads {
+			if loadErr = c.load(ctx, table, b.rows); loadErr != nil {
+				return
+			}
+			if b.pos != nil {
+				safe = b.pos
+				// data_points is nearly all of a store: its share done
+				// is the copy's.
+				if est, ok := c.src.(Estimator); ok && table == engine.DataPoints && c.o.Progress != nil {
+					c.o.Progress.SetFraction(est.ScanFraction(table, safe))
+				}
+			}
+			if time.Since(marked) >= c.o.MarkEvery && !bytes.Equal(safe, markedAt) {
+				if loadErr = c.mark(ctx, table, hex.EncodeToString(safe)); loadErr != nil {
+					return
+				}
+				marked, markedAt = time.Now(), safe
+			}
+			b.rows, b.arena, b.pos = b.rows[:0], b.arena[:0], nil
+			free <- b
+		}
+	}()
+	cur := <-free
+	var latest []byte // the last resume position seen
+	send := func() error {
+		cur.pos, latest = latest, nil
+		select {
+		case loads <- cur:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case cur = <-free:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	err = c.src.ScanRaw(ctx, table, from, func(r *engine.Row, resume []byte) error {
 		if resume != nil {
-			// Every row before this one is in buf or loaded: once buf is
+			// Every row before this one is in cur or sent: once cur is
 			// loaded, a rerun may start here.
 			latest = slices.Clone(resume)
 		}
 		if r.Table == engine.ServiceIndex && r.Service == MarkService {
 			return nil
 		}
-		buf = append(buf, cloneRow(r, &arena))
-		if len(buf) == c.batch {
-			loadErr = flush()
-			return loadErr
+		cur.rows = append(cur.rows, cloneRow(r, &cur.arena))
+		if len(cur.rows) == c.batch {
+			return send()
 		}
 		return nil
 	})
-	if loadErr != nil {
-		return safe, loadErr
+	if err == nil && (len(cur.rows) > 0 || latest != nil) {
+		err = send()
 	}
-	if err != nil {
+	close(loads)
+	<-loaded
+	switch {
+	case loadErr != nil:
+		return safe, loadErr
+	case err != nil:
 		return safe, fmt.Errorf("read the source: %w", err)
 	}
-	if err := flush(); err != nil {
-		return safe, err
-	}
 	return safe, nil
+}
+
+// load writes one batch into the destination, at the rate allowed.
+func (c *copier) load(ctx context.Context, table engine.Table, rows []engine.Row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	if c.lim != nil {
+		if err := c.lim.WaitN(ctx, len(rows)); err != nil {
+			return err
+		}
+	}
+	if err := c.dst.LoadRaw(ctx, rows); err != nil {
+		return fmt.Errorf("load %d rows into the destination: %w", len(rows), err)
+	}
+	n := int64(len(rows))
+	c.sum.Rows += n
+	if table == engine.DataPoints {
+		c.sum.Cells += n
+	}
+	if c.o.Progress != nil {
+		c.o.Progress.AddSeries(n)
+		if table == engine.DataPoints {
+			c.o.Progress.AddSamples(n)
+		}
+	}
+	return nil
 }
 
 // mark records a table's position, or that it is done, in the destination.

@@ -309,3 +309,17 @@ func TestCopyFraction(t *testing.T) {
 	require.InDelta(t, 1.0, e.ScanFraction(engine.DataPoints, pos(1<<63-1)), 1e-9)
 	require.Zero(t, e.ScanFraction(engine.DataPoints, nil))
 }
+
+// panicking panics in every load.
+type panicking struct{ copier.Store }
+
+func (panicking) LoadRaw(context.Context, []engine.Row) error { panic("destination bug") }
+
+// TestCopyLoadPanics: a panic on the loading goroutine fails the copy
+// instead of ending the process.
+func TestCopyLoadPanics(t *testing.T) {
+	src, dst := openPebble(t), openPebble(t)
+	seed(t, src, 2, 10)
+	_, err := copier.Copy(t.Context(), src, panicking{dst}, opts("src"), slog.New(slog.DiscardHandler))
+	require.ErrorContains(t, err, "destination bug")
+}
