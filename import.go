@@ -21,9 +21,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/importer"
 	"github.com/kairos-remote/kairos-adapter/internal/timeparam"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
 
 // importCommands are the import subcommands; the storage flags are the
@@ -200,29 +198,9 @@ func matchesEmpty(ms []*labels.Matcher) bool {
 // openImportStore opens the destination as the server would, without the
 // rollup job and the HTTP side.
 func openImportStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*kairosstore.Store, func(), error) {
-	var eng engine.Engine
-	switch cfg.Storage.Type {
-	case "embedded":
-		opts := pebblekv.DefaultOptions()
-		opts.CacheSize = int64(cfg.Storage.EmbeddedCacheBytes)
-		e, err := pebblekv.Open(cfg.Storage.Path, opts, logger)
-		if err != nil {
-			if strings.Contains(err.Error(), "is locked") {
-				return nil, nil, fmt.Errorf("the embedded store %s is open in another process, an adapter serving it: Pebble lets one process at a time open it, so stop that adapter for the import (or import into Cassandra, whose keyspace a live adapter can share): %w", cfg.Storage.Path, err)
-			}
-			return nil, nil, fmt.Errorf("open the embedded store %s: %w", cfg.Storage.Path, err)
-		}
-		eng = e
-	case "cassandra":
-		cqlCfg, err := cassandraConfig(cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		e, err := cql.Open(ctx, cqlCfg, logger)
-		if err != nil {
-			return nil, nil, fmt.Errorf("connect to Cassandra at %s: %w", strings.Join(cqlCfg.Hosts, ","), err)
-		}
-		eng = e
+	eng, err := openEngine(ctx, cfg, logger)
+	if err != nil {
+		return nil, nil, err
 	}
 	closeEng := func() {
 		if err := eng.Close(); err != nil {

@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	app.Command("serve", "Serve remote write, remote read, the query API and the web UI (the default).").Default()
 	imports := addImportCommands(app)
 	snapshot := addSnapshotCommand(app)
+	copyCmd := addCopyCommand(app)
 	cfg, cmd, err := config.ParseCommand(app, args)
 	if err != nil {
 		fmt.Fprintf(stderr, "kairos-adapter: %v\n", err)
@@ -67,6 +68,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	if cmd == "snapshot" {
 		return snapshot.run(ctx, cfg, stderr, logger)
+	}
+	if cmd == "copy" {
+		return copyCmd.run(ctx, cfg, stderr, logger)
 	}
 	// Checked before any store opens, so a broken TLS or auth setup fails
 	// fast instead of after a Cassandra connection.

@@ -224,7 +224,8 @@ func (c *Config) CassandraPassword() (string, error) {
 	return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
 }
 
-func validKeyspace(s string) bool {
+// ValidKeyspace reports whether s is a keyspace name Cassandra takes unquoted.
+func ValidKeyspace(s string) bool {
 	if len(s) == 0 || len(s) > 48 {
 		return false
 	}

@@ -310,7 +310,7 @@ func hosts(hs []string) error {
 }
 
 func keyspace(s string) error {
-	if !validKeyspace(s) {
+	if !ValidKeyspace(s) {
 		return fmt.Errorf("%q must be 1-48 letters, digits or underscores", s)
 	}
 	return nil

@@ -208,7 +208,7 @@ func (w *writer) writeSeries(ctx context.Context, s storage.Series, mint, maxt i
 	ls := s.Labels()
 	w.it = s.Iterator(w.it)
 	w.series++
-	w.prog.addSeries(1)
+	w.prog.AddSeries(1)
 	// The store's ref of the series, valid across appenders while the
 	// store remembers it (and the labels go with it for when it does
 	// not): an append by ref skips comparing the labels.
@@ -237,7 +237,7 @@ func (w *writer) writeSeries(ctx context.Context, s storage.Series, mint, maxt i
 				return fmt.Errorf("series %s at %s: %w", ls, fmtMillis(t), err)
 			}
 			w.refused++
-			w.prog.addRefused(1)
+			w.prog.AddRefused(1)
 			if w.refused <= 10 {
 				w.log.Warn("The store refused a sample; it is skipped", "series", ls.String(), "time", fmtMillis(t), "err", err)
 			}
@@ -289,7 +289,7 @@ func (w *writer) flush(ctx context.Context) error {
 			w.mu.Unlock()
 			return
 		}
-		w.prog.addSamples(int64(n))
+		w.prog.AddSamples(int64(n))
 		w.mu.Lock()
 		w.samples += int64(n)
 		w.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,20 +19,33 @@ type Progress struct {
 	log   *slog.Logger
 	every time.Duration
 	unit  string // "blocks", "slices"
+	names Names
 	start time.Time
 
 	series, samples, refused atomic.Int64
 	units, skipped, total    atomic.Int64
-	totalSamples             atomic.Int64 // 0: unknown
+	totalSamples             atomic.Int64  // 0: unknown
+	fraction                 atomic.Uint64 // bits of the share done, when the caller knows it; 0: unknown
 
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
 
+// Names are what a progress report calls its counts: an import's are
+// "Import progress", series and samples.
+type Names struct {
+	Title, Series, Samples string
+}
+
 // NewProgress starts reporting: to term when it is a terminal (non-nil),
 // else to log every interval.
 func NewProgress(term io.Writer, log *slog.Logger, unit string, interval time.Duration) *Progress {
-	p := &Progress{out: term, log: log, unit: unit, every: interval, start: time.Now(), stop: make(chan struct{})}
+	return NewNamedProgress(term, log, unit, Names{"Import progress", "series", "samples"}, interval)
+}
+
+// NewNamedProgress is NewProgress with other names for its counts.
+func NewNamedProgress(term io.Writer, log *slog.Logger, unit string, names Names, interval time.Duration) *Progress {
+	p := &Progress{out: term, log: log, unit: unit, names: names, every: interval, start: time.Now(), stop: make(chan struct{})}
 	if term != nil {
 		p.every = 250 * time.Millisecond
 	}
@@ -60,33 +74,42 @@ func (p *Progress) Stop() {
 	p.report(true)
 }
 
-// plan sets the units to do and, when the source knows it, the samples.
-func (p *Progress) plan(units int, samples int64) {
+// Plan sets the units to do and, when the source knows it, the samples.
+func (p *Progress) Plan(units int, samples int64) {
 	if p != nil {
 		p.total.Store(int64(units))
 		p.totalSamples.Store(samples)
 	}
 }
 
-func (p *Progress) addSeries(n int64) {
+func (p *Progress) AddSeries(n int64) {
 	if p != nil {
 		p.series.Add(n)
 	}
 }
 
-func (p *Progress) addSamples(n int64) {
+func (p *Progress) AddSamples(n int64) {
 	if p != nil {
 		p.samples.Add(n)
 	}
 }
 
-func (p *Progress) addRefused(n int64) {
+// SetFraction sets the share of the whole work done, 0 to 1, for a caller
+// that can estimate it better than by units (a copy, from its position in
+// the biggest table).
+func (p *Progress) SetFraction(f float64) {
+	if p != nil && f > 0 && f <= 1 {
+		p.fraction.Store(math.Float64bits(f))
+	}
+}
+
+func (p *Progress) AddRefused(n int64) {
 	if p != nil {
 		p.refused.Add(n)
 	}
 }
 
-func (p *Progress) unitDone(skipped bool) {
+func (p *Progress) UnitDone(skipped bool) {
 	if p == nil {
 		return
 	}
@@ -100,6 +123,9 @@ func (p *Progress) unitDone(skipped bool) {
 // left estimates the time still needed, from the samples when the total is
 // known and from the units imported in this run otherwise; -1 is unknown.
 func (p *Progress) left(elapsed time.Duration) time.Duration {
+	if f := math.Float64frombits(p.fraction.Load()); f > 0 {
+		return time.Duration(float64(elapsed) * (1 - f) / f)
+	}
 	done, total := p.samples.Load(), p.totalSamples.Load()
 	if total <= 0 || done <= 0 {
 		done = p.units.Load()
@@ -119,7 +145,7 @@ func (p *Progress) report(last bool) {
 	left := p.left(elapsed)
 	if p.out == nil {
 		attrs := []any{p.unit, fmt.Sprintf("%d/%d", units, p.total.Load()), "skipped_done_before", p.skipped.Load(),
-			"series", p.series.Load(), "samples", samples, "samples_per_second", int64(perSec), "elapsed", elapsed.Round(time.Second)}
+			p.names.Series, p.series.Load(), p.names.Samples, samples, p.names.Samples + "_per_second", int64(perSec), "elapsed", elapsed.Round(time.Second)}
 		if n := p.refused.Load(); n > 0 {
 			attrs = append(attrs, "refused", n)
 		}
@@ -129,7 +155,7 @@ func (p *Progress) report(last bool) {
 		if left >= 0 {
 			attrs = append(attrs, "time_left", left.Round(time.Second))
 		}
-		p.log.Info("Import progress", attrs...)
+		p.log.Info(p.names.Title, attrs...)
 		return
 	}
 	const width = 24
@@ -140,14 +166,15 @@ func (p *Progress) report(last bool) {
 	if ts := p.totalSamples.Load(); ts > 0 && !last {
 		frac = max(frac, min(1, float64(samples)/float64(ts)))
 	}
+	frac = max(frac, math.Float64frombits(p.fraction.Load()))
 	fill := int(frac * width)
 	eta := "--"
 	if left >= 0 {
 		eta = left.Round(time.Second).String()
 	}
-	line := fmt.Sprintf("\r[%s%s] %3.0f%% %d/%d %s | %s series | %s samples | %s/s | left %s",
+	line := fmt.Sprintf("\r[%s%s] %3.0f%% %d/%d %s | %s %s | %s %s | %s/s | left %s",
 		strings.Repeat("=", fill), strings.Repeat(" ", width-fill), 100*frac, units, p.total.Load(), p.unit,
-		si(float64(p.series.Load())), si(float64(samples)), si(perSec), eta)
+		si(float64(p.series.Load())), p.names.Series, si(float64(samples)), p.names.Samples, si(perSec), eta)
 	if n := p.refused.Load(); n > 0 {
 		line += fmt.Sprintf(" | %d refused", n)
 	}

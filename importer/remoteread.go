@@ -46,7 +46,7 @@ func ImportRemoteRead(ctx context.Context, st *kairosstore.Store, src RemoteRead
 		return sum, err
 	}
 	client := &readClient{url: u.String(), client: &http.Client{Timeout: src.Timeout}, samplesOnly: src.samplesOnly}
-	o.Progress.plan(n, 0)
+	o.Progress.Plan(n, 0)
 	mk := marks{st: st, key: o.sourceKey("remote-read", u.Redacted())}
 	w := newWriter(st, &o, log)
 	defer w.abort()
@@ -60,7 +60,7 @@ func ImportRemoteRead(ctx context.Context, st *kairosstore.Store, src RemoteRead
 		}
 		if done {
 			sum.Skipped++
-			o.Progress.unitDone(true)
+			o.Progress.UnitDone(true)
 			continue
 		}
 		v, err := withRetries(ctx, &o, log, key, func() (markValue, error) {
@@ -73,7 +73,7 @@ func ImportRemoteRead(ctx context.Context, st *kairosstore.Store, src RemoteRead
 			return sum, err
 		}
 		sum.add(v)
-		o.Progress.unitDone(false)
+		o.Progress.UnitDone(false)
 		log.Debug("Slice imported", "start", fmtMillis(span.Start), "end", fmtMillis(span.End), "series", v.Series, "samples", v.Samples)
 	}
 	return sum, nil

@@ -82,7 +82,7 @@ func ImportTSDB(ctx context.Context, st *kairosstore.Store, src TSDB, o Options,
 	if hasWAL && o.End >= maxBlockTime {
 		headUnits = 1
 	}
-	o.Progress.plan(len(units)+headUnits, planned)
+	o.Progress.Plan(len(units)+headUnits, planned)
 
 	mk := marks{st: st, key: o.sourceKey("tsdb", "")}
 	w := newWriter(st, &o, log)
@@ -99,7 +99,7 @@ func ImportTSDB(ctx context.Context, st *kairosstore.Store, src TSDB, o Options,
 		}
 		if done {
 			sum.Skipped++
-			o.Progress.unitDone(true)
+			o.Progress.UnitDone(true)
 			log.Debug("Block imported before; skipped", "block", m.ULID)
 			continue
 		}
@@ -118,7 +118,7 @@ func ImportTSDB(ctx context.Context, st *kairosstore.Store, src TSDB, o Options,
 			return sum, err
 		}
 		sum.add(v)
-		o.Progress.unitDone(false)
+		o.Progress.UnitDone(false)
 		log.Debug("Block imported", "block", m.ULID, "series", v.Series, "samples", v.Samples)
 	}
 	if headUnits == 0 {
@@ -139,7 +139,7 @@ func ImportTSDB(ctx context.Context, st *kairosstore.Store, src TSDB, o Options,
 		return sum, fmt.Errorf("the head (WAL) of %s: %w", src.Dir, err)
 	}
 	sum.add(v)
-	o.Progress.unitDone(false)
+	o.Progress.UnitDone(false)
 	return sum, nil
 }
 

@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) engine.Engine) {
 		{"CallbackError", testCallbackError},
 		{"Ready", testReady},
 		{"CancelledWrite", testCancelledWrite},
+		{"Raw", testRaw},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, start) })
 	}

@@ -280,13 +280,23 @@ func checkTTLs(b *engine.Batch) error {
 }
 
 func (t *txn) putCell(c *engine.Cell) error {
+	return t.putCellAt(c, t.writeTime, t.expiry(c.TTL))
+}
+
+// putCellAt is putCell with the cell's own write time and expiry, which a
+// raw load (LoadRaw) carries per cell; writeTime is at most t.writeTime.
+func (t *txn) putCellAt(c *engine.Cell, writeTime, expiry int64) error {
 	newer, ok := t.rows[string(c.Key)]
-	if !ok {
-		newer = t.e.marks.newer(c.Key, t.writeTime)
-		t.rows[string(c.Key)] = newer
+	if !ok || writeTime != t.writeTime {
+		// Newer for an older write time implies newer for t.writeTime, so
+		// the entry cached for the partition stays a safe answer for it.
+		newer = t.e.marks.newer(c.Key, writeTime)
+		if !ok {
+			t.rows[string(c.Key)] = newer
+		}
 	}
 	if !newer {
-		shadowed, err := t.cellShadowed(c.Key, c.Column)
+		shadowed, err := t.cellShadowed(c.Key, c.Column, writeTime)
 		if err != nil || shadowed {
 			return err
 		}
@@ -302,7 +312,7 @@ func (t *txn) putCell(c *engine.Cell) error {
 		t.blockRow = append(t.blockRow[:0], c.Key...)
 		t.blockWindow = window(c.Column)
 	}
-	t.block = append(t.block, cellblock.Cell{Column: c.Column, WriteTime: t.writeTime, Expiry: t.expiry(c.TTL), Value: c.Value})
+	t.block = append(t.block, cellblock.Cell{Column: c.Column, WriteTime: writeTime, Expiry: expiry, Value: c.Value})
 	return nil
 }
 
@@ -349,16 +359,16 @@ func blockPurgeTime(expiry, step int64) int64 {
 }
 
 // cellShadowed reports whether a data_points tombstone hides a write of
-// (rowKey, column). Cells usually come grouped by row key, so the tombstones
-// of the last partition are kept.
-func (t *txn) cellShadowed(rowKey []byte, column uint32) (bool, error) {
+// (rowKey, column) at writeTime. Cells usually come grouped by row key, so
+// the tombstones of the last partition are kept.
+func (t *txn) cellShadowed(rowKey []byte, column uint32, writeTime int64) (bool, error) {
 	if t.tombIter == nil || !bytes.Equal(t.tombRow, rowKey) {
 		if err := t.loadDataTombs(rowKey); err != nil {
 			return false, err
 		}
 	}
 	for _, tb := range t.tombs {
-		if tb.lo <= column && column <= tb.hi && tb.writeTime >= t.writeTime {
+		if tb.lo <= column && column <= tb.hi && tb.writeTime >= writeTime {
 			return true, nil
 		}
 	}
@@ -444,23 +454,28 @@ func (e *Engine) DeleteServiceValue(ctx context.Context, service, serviceKey, ke
 
 // putLegacyRowKey writes one row_key_index cell; KairosDB's value is 0x00.
 func (t *txn) putLegacyRowKey(k engine.LegacyRowKey) error {
-	shadowed, err := t.legacyShadowed(k.Metric)
+	return t.putLegacyRowKeyAt(k, t.entry(0, []byte{0}))
+}
+
+// putLegacyRowKeyAt is putLegacyRowKey with the entry's own write time.
+func (t *txn) putLegacyRowKeyAt(k engine.LegacyRowKey, ent entry) error {
+	shadowed, err := t.legacyShadowed(k.Metric, ent.writeTime)
 	if err != nil || shadowed {
 		return err
 	}
 	t.key = appendLegacyKey(t.key[:0], k.Metric, k.RowKey)
-	return t.put(t.key, t.entry(0, []byte{0}))
+	return t.putIf(t.key, ent, ent.writeTime <= t.e.highWater)
 }
 
 // legacyShadowed reports whether a row_key_index partition tombstone hides
-// a write to metric's partition.
-func (t *txn) legacyShadowed(metric string) (bool, error) {
-	if t.newest {
+// a write to metric's partition at writeTime.
+func (t *txn) legacyShadowed(metric string, writeTime int64) (bool, error) {
+	if writeTime > t.e.highWater {
 		return false, nil
 	}
 	ent, found, err := t.stored(appendLegacyTombKey(nil, metric))
 	if err != nil || !found {
 		return false, err
 	}
-	return ent.live(t.now) && ent.writeTime >= t.writeTime, nil
+	return ent.live(t.now) && ent.writeTime >= writeTime, nil
 }
