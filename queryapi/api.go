@@ -586,8 +586,9 @@ func queryOpts(form url.Values) (promql.QueryOpts, *apiError) {
 	}
 	// Per-step statistics, as Prometheus asks them for stats=all; the
 	// engine, like Prometheus's without --enable-feature=promql-per-step-stats,
-	// does not collect them.
-	return promql.NewPrometheusQueryOpts(form.Get("stats") == "all", lookback), nil
+	// does not collect them. No start timestamps: the store keeps none, so
+	// the engine's default (off) stands.
+	return promql.NewPrometheusQueryOpts(form.Get("stats") == "all", lookback, nil), nil
 }
 
 // labelParams are the parameters /labels, /label/<name>/values and /series
