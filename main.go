@@ -198,7 +198,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		Routes: func(handle func(string, string, http.Handler)) {
 			queryAPI.Register(func(pattern, name string, h http.Handler) {
 				if name == "query_range" {
-					h = queryDeadline(front, time.Duration(cfg.Query.Timeout))
+					h = front
 				}
 				handle(pattern, name, h)
 			})
@@ -280,23 +280,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// queryDeadline bounds a range query through the frontend by
-// --query.timeout as a whole, counted from its arrival as the query API
-// counts it: each part the frontend sends to the query API gets a deadline
-// of its own, so 8,900 parts of a 244-year range at a 10-day step answered
-// 200 after 16 s with --query.timeout=4s. The frontend answers a deadline
-// passed as the query API does (503 timeout).
-func queryDeadline(h http.Handler, d time.Duration) http.Handler {
-	if d <= 0 {
-		return h
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), d)
-		defer cancel()
-		h.ServeHTTP(w, r.WithContext(ctx))
-	})
 }
 
 // splitInterval is --query.split-interval as the frontend takes it: 0

@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/promql/parser/posrange"
 	"github.com/prometheus/prometheus/util/jsonutil"
+
+	"github.com/kairos-remote/kairos-adapter/queryapi"
 )
 
 // shardPlan is how an aggregation is evaluated in shards by series: each
@@ -227,10 +229,10 @@ type shardOf struct{ index, count uint64 }
 // histograms (whose sums the frontend does not add), annotations of avg's
 // sums and counts, or annotations whose positions cannot be placed in the
 // query's text.
-func (f *Frontend) evalSharded(ctx context.Context, q *rangeQuery, start, end int64, sem chan struct{}) (*matrix, bool, *upstreamError) {
+func (f *Frontend) evalSharded(ctx context.Context, q *rangeQuery, start, end int64, sem chan struct{}) (*matrix, bool, *queryapi.Error) {
 	plan := q.shard
 	answers := make([]*matrix, len(plan.queries))
-	err := f.fanOut(ctx, len(plan.queries), "a shard of the query", func(ctx context.Context, i int) (err *upstreamError) {
+	err := f.fanOut(ctx, len(plan.queries), "a shard of the query", func(ctx context.Context, i int) (err *queryapi.Error) {
 		f.metrics.shards.Inc()
 		answers[i], err = f.call(ctx, plan.queries[i], q, start, end, sem, &shardOf{uint64(i % plan.n), uint64(plan.n)})
 		return err

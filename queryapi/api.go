@@ -13,7 +13,6 @@
 package queryapi
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -132,20 +131,21 @@ type API struct {
 	sourceRes   sourceResolution
 }
 
-// maxPoints is the most points a range query may return per series, as in
-// Prometheus: a week at 60 s resolution.
-const maxPoints = 11000
+// MaxPoints is the most points a range query may return per series, as in
+// Prometheus: a week at 60 s resolution. The frontend leaves a query over
+// it to the query API whole, to be refused here.
+const MaxPoints = 11000
 
-// tooManyPoints is Prometheus's check of maxPoints, (end-start)/step, with
+// tooManyPoints is Prometheus's check of MaxPoints, (end-start)/step, with
 // the span counted in ms where time.Time.Sub saturates (past 292 years):
 // saturated, Prometheus's own check passes 2·10^10 steps between its
 // minimum and maximum times, and the engine and the reads it plans would
 // walk them.
 func tooManyPoints(start, end time.Time, step time.Duration) bool {
 	if d := end.Sub(start); d < math.MaxInt64 {
-		return d/step > maxPoints
+		return d/step > MaxPoints
 	}
-	return timeparam.Steps(start.UnixMilli(), end.UnixMilli(), max(step.Milliseconds(), 1))-1 > maxPoints
+	return timeparam.Steps(start.UnixMilli(), end.UnixMilli(), max(step.Milliseconds(), 1))-1 > MaxPoints
 }
 
 // New builds the engine; its metrics (prometheus_engine_*) go to reg.
@@ -251,10 +251,11 @@ func (a *API) Register(handle func(pattern, name string, h http.Handler)) {
 	}
 }
 
-// maxFormBytes bounds a request body of the query API. Go's form parser
+// MaxFormBytes bounds a request body of the query API. Go's form parser
 // stops at 10 MB of url-encoded body already; the bound also keeps the parts
-// of a multipart body in memory, never in temporary files.
-const maxFormBytes = 10 << 20
+// of a multipart body in memory, never in temporary files. The frontend
+// reads no more of a body, and leaves a larger one to the query API.
+const MaxFormBytes = 10 << 20
 
 // handler parses the form and writes the envelope. The form is read as
 // Prometheus reads it: query string, url-encoded or multipart body, and
@@ -272,26 +273,22 @@ func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiE
 	timeoutParam := name == "query" || name == "query_range"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A delete answers 204, with no body to compress.
-		if acceptsGzip(r) && name != "delete_series" {
-			// Range queries over many series answer megabytes of
-			// JSON that compresses tenfold; Prometheus gzips too.
-			w.Header().Set("Content-Encoding", "gzip")
-			w.Header().Add("Vary", "Accept-Encoding")
-			gz := gzip.NewWriter(w)
-			defer gz.Close()
-			w = gzipWriter{ResponseWriter: w, w: gz}
+		if name != "delete_series" {
+			var done func()
+			w, done = compress(w, r)
+			defer done()
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		r.Body = http.MaxBytesReader(w, r.Body, MaxFormBytes)
 		formErr := r.ParseForm()
 		// /series reads match[] before anything parses a multipart
 		// body in Prometheus, so a multipart /series has no match[].
 		if !strict {
-			if err := r.ParseMultipartForm(maxFormBytes); formErr == nil && !errors.Is(err, http.ErrNotMultipart) {
+			if err := r.ParseMultipartForm(MaxFormBytes); formErr == nil && !errors.Is(err, http.ErrNotMultipart) {
 				formErr = err
 			}
 		}
 		if _, ok := errors.AsType[*http.MaxBytesError](formErr); ok {
-			respondError(w, a.logger, badData(fmt.Errorf("the request body is larger than %d bytes", maxFormBytes)), nil, "")
+			respondError(w, a.logger, badData(fmt.Errorf("the request body is larger than %d bytes", MaxFormBytes)), nil, "")
 			return
 		}
 		if whole && formErr != nil {
@@ -334,22 +331,6 @@ func (a *API) timeoutOf(form url.Values) (time.Duration, *apiError) {
 	}
 	return a.timeout, nil
 }
-
-func acceptsGzip(r *http.Request) bool {
-	for _, enc := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
-		if name, params, _ := strings.Cut(strings.TrimSpace(enc), ";"); strings.EqualFold(name, "gzip") {
-			return strings.ReplaceAll(params, " ", "") != "q=0"
-		}
-	}
-	return false
-}
-
-type gzipWriter struct {
-	http.ResponseWriter
-	w *gzip.Writer
-}
-
-func (g gzipWriter) Write(b []byte) (int, error) { return g.w.Write(b) }
 
 func (a *API) query(r *http.Request) (any, annotations.Annotations, *apiError) {
 	limit, err := parseLimit(r.FormValue("limit"))
