@@ -360,7 +360,7 @@ func (a *API) query(r *http.Request) (any, annotations.Annotations, *apiError) {
 		qry.Close()
 		return nil, nil, apiErr
 	}
-	return a.exec(ctx, qry, encodeJSON(limit, r.FormValue("stats") != ""))
+	return a.exec(ctx, qry, encodeJSON(limit, r.FormValue("stats")))
 }
 
 func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiError) {
@@ -381,7 +381,7 @@ func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiErr
 		return nil, nil, badParam(err, "step")
 	}
 	req := RangeRequest{Query: r.FormValue("query"), Start: start, End: end, Step: step, Params: r.Form}
-	return a.evalRange(r.Context(), req, encodeJSON(limit, r.FormValue("stats") != ""))
+	return a.evalRange(r.Context(), req, encodeJSON(limit, r.FormValue("stats")))
 }
 
 // evalRange evaluates a range query; out makes the answer's data of the
@@ -470,18 +470,22 @@ type execResult struct {
 type output func(qry promql.Query, res *promql.Result) (any, annotations.Annotations, error)
 
 // encodeJSON is the handlers' output: the result as JSON, with at most
-// limit series (0: all), and with withStats the engine's statistics
-// (timings and samples), as Prometheus's answer carries them for any
-// non-empty stats parameter.
-func encodeJSON(limit int, withStats bool) output {
+// limit series (0: all), and the engine's statistics (timings and samples)
+// as Prometheus's answer carries them for any non-empty stats parameter;
+// a value other than "true" and "all" also gets Prometheus's warning that
+// it is deprecated.
+func encodeJSON(limit int, statsParam string) output {
 	return func(qry promql.Query, res *promql.Result) (any, annotations.Annotations, error) {
 		ann := res.Warnings
 		if limit > 0 && truncate(res, limit) {
 			ann = ann.Add(errors.New("results truncated due to limit"))
 		}
 		var qs stats.QueryStats
-		if withStats {
+		if statsParam != "" {
 			qs = stats.NewQueryStats(qry.Stats())
+		}
+		if statsParam != "" && statsParam != "true" && statsParam != "all" {
+			ann = ann.Add(fmt.Errorf("value %q for parameter \"stats\" is deprecated and will be rejected in the next major release, use \"true\" or \"all\"", statsParam))
 		}
 		b, err := encodeResult(res.Value, qs)
 		return b, ann, err
