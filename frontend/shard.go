@@ -50,7 +50,7 @@ var shardableFuncs = map[string]bool{
 // metric: two metrics with otherwise equal labels would collide once a
 // function drops their names, an error that only the whole query sees.
 func planShards(q string, e parser.Expr, p parser.Parser, n int) *shardPlan {
-	agg, ok := unparen(e).(*parser.AggregateExpr)
+	agg, ok := queryapi.Unparen(e).(*parser.AggregateExpr)
 	if !ok || agg.Param != nil || !perSeries(agg.Expr) {
 		return nil
 	}
@@ -71,7 +71,7 @@ func planShards(q string, e parser.Expr, p parser.Parser, n int) *shardPlan {
 		if err != nil {
 			return nil
 		}
-		a := unparen(e2).(*parser.AggregateExpr)
+		a := queryapi.Unparen(e2).(*parser.AggregateExpr)
 		a.Op = op
 		text := a.String()
 		pos, ok := positionMap(e, text, p)
@@ -105,7 +105,7 @@ func positionMap(orig parser.Expr, text string, p parser.Parser) (map[posrange.P
 		})
 		return out
 	}
-	a, b := nodes(unparen(orig)), nodes(unparen(shard))
+	a, b := nodes(queryapi.Unparen(orig)), nodes(queryapi.Unparen(shard))
 	if len(a) != len(b) {
 		return nil, false
 	}
@@ -142,16 +142,6 @@ func translate(anns []string, pos map[posrange.Pos]posrange.Pos, query string) (
 		out = append(out, m[1]+" ("+posrange.PositionRange{Start: orig}.StartPosInput(query, 0)+")")
 	}
 	return out, true
-}
-
-func unparen(e parser.Expr) parser.Expr {
-	for {
-		p, ok := e.(*parser.ParenExpr)
-		if !ok {
-			return e
-		}
-		e = p.Expr
-	}
 }
 
 // perSeries reports whether each series of e comes from one series of one
