@@ -132,9 +132,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) int {
 	p.routes = adapter.NewRoutes(reg)
 	p.adapter.Register(p.routes.Handle)
 	api.Register(p.routes.Handle)
-	p.front.Register(func(pattern, name string, h http.Handler) {
-		p.routes.Handle(pattern, name, queryDeadline(h, time.Duration(cfg.Query.Timeout)))
-	})
+	p.front.Register(p.routes.Handle)
 	ui.Register(p.routes.Handle)
 
 	// The engine is closed once, on the way out, after the HTTP server has
@@ -272,23 +270,6 @@ func retention(cfg *config.Config) string {
 		return ""
 	}
 	return cfg.KairosDB.DatapointTTL.String()
-}
-
-// queryDeadline bounds a range query through the frontend by
-// --query.timeout as a whole, counted from its arrival as the query API
-// counts it: each part the frontend sends to the query API gets a deadline
-// of its own, so 8,900 parts of a 244-year range at a 10-day step answered
-// 200 after 16 s with --query.timeout=4s. The frontend answers a deadline
-// passed as the query API does (503 timeout).
-func queryDeadline(h http.Handler, d time.Duration) http.Handler {
-	if d <= 0 {
-		return h
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), d)
-		defer cancel()
-		h.ServeHTTP(w, r.WithContext(ctx))
-	})
 }
 
 // splitInterval is --query.split-interval as the frontend takes it: 0

@@ -38,7 +38,7 @@ func FuzzWriteV2(f *testing.F) {
 	})
 	b.add(writev2.TimeSeries{
 		LabelsRefs: b.refs("__name__", "latency_seconds"),
-		Histograms: []writev2.Histogram{writev2.FromIntHistogram(1000, testHistogram(1))},
+		Histograms: []writev2.Histogram{writev2.FromIntHistogram(0, 1000, testHistogram(1))},
 	})
 	valid, err := b.build().Marshal()
 	require.NoError(f, err)

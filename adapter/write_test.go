@@ -574,7 +574,7 @@ func TestWriteInvalidSeriesV2(t *testing.T) {
 	h, _ := newTestHandler(t, s, Options{})
 	b := newV2Builder()
 	one := []writev2.Sample{{Timestamp: 1, Value: 1}}
-	hist := []writev2.Histogram{writev2.FromIntHistogram(1, testHistogram(1))}
+	hist := []writev2.Histogram{writev2.FromIntHistogram(0, 1, testHistogram(1))}
 	b.add(writev2.TimeSeries{LabelsRefs: b.refs("job", "no_name"), Samples: one, Exemplars: []writev2.Exemplar{{Value: 1, Timestamp: 1}}})
 	b.add(writev2.TimeSeries{LabelsRefs: b.refs("__name__", "good"), Samples: one, Exemplars: []writev2.Exemplar{{Value: 1, Timestamp: 1}}})
 	b.add(writev2.TimeSeries{LabelsRefs: b.refs("__name__", "both"), Samples: one, Histograms: hist})
@@ -586,7 +586,7 @@ func TestWriteInvalidSeriesV2(t *testing.T) {
 	// Spans claim more buckets than there are: an invalid histogram.
 	bad := testHistogram(1)
 	bad.PositiveBuckets = bad.PositiveBuckets[:1]
-	b.add(writev2.TimeSeries{LabelsRefs: b.refs("__name__", "bad_hist"), Histograms: []writev2.Histogram{writev2.FromIntHistogram(1, bad)}})
+	b.add(writev2.TimeSeries{LabelsRefs: b.refs("__name__", "bad_hist"), Histograms: []writev2.Histogram{writev2.FromIntHistogram(0, 1, bad)}})
 
 	rec := writeV2Req(h, b.build())
 	require.Equal(t, http.StatusBadRequest, rec.Code)
@@ -712,7 +712,7 @@ func TestWriteHistogramSchemaReduced(t *testing.T) {
 	hi := testHistogram(1)
 	hi.Schema = 10
 	b := newV2Builder()
-	b.add(writev2.TimeSeries{LabelsRefs: b.refs("__name__", "h"), Histograms: []writev2.Histogram{writev2.FromIntHistogram(1, hi)}})
+	b.add(writev2.TimeSeries{LabelsRefs: b.refs("__name__", "h"), Histograms: []writev2.Histogram{writev2.FromIntHistogram(0, 1, hi)}})
 	rec := writeV2Req(h, b.build())
 	require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
 	require.Equal(t, int32(8), s.get(`{__name__="h"}`).samples[0].h.Schema)
@@ -1036,8 +1036,8 @@ func TestWriteHistogramAfterCustomBuckets(t *testing.T) {
 		}})
 		require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
 		b := newV2Builder()
-		b.add(writev2.TimeSeries{LabelsRefs: b.refs("__name__", "nhcb_v2"), Histograms: []writev2.Histogram{writev2.FromIntHistogram(1, nhcb)}})
-		b.add(writev2.TimeSeries{LabelsRefs: b.refs("__name__", "exp_v2"), Histograms: []writev2.Histogram{writev2.FromIntHistogram(1, exp), writev2.FromFloatHistogram(2, exp.ToFloat(nil))}})
+		b.add(writev2.TimeSeries{LabelsRefs: b.refs("__name__", "nhcb_v2"), Histograms: []writev2.Histogram{writev2.FromIntHistogram(0, 1, nhcb)}})
+		b.add(writev2.TimeSeries{LabelsRefs: b.refs("__name__", "exp_v2"), Histograms: []writev2.Histogram{writev2.FromIntHistogram(0, 1, exp), writev2.FromFloatHistogram(0, 2, exp.ToFloat(nil))}})
 		rec = writeV2Req(h, b.build())
 		require.Equal(t, http.StatusNoContent, rec.Code, rec.Body.String())
 		requireWritten(t, rec, 0, 3, 0)

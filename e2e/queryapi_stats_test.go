@@ -18,7 +18,8 @@ var timing = regexp.MustCompile(`"(evalTotalTime|resultSortTime|queryPreparation
 // compareStats requires the adapter's answer to a query with the stats
 // parameter to be Prometheus's byte for byte once the timings are zeroed:
 // the same fields in the same order (data.stats.timings, data.stats.samples
-// with totalQueryableSamples, samplesRead and peakSamples), the same sample counts, and
+// with totalQueryableSamples, samplesRead, seriesTouched (since Prometheus
+// 3.16) and peakSamples), the same sample and series counts, and
 // no stats without the parameter.
 func compareStats(t *testing.T, prom, adapterURL string, t0 time.Time) {
 	sec := func(d time.Duration) string { return strconv.FormatInt(t0.Add(d).Unix(), 10) }
@@ -35,7 +36,7 @@ func compareStats(t *testing.T, prom, adapterURL string, t0 time.Time) {
 				require.Equal(t, codeA, codeB, "%s: status", r)
 				if st != "" {
 					require.Contains(t, bodyA, `"stats":{"timings":{"evalTotalTime":`, "%s: Prometheus answers stats", r)
-					require.Regexp(t, `"samples":\{"totalQueryableSamples":\d+,"samplesRead":\d+,"peakSamples":\d+\}`, bodyB, "%s", r)
+					require.Regexp(t, `"samples":\{"totalQueryableSamples":\d+,"samplesRead":\d+,"seriesTouched":\d+,"peakSamples":\d+\}`, bodyB, "%s", r)
 				} else {
 					require.NotContains(t, bodyB, `"stats"`, "%s", r)
 				}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -29,6 +30,7 @@ import (
 // to the data, so nothing depends on when the queries run.
 func TestQueryAPIMatchesPrometheus(t *testing.T) {
 	promBin := envOrSkip(t, "KAIROS_TEST_PROMETHEUS", "the Prometheus server binary printed by scripts/prometheus.sh")
+	requireSameRelease(t, promBin)
 	prom := startPrometheus(t, promBin, "prometheus", "global: {scrape_interval: 1m}\n", "--web.enable-remote-write-receiver", "--enable-feature=exemplar-storage")
 	promAsAdapter := &adapter{addr: strings.TrimPrefix(prom, "http://")}
 	// A whole minute, 30 minutes back: the samples (one hour up to t0) are
@@ -72,6 +74,31 @@ func TestQueryAPIMatchesPrometheus(t *testing.T) {
 		mustWrite(t, a, false, data)
 		compareGaps(t, prom, a.url(""), t0)
 	})
+}
+
+// requireSameRelease fails unless the Prometheus binary at bin is built
+// from the release whose engine the adapter embeds (go.mod's): against
+// another release, answers differ wherever PromQL changed between them,
+// and the test would blame the adapter. A binary cached from before a
+// bump is the usual cause.
+func requireSameRelease(t *testing.T, bin string) {
+	t.Helper()
+	const mod = "github.com/prometheus/prometheus"
+	version := func(bin string) string {
+		info, err := buildinfo.ReadFile(bin)
+		require.NoError(t, err, "reading the build information of %s", bin)
+		// Built by path from tools/prometheus, Prometheus's module is
+		// the binary's main one.
+		for _, d := range append(info.Deps, &info.Main) {
+			if d.Path == mod {
+				return d.Version
+			}
+		}
+		return ""
+	}
+	want := version(adapterBin)
+	require.NotEmpty(t, want, "the adapter is not built with %s", mod)
+	require.Equal(t, want, version(bin), "%s is not built from the release of %s the adapter embeds (go.mod and tools/prometheus/go.mod pin the same one; scripts/prometheus.sh builds it)", bin, mod)
 }
 
 // compareGaps asks for the functions whose answers take their labels from

@@ -124,9 +124,9 @@ func encodeWriteV2(ss []series) []byte {
 			}
 			for _, h := range s.Histograms {
 				if h.H != nil {
-					ts.Histograms = append(ts.Histograms, writev2.FromIntHistogram(h.T, h.H))
+					ts.Histograms = append(ts.Histograms, writev2.FromIntHistogram(0, h.T, h.H))
 				} else {
-					ts.Histograms = append(ts.Histograms, writev2.FromFloatHistogram(h.T, h.FH))
+					ts.Histograms = append(ts.Histograms, writev2.FromFloatHistogram(0, h.T, h.FH))
 				}
 			}
 			req.Timeseries = append(req.Timeseries, ts)

@@ -3,6 +3,7 @@ package frontend
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/internal/timeparam"
@@ -131,7 +133,7 @@ func TestFanOutBounded(t *testing.T) {
 	f := New(panicking{}, Options{Parallelism: 3}, prometheus.NewRegistry(), nil)
 	var mu sync.Mutex
 	running, most, ran := 0, 0, map[int]int{}
-	err := f.fanOut(context.Background(), 11_000, "a part", func(ctx context.Context, i int) *upstreamError {
+	err := f.fanOut(context.Background(), 11_000, "a part", func(ctx context.Context, i int) *queryapi.Error {
 		mu.Lock()
 		running++
 		most = max(most, running)
@@ -151,9 +153,9 @@ func TestFanOutBounded(t *testing.T) {
 	require.LessOrEqual(t, most, 3)
 
 	began := time.Now()
-	err = f.fanOut(context.Background(), 11_000, "a part", func(ctx context.Context, i int) *upstreamError {
+	err = f.fanOut(context.Background(), 11_000, "a part", func(ctx context.Context, i int) *queryapi.Error {
 		if i == 5 {
-			return internalError(errors.New("part 5 failed"))
+			return queryapi.ErrorOf(errors.New("part 5 failed"))
 		}
 		select {
 		case <-ctx.Done():
@@ -163,6 +165,97 @@ func TestFanOutBounded(t *testing.T) {
 		}
 	})
 	require.NotNil(t, err)
-	require.Contains(t, string(err.body), "part 5 failed")
+	require.Contains(t, err.Error(), "part 5 failed")
 	require.Less(t, time.Since(began), time.Second, "the parts after the error do not wait")
+}
+
+// slowParts takes 200 ms before each sub-query, within the sub-query's
+// own deadline: parts that each finish in time, and together do not.
+type slowParts struct{ queryapi.RangeHandler }
+
+func (s slowParts) EvalRange(ctx context.Context, req queryapi.RangeRequest, convert func(promql.Matrix) any) (queryapi.RangeAnswer, *queryapi.Error) {
+	time.Sleep(200 * time.Millisecond)
+	return s.RangeHandler.EvalRange(ctx, req, convert)
+}
+
+// TestWholeQueryDeadline: a range query through the frontend is bounded
+// as a whole, as Prometheus bounds one query, by the query API's timeout
+// (--query.timeout) or the request's timeout parameter if shorter, not a
+// deadline per part: 24 parts of 200 ms, one at a time, answered 200
+// after 5 s with a timeout of 1 s (the bound was main.go's wrapper, which
+// a frontend without it, as here, did not have).
+func TestWholeQueryDeadline(t *testing.T) {
+	store := testStore(t, nil)
+	writeTestData(t, store)
+	form := rangeForm("sum(http_requests_total)", midnight.Add(-2*time.Hour), midnight.Add(2*time.Hour), time.Minute)
+	for _, c := range []struct {
+		name       string
+		apiTimeout time.Duration
+		param      string
+	}{
+		{"--query.timeout 1s", time.Second, ""},
+		{"timeout=1s under --query.timeout 1m", time.Minute, "1s"},
+		{"timeout=1m over --query.timeout 1s", time.Second, "1m"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			inner := slowParts{queryAPIWith(store, queryapi.Options{Timeout: c.apiTimeout})}
+			f := New(inner, Options{SplitInterval: 10 * time.Minute, MaxParts: 100, Parallelism: 1, Shards: 1}, prometheus.NewRegistry(), nil)
+			form := maps.Clone(form)
+			if c.param != "" {
+				form.Set("timeout", c.param)
+			}
+			began := time.Now()
+			got := ask(t, f, form, nil)
+			took := time.Since(began)
+			require.Equal(t, http.StatusServiceUnavailable, got.code, got.body)
+			require.Contains(t, got.body, `"errorType":"timeout"`)
+			require.Less(t, took, 1500*time.Millisecond)
+		})
+	}
+}
+
+// TestHostileTimeouts: the frontend reads the timeout parameter with the
+// query API's parser and answers as the query API answers whole: a
+// timeout that is no duration an int64 of nanoseconds holds is refused
+// naming the parameter (Prometheus lets NaN through as whatever the
+// conversion makes of it), one that has passed (0, -1) times out at once,
+// as in Prometheus.
+func TestHostileTimeouts(t *testing.T) {
+	store := testStore(t, nil)
+	writeTestData(t, store)
+	whole := queryAPI(store)
+	f := New(whole, Options{SplitInterval: 30 * time.Minute, Shards: 2, CacheBytes: 16 << 20, Now: func() time.Time { return midnight.Add(48 * time.Hour) }},
+		prometheus.NewRegistry(), nil)
+	for _, c := range []struct {
+		timeout string
+		code    int
+		msg     string
+	}{
+		{"NaN", http.StatusBadRequest, `invalid parameter \"timeout\": cannot parse \"NaN\" to a valid duration`},
+		{"1e300", http.StatusBadRequest, `invalid parameter \"timeout\": cannot parse \"1e300\" to a valid duration. It overflows int64`},
+		{"-1e300", http.StatusBadRequest, `invalid parameter \"timeout\"`},
+		{"Inf", http.StatusBadRequest, `invalid parameter \"timeout\"`},
+		{"300y", http.StatusBadRequest, `invalid parameter \"timeout\": cannot parse \"300y\" to a valid duration`},
+		{"soon", http.StatusBadRequest, `invalid parameter \"timeout\"`},
+		{"-1", http.StatusServiceUnavailable, `"errorType":"timeout"`},
+		{"0", http.StatusServiceUnavailable, `"errorType":"timeout"`},
+		{"1ms", 0, ""}, // may or may not finish in time; either answer as the query API's
+		{"292y", http.StatusOK, `"resultType":"matrix"`},
+	} {
+		form := rangeForm("sum by (job) (rate(http_requests_total[5m]))", midnight.Add(-2*time.Hour), midnight.Add(2*time.Hour), time.Minute)
+		form.Set("timeout", c.timeout)
+		want, got := ask(t, whole, form, nil), ask(t, f, form, nil)
+		if c.code == 0 {
+			fuzzSame(t, c.timeout, want, got)
+			continue
+		}
+		require.Equal(t, c.code, got.code, "%s: %s", c.timeout, got.body)
+		require.Contains(t, got.body, c.msg, c.timeout)
+		if c.code == http.StatusServiceUnavailable {
+			// Where it stopped, and so the message, may differ.
+			fuzzSame(t, c.timeout, want, got)
+			continue
+		}
+		sameAnswer(t, "timeout "+c.timeout, want, got)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/queryapi"
 	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
@@ -320,7 +321,7 @@ func sizeOf(m *matrix) int64 {
 
 // cachedPart answers part p of q from the cache and evaluates what it
 // lacks.
-func (f *Frontend) cachedPart(ctx context.Context, q *rangeQuery, p part, keyText string, deps *dependence, sem chan struct{}) (*matrix, *upstreamError) {
+func (f *Frontend) cachedPart(ctx context.Context, q *rangeQuery, p part, keyText string, deps *dependence, sem chan struct{}) (*matrix, *queryapi.Error) {
 	k := entryKey{query: keyText, interval: q.interval, part: p.index}
 	have, seen := f.cache.get(k)
 	type piece struct{ from, to int64 }
@@ -351,7 +352,7 @@ func (f *Frontend) cachedPart(ctx context.Context, q *rangeQuery, p part, keyTex
 	}
 	var got [2]*matrix
 	pieces := [2]*piece{before, after}
-	err := f.fanOut(ctx, 2, "a part of the query", func(ctx context.Context, i int) (err *upstreamError) {
+	err := f.fanOut(ctx, 2, "a part of the query", func(ctx context.Context, i int) (err *queryapi.Error) {
 		if pc := pieces[i]; pc != nil {
 			got[i], err = f.evalRange(ctx, q, pc.from, pc.to, sem)
 		}

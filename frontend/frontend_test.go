@@ -344,6 +344,8 @@ func (panicking) ServeHTTP(http.ResponseWriter, *http.Request) { panic("boom") }
 
 func (panicking) MaxQueryLength() int { return 1 << 10 }
 
+func (panicking) Timeout(url.Values) (time.Duration, *queryapi.Error) { return time.Minute, nil }
+
 func (panicking) EvalRange(context.Context, queryapi.RangeRequest, func(promql.Matrix) any) (queryapi.RangeAnswer, *queryapi.Error) {
 	panic("boom")
 }

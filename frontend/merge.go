@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"cmp"
+	stdjson "encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -158,11 +159,12 @@ func (m *matrix) slice(from, to int64) *matrix {
 	return out
 }
 
-// encode writes m as the query API's success envelope.
-func (m *matrix) encode() ([]byte, error) {
+// respond writes m as the query API writes a success, its data encoded
+// here, from the points as the query API wrote them.
+func (f *Frontend) respond(w http.ResponseWriter, r *http.Request, m *matrix) {
 	s := json.BorrowStream(nil)
 	defer json.ReturnStream(s)
-	s.WriteRaw(`{"status":"success","data":{"resultType":"matrix","result":[`)
+	s.WriteRaw(`{"resultType":"matrix","result":[`)
 	for i, sr := range m.series {
 		if i > 0 {
 			s.WriteMore()
@@ -174,21 +176,8 @@ func (m *matrix) encode() ([]byte, error) {
 		s.WriteObjectEnd()
 	}
 	s.WriteRaw(`]}`)
-	for _, a := range []struct {
-		name string
-		list []string
-	}{{"warnings", m.warnings}, {"infos", m.infos}} {
-		if len(a.list) > 0 {
-			s.WriteMore()
-			s.WriteObjectField(a.name)
-			s.WriteVal(a.list)
-		}
-	}
-	s.WriteObjectEnd()
-	if s.Error != nil {
-		return nil, s.Error
-	}
-	return slices.Clone(s.Buffer()), nil
+	// The stream only appends to its buffer, which sets no error.
+	queryapi.Respond(w, r, f.logger, queryapi.RangeAnswer{Data: stdjson.RawMessage(s.Buffer()), Warnings: m.warnings, Infos: m.infos})
 }
 
 func writePoints(s *jsoniter.Stream, field string, ps []point) {
@@ -209,15 +198,6 @@ func writePoints(s *jsoniter.Stream, field string, ps []point) {
 		s.WriteArrayEnd()
 	}
 	s.WriteArrayEnd()
-}
-
-func writeMatrix(w http.ResponseWriter, gz bool, m *matrix) {
-	b, err := m.encode()
-	if err != nil {
-		writeError(w, gz, http.StatusInternalServerError, "internal", err.Error())
-		return
-	}
-	writeBody(w, gz, http.StatusOK, b)
 }
 
 var errNotFloat = errors.New("not a float")

@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/promql/parser/posrange"
 	"github.com/prometheus/prometheus/util/jsonutil"
+
+	"github.com/kairos-remote/kairos-adapter/queryapi"
 )
 
 // shardPlan is how an aggregation is evaluated in shards by series: each
@@ -79,7 +81,7 @@ var shardableFuncs = map[string]bool{
 // metric: two metrics with otherwise equal labels would collide once a
 // function drops their names, an error that only the whole query sees.
 func planShards(q string, e parser.Expr, p parser.Parser, n int) *shardPlan {
-	agg, ok := unparen(e).(*parser.AggregateExpr)
+	agg, ok := queryapi.Unparen(e).(*parser.AggregateExpr)
 	if !ok || agg.Param != nil || !perSeries(agg.Expr) {
 		return nil
 	}
@@ -100,7 +102,7 @@ func planShards(q string, e parser.Expr, p parser.Parser, n int) *shardPlan {
 		if err != nil {
 			return nil
 		}
-		a := unparen(e2).(*parser.AggregateExpr)
+		a := queryapi.Unparen(e2).(*parser.AggregateExpr)
 		a.Op = op
 		text := a.String()
 		pos, ok := positionMap(e, text, p)
@@ -134,7 +136,7 @@ func positionMap(orig parser.Expr, text string, p parser.Parser) (map[posrange.P
 		})
 		return out
 	}
-	a, b := nodes(unparen(orig)), nodes(unparen(shard))
+	a, b := nodes(queryapi.Unparen(orig)), nodes(queryapi.Unparen(shard))
 	if len(a) != len(b) {
 		return nil, false
 	}
@@ -171,16 +173,6 @@ func translate(anns []string, pos map[posrange.Pos]posrange.Pos, query string) (
 		out = append(out, m[1]+" ("+posrange.PositionRange{Start: orig}.StartPosInput(query, 0)+")")
 	}
 	return out, true
-}
-
-func unparen(e parser.Expr) parser.Expr {
-	for {
-		p, ok := e.(*parser.ParenExpr)
-		if !ok {
-			return e
-		}
-		e = p.Expr
-	}
 }
 
 // perSeries reports whether each series of e comes from one series of one
@@ -258,10 +250,10 @@ type shardOf struct{ index, count uint64 }
 // histograms (whose sums the frontend does not add), annotations of avg's
 // sums and counts, or annotations whose positions cannot be placed in the
 // query's text.
-func (f *Frontend) evalSharded(ctx context.Context, q *rangeQuery, start, end int64, sem chan struct{}) (*matrix, bool, *upstreamError) {
+func (f *Frontend) evalSharded(ctx context.Context, q *rangeQuery, start, end int64, sem chan struct{}) (*matrix, bool, *queryapi.Error) {
 	plan := q.shard
 	answers := make([]*matrix, len(plan.queries))
-	err := f.fanOut(ctx, len(plan.queries), "a shard of the query", func(ctx context.Context, i int) (err *upstreamError) {
+	err := f.fanOut(ctx, len(plan.queries), "a shard of the query", func(ctx context.Context, i int) (err *queryapi.Error) {
 		f.metrics.shards.Inc()
 		answers[i], err = f.call(ctx, plan.queries[i], q, start, end, sem, &shardOf{uint64(i % plan.n), uint64(plan.n)})
 		return err

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/kairos-remote/kairos-adapter/internal/timeparam"
+	"github.com/kairos-remote/kairos-adapter/queryapi"
 )
 
 // part is the evaluation times start, start+step, ..., end of one interval.
@@ -22,10 +23,10 @@ type part struct {
 // the times the whole query would be. interval <= 0 gives one part.
 //
 // Each part holds at least one evaluation time, so there are at most as
-// many parts as times: more than the query API's maxPoints+1 gives one
+// many parts as times: more than the query API's MaxPoints+1 gives one
 // part (which the query API refuses), so no request makes more.
 func splitParts(start, end, step, interval int64) []part {
-	if interval <= 0 || timeparam.Steps(start, end, step) > maxPoints+1 {
+	if interval <= 0 || timeparam.Steps(start, end, step) > queryapi.MaxPoints+1 {
 		return []part{{index: 0, start: start, end: end}}
 	}
 	var parts []part

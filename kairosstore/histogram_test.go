@@ -38,9 +38,11 @@ func testHistograms(t testing.TB) map[string]*histogram.Histogram {
 			NegativeSpans:   []histogram.Span{{Offset: -1000, Length: 1}},
 			NegativeBuckets: []int64{3},
 		},
+		// The smallest bucket index Prometheus accepts since 3.16:
+		// -2^31 is out of range (TestHistogramValueRejects).
 		"schema 8 huge": {
 			Schema: 8, Count: 1<<63 + 5, Sum: math.MaxFloat64,
-			PositiveSpans:   []histogram.Span{{Offset: math.MinInt32, Length: 2}, {Offset: math.MaxInt32, Length: 1}},
+			PositiveSpans:   []histogram.Span{{Offset: math.MinInt32 + 1, Length: 2}, {Offset: math.MaxInt32, Length: 1}},
 			PositiveBuckets: []int64{1 << 62, 0, -(1 << 62) + 5}, // 2^62 2^62 5
 		},
 		"gauge": {
@@ -196,6 +198,14 @@ func TestHistogramValueGolden(t *testing.T) {
 }
 
 func TestHistogramValueRejects(t *testing.T) {
+	// A span at bucket index -2^31, valid before Prometheus 3.16, is
+	// not now: stored by an older adapter, it reads as undecodable.
+	below := &histogram.Histogram{Count: 1, PositiveSpans: []histogram.Span{{Offset: math.MinInt32, Length: 1}}, PositiveBuckets: []int64{1}}
+	_, err := codec.DecodeHistogramValue(codec.AppendHistogramValue(nil, below))
+	require.ErrorContains(t, err, "bucket index is out of range")
+	_, err = codec.DecodeFloatHistogramValue(codec.AppendFloatHistogramValue(nil, below.ToFloat(nil)))
+	require.ErrorContains(t, err, "bucket index is out of range")
+
 	valid := codec.AppendHistogramValue(nil, testHistograms(t)["schema 0 both sides"])
 	for n := range len(valid) {
 		_, err := codec.DecodeHistogramValue(valid[:n])
@@ -224,7 +234,7 @@ func TestHistogramValueRejects(t *testing.T) {
 		_, err := codec.DecodeHistogramValue(unhexT(t, tc.hex))
 		require.ErrorContains(t, err, tc.err, tc.name)
 	}
-	_, err := codec.DecodeFloatHistogramValue(unhexT(t, "010000"+"bff0000000000000"+"0000000000000000"+"0000000000000000"+"0000000000000000"+"00"+"00"+"00"+"00"))
+	_, err = codec.DecodeFloatHistogramValue(unhexT(t, "010000"+"bff0000000000000"+"0000000000000000"+"0000000000000000"+"0000000000000000"+"00"+"00"+"00"+"00"))
 	require.ErrorContains(t, err, "negative", "float histogram with a negative count")
 }
 

@@ -13,7 +13,6 @@
 package queryapi
 
 import (
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -140,20 +139,21 @@ type API struct {
 	sourceRes   sourceResolution
 }
 
-// maxPoints is the most points a range query may return per series, as in
-// Prometheus: a week at 60 s resolution.
-const maxPoints = 11000
+// MaxPoints is the most points a range query may return per series, as in
+// Prometheus: a week at 60 s resolution. The frontend leaves a query over
+// it to the query API whole, to be refused here.
+const MaxPoints = 11000
 
-// tooManyPoints is Prometheus's check of maxPoints, (end-start)/step, with
+// tooManyPoints is Prometheus's check of MaxPoints, (end-start)/step, with
 // the span counted in ms where time.Time.Sub saturates (past 292 years):
 // saturated, Prometheus's own check passes 2·10^10 steps between its
 // minimum and maximum times, and the engine and the reads it plans would
 // walk them.
 func tooManyPoints(start, end time.Time, step time.Duration) bool {
 	if d := end.Sub(start); d < math.MaxInt64 {
-		return d/step > maxPoints
+		return d/step > MaxPoints
 	}
-	return timeparam.Steps(start.UnixMilli(), end.UnixMilli(), max(step.Milliseconds(), 1))-1 > maxPoints
+	return timeparam.Steps(start.UnixMilli(), end.UnixMilli(), max(step.Milliseconds(), 1))-1 > MaxPoints
 }
 
 // New builds the engine; its metrics (prometheus_engine_*) go to reg.
@@ -264,10 +264,11 @@ func (a *API) Register(handle func(pattern, name string, h http.Handler)) {
 	}
 }
 
-// maxFormBytes bounds a request body of the query API. Go's form parser
+// MaxFormBytes bounds a request body of the query API. Go's form parser
 // stops at 10 MB of url-encoded body already; the bound also keeps the parts
-// of a multipart body in memory, never in temporary files.
-const maxFormBytes = 10 << 20
+// of a multipart body in memory, never in temporary files. The frontend
+// reads no more of a body, and leaves a larger one to the query API.
+const MaxFormBytes = 10 << 20
 
 // handler parses the form and writes the envelope. The form is read as
 // Prometheus reads it: query string, url-encoded or multipart body, and
@@ -285,26 +286,22 @@ func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiE
 	timeoutParam := name == "query" || name == "query_range"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A delete answers 204, with no body to compress.
-		if acceptsGzip(r) && name != "delete_series" {
-			// Range queries over many series answer megabytes of
-			// JSON that compresses tenfold; Prometheus gzips too.
-			w.Header().Set("Content-Encoding", "gzip")
-			w.Header().Add("Vary", "Accept-Encoding")
-			gz := gzip.NewWriter(w)
-			defer gz.Close()
-			w = gzipWriter{ResponseWriter: w, w: gz}
+		if name != "delete_series" {
+			var done func()
+			w, done = compress(w, r)
+			defer done()
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		r.Body = http.MaxBytesReader(w, r.Body, MaxFormBytes)
 		formErr := r.ParseForm()
 		// /series reads match[] before anything parses a multipart
 		// body in Prometheus, so a multipart /series has no match[].
 		if !strict {
-			if err := r.ParseMultipartForm(maxFormBytes); formErr == nil && !errors.Is(err, http.ErrNotMultipart) {
+			if err := r.ParseMultipartForm(MaxFormBytes); formErr == nil && !errors.Is(err, http.ErrNotMultipart) {
 				formErr = err
 			}
 		}
 		if _, ok := errors.AsType[*http.MaxBytesError](formErr); ok {
-			respondError(w, a.logger, badData(fmt.Errorf("the request body is larger than %d bytes", maxFormBytes)), nil, "")
+			respondError(w, a.logger, badData(fmt.Errorf("the request body is larger than %d bytes", MaxFormBytes)), nil, "")
 			return
 		}
 		if whole && formErr != nil {
@@ -348,22 +345,6 @@ func (a *API) timeoutOf(form url.Values) (time.Duration, *apiError) {
 	return a.timeout, nil
 }
 
-func acceptsGzip(r *http.Request) bool {
-	for _, enc := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
-		if name, params, _ := strings.Cut(strings.TrimSpace(enc), ";"); strings.EqualFold(name, "gzip") {
-			return strings.ReplaceAll(params, " ", "") != "q=0"
-		}
-	}
-	return false
-}
-
-type gzipWriter struct {
-	http.ResponseWriter
-	w *gzip.Writer
-}
-
-func (g gzipWriter) Write(b []byte) (int, error) { return g.w.Write(b) }
-
 func (a *API) query(r *http.Request) (any, annotations.Annotations, *apiError) {
 	limit, err := parseLimit(r.FormValue("limit"))
 	if err != nil {
@@ -392,7 +373,7 @@ func (a *API) query(r *http.Request) (any, annotations.Annotations, *apiError) {
 		qry.Close()
 		return nil, nil, apiErr
 	}
-	return a.exec(ctx, qry, encodeJSON(limit, r.FormValue("stats") != ""))
+	return a.exec(ctx, qry, encodeJSON(limit, r.FormValue("stats")))
 }
 
 func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiError) {
@@ -413,7 +394,7 @@ func (a *API) queryRange(r *http.Request) (any, annotations.Annotations, *apiErr
 		return nil, nil, badParam(err, "step")
 	}
 	req := RangeRequest{Query: r.FormValue("query"), Start: start, End: end, Step: step, Params: r.Form}
-	return a.evalRange(r.Context(), req, encodeJSON(limit, r.FormValue("stats") != ""))
+	return a.evalRange(r.Context(), req, encodeJSON(limit, r.FormValue("stats")))
 }
 
 // evalRange evaluates a range query; out makes the answer's data of the
@@ -502,18 +483,22 @@ type execResult struct {
 type output func(qry promql.Query, res *promql.Result) (any, annotations.Annotations, error)
 
 // encodeJSON is the handlers' output: the result as JSON, with at most
-// limit series (0: all), and with withStats the engine's statistics
-// (timings and samples), as Prometheus's answer carries them for any
-// non-empty stats parameter.
-func encodeJSON(limit int, withStats bool) output {
+// limit series (0: all), and the engine's statistics (timings and samples)
+// as Prometheus's answer carries them for any non-empty stats parameter;
+// a value other than "true" and "all" also gets Prometheus's warning that
+// it is deprecated.
+func encodeJSON(limit int, statsParam string) output {
 	return func(qry promql.Query, res *promql.Result) (any, annotations.Annotations, error) {
 		ann := res.Warnings
 		if limit > 0 && truncate(res, limit) {
 			ann = ann.Add(errors.New("results truncated due to limit"))
 		}
 		var qs stats.QueryStats
-		if withStats {
+		if statsParam != "" {
 			qs = stats.NewQueryStats(qry.Stats())
+		}
+		if statsParam != "" && statsParam != "true" && statsParam != "all" {
+			ann = ann.Add(fmt.Errorf("value %q for parameter \"stats\" is deprecated and will be rejected in the next major release, use \"true\" or \"all\"", statsParam))
 		}
 		b, err := encodeResult(res.Value, qs)
 		return b, ann, err
@@ -599,8 +584,9 @@ func queryOpts(form url.Values) (promql.QueryOpts, *apiError) {
 	}
 	// Per-step statistics, as Prometheus asks them for stats=all; the
 	// engine, like Prometheus's without --enable-feature=promql-per-step-stats,
-	// does not collect them.
-	return promql.NewPrometheusQueryOpts(form.Get("stats") == "all", lookback), nil
+	// does not collect them. No start timestamps: the store keeps none, so
+	// the engine's default (off) stands.
+	return promql.NewPrometheusQueryOpts(form.Get("stats") == "all", lookback, nil), nil
 }
 
 // labelParams are the parameters /labels, /label/<name>/values and /series

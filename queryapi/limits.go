@@ -153,7 +153,7 @@ func labelCopies(n parser.Node) int {
 		switch call.Func.Name {
 		case "label_replace":
 			if len(call.Args) > 2 {
-				if s, ok := unparen(call.Args[2]).(*parser.StringLiteral); ok {
+				if s, ok := Unparen(call.Args[2]).(*parser.StringLiteral); ok {
 					copies = max(1, strings.Count(s.Val, "$"))
 				}
 			}
@@ -171,7 +171,9 @@ func labelCopies(n parser.Node) int {
 	return min(copies*deepest, maxLabelCopies*maxLabelCopies)
 }
 
-func unparen(e parser.Expr) parser.Expr {
+// Unparen is e without the parentheses around it, for the frontend's
+// reading of a query as for the limits'.
+func Unparen(e parser.Expr) parser.Expr {
 	for {
 		p, ok := e.(*parser.ParenExpr)
 		if !ok {

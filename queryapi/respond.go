@@ -1,11 +1,13 @@
 package queryapi
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/util/annotations"
@@ -137,3 +139,32 @@ func respondError(w http.ResponseWriter, logger *slog.Logger, e *apiError, ann a
 	warn, info := ann.AsStrings(query, maxAnnotations, maxAnnotations)
 	write(w, logger, e.typ.status(), &response{Status: "error", ErrorType: e.typ, Error: e.err.Error(), Warnings: warn, Infos: info})
 }
+
+// compress is w gzipped when r accepts gzip, as Prometheus compresses its
+// answers: a range query over many series answers megabytes of JSON that
+// compresses tenfold. done ends the stream.
+func compress(w http.ResponseWriter, r *http.Request) (_ http.ResponseWriter, done func()) {
+	if !acceptsGzip(r) {
+		return w, func() {}
+	}
+	w.Header().Set("Content-Encoding", "gzip")
+	w.Header().Add("Vary", "Accept-Encoding")
+	gz := gzip.NewWriter(w)
+	return gzipWriter{ResponseWriter: w, w: gz}, func() { _ = gz.Close() }
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, enc := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		if name, params, _ := strings.Cut(strings.TrimSpace(enc), ";"); strings.EqualFold(name, "gzip") {
+			return strings.ReplaceAll(params, " ", "") != "q=0"
+		}
+	}
+	return false
+}
+
+type gzipWriter struct {
+	http.ResponseWriter
+	w *gzip.Writer
+}
+
+func (g gzipWriter) Write(b []byte) (int, error) { return g.w.Write(b) }

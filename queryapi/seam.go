@@ -2,6 +2,7 @@ package queryapi
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"time"
@@ -39,15 +40,33 @@ type RangeAnswer struct {
 type Error struct {
 	api             *apiError
 	warnings, infos []string
-	a               *API
 }
 
 func (e *Error) Error() string { return e.api.Error() }
 
-// WriteTo writes the answer as the handler writes it: Prometheus's status
-// code, error type and message, and the annotations.
-func (e *Error) WriteTo(w http.ResponseWriter) {
-	write(w, e.a.logger, e.api.typ.status(), &response{Status: "error", ErrorType: e.api.typ, Error: e.api.err.Error(), Warnings: e.warnings, Infos: e.infos})
+// ErrorOf is the query API's answer to err, an error of the engine or the
+// store, or the frontend's own: the error type (and so the status code)
+// the query API gives it (a recovered panic is internal, a
+// promql.ErrQueryTimeout a timeout, ...).
+func ErrorOf(err error) *Error { return &Error{api: classify(err)} }
+
+// Respond writes the answer as the handler writes it: Prometheus's status
+// code, error type and message, and the annotations, gzipped when r
+// accepts it.
+func (e *Error) Respond(w http.ResponseWriter, r *http.Request) {
+	w, done := compress(w, r)
+	defer done()
+	// An envelope of strings always encodes: nothing to log.
+	write(w, slog.New(slog.DiscardHandler), e.api.typ.status(), &response{Status: "error", ErrorType: e.api.typ, Error: e.api.err.Error(), Warnings: e.warnings, Infos: e.infos})
+}
+
+// Respond writes ans, whose Data encodes as the "data" of the answer (the
+// frontend's merged matrix, already JSON), as the handler writes a
+// success: Prometheus's envelope, gzipped when r accepts it.
+func Respond(w http.ResponseWriter, r *http.Request, logger *slog.Logger, ans RangeAnswer) {
+	w, done := compress(w, r)
+	defer done()
+	write(w, logger, http.StatusOK, &response{Status: "success", Data: ans.Data, Warnings: ans.Warnings, Infos: ans.Infos})
 }
 
 // RangeHandler is the handler of /api/v1/query_range (Register names it
@@ -71,7 +90,7 @@ func (h RangeHandler) EvalRange(ctx context.Context, req RangeRequest, convert f
 	a := h.api
 	fail := func(e *apiError, ann annotations.Annotations) (RangeAnswer, *Error) {
 		warn, info := ann.AsStrings(req.Query, maxAnnotations, maxAnnotations)
-		return RangeAnswer{}, &Error{api: e, warnings: warn, infos: info, a: a}
+		return RangeAnswer{}, &Error{api: e, warnings: warn, infos: info}
 	}
 	timeout, apiErr := a.timeoutOf(req.Params)
 	if apiErr != nil {
@@ -96,3 +115,16 @@ func (h RangeHandler) EvalRange(ctx context.Context, req RangeRequest, convert f
 // MaxQueryLength is the longest expression the query API accepts, in
 // bytes (--query.max-length).
 func (h RangeHandler) MaxQueryLength() int { return h.api.limits.MaxLength }
+
+// Timeout is how long a query with the parameters params may take as a
+// whole: --query.timeout, or its timeout parameter if shorter (a zero or
+// negative one has passed at once, as in Prometheus). A timeout parameter
+// that is no duration, or none an int64 of nanoseconds holds (NaN, 1e300,
+// 300y), is the error the query API answers.
+func (h RangeHandler) Timeout(params url.Values) (time.Duration, *Error) {
+	d, apiErr := h.api.timeoutOf(params)
+	if apiErr != nil {
+		return 0, &Error{api: apiErr}
+	}
+	return d, nil
+}

@@ -56,7 +56,7 @@ func V2Request() *writev2.Request {
 		Metadata:   writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_COUNTER, HelpRef: st.Symbolize("Requests.")},
 	}, {
 		LabelsRefs: refs("__name__", "latency_seconds", "job", "api"),
-		Histograms: []writev2.Histogram{writev2.FromIntHistogram(1000, Histogram(1)), writev2.FromFloatHistogram(2000, Histogram(2).ToFloat(nil))},
+		Histograms: []writev2.Histogram{writev2.FromIntHistogram(0, 1000, Histogram(1)), writev2.FromFloatHistogram(0, 2000, Histogram(2).ToFloat(nil))},
 		Metadata:   writev2.Metadata{Type: writev2.Metadata_METRIC_TYPE_HISTOGRAM, HelpRef: st.Symbolize("Latency."), UnitRef: st.Symbolize("seconds")},
 	}}}
 	req.Symbols = st.Symbols()
