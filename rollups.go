@@ -18,7 +18,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/queryapi"
 	"github.com/kairos-remote/kairos-adapter/rollup"
-	"github.com/kairos-remote/kairos-adapter/rollup/job"
+	"github.com/kairos-remote/kairos-adapter/rollupjob"
 )
 
 // rollups runs the rollup job once the store is open, and is the store's
@@ -27,17 +27,17 @@ import (
 // job, dirty.go). The job exists before the store serves a write
 // (openStore); a write that found none could not be marked, and fails.
 type rollups struct {
-	cfg    job.Config
+	cfg    rollupjob.Config
 	log    *slog.Logger
 	reg    prometheus.Registerer
-	job    atomic.Pointer[job.Job]
+	job    atomic.Pointer[rollupjob.Job]
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
 // newRollups checks the rollup settings against the raw samples' TTL
-// (job.Config.Check): a setting under which raw samples could expire
+// (rollupjob.Config.Check): a setting under which raw samples could expire
 // before they are rolled up is refused at start.
 func newRollups(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (*rollups, error) {
 	rs, err := rollup.ParseResolutions(strings.Join(cfg.Rollup.Resolutions, ","))
@@ -50,7 +50,7 @@ func newRollups(cfg *config.Config, logger *slog.Logger, reg prometheus.Register
 	}
 	host, _ := os.Hostname()
 	r := &rollups{
-		cfg: job.Config{
+		cfg: rollupjob.Config{
 			Resolutions: rs,
 			Delay:       time.Duration(cfg.Rollup.Delay),
 			Retention:   ret,
@@ -105,7 +105,7 @@ func (r *rollups) markOnly(st *kairosstore.Store) error {
 	if !r.enabled() {
 		return nil
 	}
-	j, err := job.New(st, r.cfg, r.log, r.reg)
+	j, err := rollupjob.New(st, r.cfg, r.log, r.reg)
 	if err != nil {
 		return err
 	}
@@ -144,11 +144,11 @@ func (r *rollups) recomputeRoute() func() queryapi.Recomputer {
 
 // status is the job's progress per resolution for the status page; none
 // before the job started.
-func (r *rollups) status() []job.ResolutionStatus {
+func (r *rollups) status() []rollupjob.ResolutionStatus {
 	if j := r.job.Load(); j != nil {
 		return j.Status()
 	}
-	return []job.ResolutionStatus{}
+	return []rollupjob.ResolutionStatus{}
 }
 
 // recomputer is the job for the admin endpoint, nil before it started.

@@ -1,4 +1,4 @@
-package job
+package rollupjob
 
 import (
 	"context"

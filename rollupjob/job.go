@@ -7,7 +7,7 @@
 // writes and deletes touched, and leaves the work to one adapter of those
 // sharing a keyspace through a lease. docs/kairosdb-layout.md §13
 // describes what it stores.
-package job
+package rollupjob
 
 import (
 	"context"
