@@ -18,7 +18,7 @@ import (
 // TestRollupJobWired: the program runs the rollup job over its store, the
 // store's changes reach it, and the recomputation endpoint is mounted. A
 // write into a closed unit (which the job found empty on start) is rolled
-// up once its mark is old enough (job.Config.MarkSlack, 30 s), and the
+// up once its mark is old enough (rollupjob.Config.MarkSlack, 30 s), and the
 // rollup series reads back through remote read.
 func TestRollupJobWired(t *testing.T) {
 	p := startRun(t, "--storage.path="+filepath.Join(t.TempDir(), "data"), "--rollup.delay=0s", "--web.enable-admin-api")
