@@ -97,8 +97,8 @@ type node struct {
 // t0 is the test's present: the unit ending at 1000h closed at 1000h10m.
 const t0 = 1000*hour + 15*minute
 
-// guard is the store's Guard: the job, once it exists (the program's
-// rollups.go).
+// guard is the store's Guard: the job, once it exists (as Runner is,
+// without its check for a job not created yet).
 type guard struct{ j atomic.Pointer[rollupjob.Job] }
 
 func (g *guard) BeforeChange(ctx context.Context, cs []kairosstore.Change) error {
