@@ -55,8 +55,8 @@ func newRollups(cfg *config.Config, logger *slog.Logger, reg prometheus.Register
 // openStore sets up the engine's tables and the layout, starts the rollup
 // job over the store and then makes the store available to the HTTP
 // handlers, in that order: every write must find the job to store its
-// recomputation marks (rollupjob.Runner.BeforeChange). The store's changes go to
-// the job (Guard) and to the frontend's cache.
+// recomputation marks (rollupjob.Runner.BeforeChange). The store's changes
+// go to the job (Guard) and to the frontend's cache.
 func (p *parts) openStore(ctx context.Context, eng engine.Engine, logger *slog.Logger, reg prometheus.Registerer) error {
 	if err := eng.Setup(ctx); err != nil {
 		return fmt.Errorf("create tables: %w", err)
