@@ -226,7 +226,7 @@ func openImportStore(ctx context.Context, cfg *config.Config, logger *slog.Logge
 // unit that may be rolled up already, as a serving adapter's writes do;
 // the job does not run: a serving adapter's job recomputes the marked
 // units, and learns from the marks of metrics it has not listed yet
-// (package job, older).
+// (package rollupjob, older).
 func importStore(ctx context.Context, eng engine.Engine, cfg *config.Config, logger *slog.Logger) (*kairosstore.Store, error) {
 	rolls, err := newRollups(cfg, logger, prometheus.NewRegistry())
 	if err != nil {
@@ -238,7 +238,7 @@ func importStore(ctx context.Context, eng engine.Engine, cfg *config.Config, log
 	if err != nil {
 		return nil, err
 	}
-	if err := rolls.markOnly(st); err != nil {
+	if err := rolls.MarkOnly(st); err != nil {
 		return nil, err
 	}
 	return st, nil

@@ -140,7 +140,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) int {
 	// the Cassandra one in the store actor, which has returned by the time
 	// serve does.
 	defer p.closeEngine(logger)
-	defer rolls.stop()
+	defer rolls.Stop()
 	var cqlCfg cql.Config
 	switch cfg.Storage.Type {
 	case "embedded":
@@ -249,8 +249,8 @@ func queryAPIOptions(cfg *config.Config, p *parts) queryapi.Options {
 		MaxSamples:          cfg.Query.MaxSamples,
 		SampleLimit:         kairosstore.WithSampleLimit,
 		EnableAdminAPI:      cfg.Web.EnableAdminAPI,
-		RollupResolutions:   p.rolls.cfg.Resolutions,
-		Rollups:             p.rolls.recomputeRoute(),
+		RollupResolutions:   p.rolls.Resolutions(),
+		Rollups:             p.recomputeRoute(),
 		Snapshot:            snapshotRoute(cfg, p.embedded.Load),
 		MaxSourceResolution: cfg.Query.MaxSourceResolution,
 		RangeFrontend:       true,

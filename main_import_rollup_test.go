@@ -26,6 +26,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 	"github.com/kairos-remote/kairos-adapter/rollup"
+	"github.com/kairos-remote/kairos-adapter/rollupjob"
 )
 
 // TestImportIsRolledUp: an import into a store whose serving adapter's
@@ -47,16 +48,18 @@ func TestImportIsRolledUp(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
 
 	// The serving adapter: its store, Guard and job, stepped by hand.
-	rolls, err := newRollups(cfg, logger, prometheus.NewRegistry())
+	rc, err := rollupjob.ConfigFrom(cfg)
 	require.NoError(t, err)
-	rolls.cfg.MarkSlack = 100 * time.Millisecond // not 30 s of waiting for the marks to ripen
-	rolls.cfg.DutyCycle = 1
+	rc.MarkSlack = 100 * time.Millisecond // not 30 s of waiting for the marks to ripen
+	rc.DutyCycle = 1
+	rolls, err := rollupjob.NewRunner(rc, logger, prometheus.NewRegistry())
+	require.NoError(t, err)
 	opts := storeOptions(cfg)
 	opts.Guard = rolls
 	served, err := kairosstore.Open(ctx, eng, opts, logger, prometheus.NewRegistry())
 	require.NoError(t, err)
-	require.NoError(t, rolls.markOnly(served))
-	j := rolls.job.Load()
+	require.NoError(t, rolls.MarkOnly(served))
+	j := rolls.Job()
 	run := func() {
 		t.Helper()
 		for i := 0; ; i++ {
@@ -91,7 +94,7 @@ func TestImportIsRolledUp(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, app.Commit(ctx))
-	time.Sleep(2 * rolls.cfg.MarkSlack) // the write's own marks ripen, and go
+	time.Sleep(2 * rc.MarkSlack) // the write's own marks ripen, and go
 	run()
 	requireSame(t, expectedRollups(raw, end), storedRollups(t, served, "served"))
 
@@ -130,7 +133,7 @@ func TestImportIsRolledUp(t *testing.T) {
 		require.True(t, strings.Contains(strings.Join(marked, " "), m), "a mark of %s among %v", m, marked)
 	}
 
-	time.Sleep(2 * rolls.cfg.MarkSlack) // the marks ripen
+	time.Sleep(2 * rc.MarkSlack) // the marks ripen
 	run()
 	from, _, ok := doneRange(t, served, rollup.Resolution(5*time.Minute))
 	require.True(t, ok)

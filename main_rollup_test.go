@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -12,19 +11,14 @@ import (
 	"time"
 
 	"github.com/golang/snappy"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/stretchr/testify/require"
-
-	"github.com/kairos-remote/kairos-adapter/config"
-	"github.com/kairos-remote/kairos-adapter/internal/storeerr"
-	"github.com/kairos-remote/kairos-adapter/kairosstore"
 )
 
 // TestRollupJobWired: the program runs the rollup job over its store, the
 // store's changes reach it, and the recomputation endpoint is mounted. A
 // write into a closed unit (which the job found empty on start) is rolled
-// up once its mark is old enough (job.Config.MarkSlack, 30 s), and the
+// up once its mark is old enough (rollupjob.Config.MarkSlack, 30 s), and the
 // rollup series reads back through remote read.
 func TestRollupJobWired(t *testing.T) {
 	p := startRun(t, "--storage.path="+filepath.Join(t.TempDir(), "data"), "--rollup.delay=0s", "--web.enable-admin-api")
@@ -100,25 +94,4 @@ func labelValue(s *prompb.TimeSeries, name string) string {
 		}
 	}
 	return ""
-}
-
-// TestRollupsGuardWithoutJob: a write that found the rollup job not yet
-// created could not store its recomputation marks: it fails with 503
-// (Prometheus sends it again), rather than being answered 204 with the
-// marks lost, as writes were dropped from the job's notice before it
-// existed. openStore creates the job before the store serves; with the
-// job off, nothing is marked and nothing fails.
-func TestRollupsGuardWithoutJob(t *testing.T) {
-	cfg := config.Default()
-	r, err := newRollups(cfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	require.NoError(t, err)
-	cs := []kairosstore.Change{{Metric: "x", MinT: 0, MaxT: 0}}
-	require.ErrorIs(t, r.BeforeChange(t.Context(), cs), storeerr.ErrUnavailable)
-	require.ErrorIs(t, r.AfterChange(t.Context(), cs, time.Now()), storeerr.ErrUnavailable)
-
-	cfg.Rollup.Resolutions = nil
-	r, err = newRollups(cfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
-	require.NoError(t, err)
-	require.NoError(t, r.BeforeChange(t.Context(), cs))
-	require.NoError(t, r.AfterChange(t.Context(), cs, time.Now()))
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
+	"github.com/kairos-remote/kairos-adapter/queryapi"
+	"github.com/kairos-remote/kairos-adapter/rollupjob"
 	webui "github.com/kairos-remote/kairos-adapter/web"
 )
 
@@ -35,17 +37,26 @@ type parts struct {
 	store     lazyStore
 	embedded  atomic.Pointer[pebblekv.Engine]
 	cassandra atomic.Pointer[cql.Engine]
-	rolls     *rollups
+	rolls     *rollupjob.Runner
 	front     *frontend.Frontend
 	adapter   *adapter.Handlers
 	routes    *adapter.Routes
 }
 
+// newRollups is the rollup job's Runner, configured from the flags.
+func newRollups(cfg *config.Config, logger *slog.Logger, reg prometheus.Registerer) (*rollupjob.Runner, error) {
+	rc, err := rollupjob.ConfigFrom(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return rollupjob.NewRunner(rc, logger, reg)
+}
+
 // openStore sets up the engine's tables and the layout, starts the rollup
 // job over the store and then makes the store available to the HTTP
 // handlers, in that order: every write must find the job to store its
-// recomputation marks (rollups.BeforeChange). The store's changes go to
-// the job (Guard) and to the frontend's cache.
+// recomputation marks (rollupjob.Runner.BeforeChange). The store's changes
+// go to the job (Guard) and to the frontend's cache.
 func (p *parts) openStore(ctx context.Context, eng engine.Engine, logger *slog.Logger, reg prometheus.Registerer) error {
 	if err := eng.Setup(ctx); err != nil {
 		return fmt.Errorf("create tables: %w", err)
@@ -58,11 +69,25 @@ func (p *parts) openStore(ctx context.Context, eng engine.Engine, logger *slog.L
 		return err
 	}
 	logger.Info("Store ready", "row_time_unit", s.Spec().Unit, "row_width", s.Spec().Width)
-	if err := p.rolls.start(s); err != nil {
+	if err := p.rolls.Start(s); err != nil {
 		return err
 	}
 	p.store.set(s)
 	return nil
+}
+
+// recomputeRoute is what serves the query API's recomputation endpoint:
+// none when the job is off, and no Recomputer before the job exists.
+func (p *parts) recomputeRoute() func() queryapi.Recomputer {
+	if !p.rolls.Enabled() {
+		return nil
+	}
+	return func() queryapi.Recomputer {
+		if j := p.rolls.Job(); j != nil {
+			return j
+		}
+		return nil
+	}
 }
 
 // closeEngine closes whichever engine opened.
@@ -99,8 +124,8 @@ func (p *parts) status() webui.Status {
 	if s := p.store.get(); s != nil {
 		st.Store = s.Status()
 	}
-	if p.rolls.enabled() {
-		st.Rollups = p.rolls.status()
+	if p.rolls.Enabled() {
+		st.Rollups = p.rolls.Status()
 	}
 	return st
 }

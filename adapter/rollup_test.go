@@ -21,7 +21,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/queryapi"
 	"github.com/kairos-remote/kairos-adapter/rollup"
-	"github.com/kairos-remote/kairos-adapter/rollup/job"
+	"github.com/kairos-remote/kairos-adapter/rollupjob"
 )
 
 // TestRollupsThroughRemoteRead: the rollup job's series are ordinary series
@@ -51,7 +51,7 @@ func TestRollupsThroughRemoteRead(t *testing.T) {
 			}
 			require.NoError(t, app.Commit(t.Context()))
 
-			j, err := job.New(store, job.Config{
+			j, err := rollupjob.New(store, rollupjob.Config{
 				Resolutions: []rollup.Resolution{rollup.Resolution(5 * time.Minute), rollup.Resolution(time.Hour)},
 				Delay:       10 * time.Minute, Owner: "test",
 			}, nil, prometheus.NewRegistry())

@@ -121,7 +121,7 @@ type Query struct {
 	AlignSteps            bool           `yaml:"align_steps"`
 }
 
-// Rollup configures the rollup job (rollup/job).
+// Rollup configures the rollup job (rollupjob).
 type Rollup struct {
 	// Resolutions, e.g. ["5m", "1h"]; empty turns the job off.
 	Resolutions []string       `yaml:"resolutions"`

@@ -219,7 +219,7 @@ func startAdapter(t testing.TB, addr string, storage storageArgs) *adapter {
 		// Rollups off unless a test turns them on: their _rollup
 		// metrics would show in the metric listings these tests compare
 		// with Prometheus's. The rollup job has tests of its own
-		// (rollup/job, adapter).
+		// (rollupjob, adapter).
 		args := []string{"--web.listen-address=" + addr, "--log.level=info"}
 		if !slices.ContainsFunc(storage, func(a string) bool { return strings.HasPrefix(a, "--rollup.resolutions=") }) {
 			args = append(args, "--rollup.resolutions=")

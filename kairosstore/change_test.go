@@ -109,7 +109,7 @@ func (g *guardLog) AfterChange(_ context.Context, cs []ks.Change, began time.Tim
 // error fails the commit with nothing stored, an AfterChange error fails it
 // with the samples stored; commits of derived samples (rollups) are not
 // told. The rollup job stores its recomputation marks there, so that a
-// write acknowledged is a mark stored (rollup/job, dirty.go).
+// write acknowledged is a mark stored (rollupjob, dirty.go).
 func TestGuard(t *testing.T) {
 	eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
 	require.NoError(t, err)

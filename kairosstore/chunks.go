@@ -104,8 +104,8 @@ func (s *Store) readChunks(ctx context.Context, ref *index.Series, start, end in
 }
 
 // floatsInOrder reports whether the rows of a series (sorted by row time,
-// as newSeriesSet leaves them) hold one float type in windows that cannot
-// overlap: non-negative row times (§3.1), one row per window.
+// as newSeriesSet leaves them) hold one float type in row windows that cannot
+// overlap: non-negative row times (§3.1), one row per row window.
 func floatsInOrder(rows []index.Row) bool {
 	for i, r := range rows {
 		switch {

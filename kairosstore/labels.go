@@ -13,7 +13,7 @@ import (
 
 // The label lookups of the query API (/api/v1/labels, /label/<name>/values,
 // /series) come from the indexes alone (index.Index): no data_points row
-// is read, so a series counts when it has a row in a window that overlaps
+// is read, so a series counts when it has a row in a row window that overlaps
 // the range, even if none of its samples falls inside.
 
 // LabelNames returns the label names of the series the matchers select, or

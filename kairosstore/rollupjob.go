@@ -16,7 +16,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
 )
 
-// What the rollup job (rollup/job) needs of the store besides the
+// What the rollup job (rollupjob) needs of the store besides the
 // appender and MetricNames: a way through every series of a metric, a
 // metric's oldest sample, and deletes of single cells.
 

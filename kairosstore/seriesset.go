@@ -47,7 +47,7 @@ type seriesSet struct {
 	// lastLen is the sample count of the last series read. The series of
 	// one query mostly share a scrape interval, so it sizes the next
 	// series' slices once instead of growing them sample by sample, and
-	// it narrows the read-ahead window for long series.
+	// it narrows the read-ahead depth for long series.
 	lastLen atomic.Int64
 	// measured: a read has completed and set lastLen. Until then reads
 	// ahead are not launched: each would grow its samples from nothing,
@@ -88,28 +88,28 @@ func newSeriesSet(ctx context.Context, s *Store, refs []*index.Series, start, en
 	return ss
 }
 
-// fill launches reads from series from on until the read-ahead window is
-// full. Called with mu held.
+// fill launches reads from series from on until the read-ahead depth is
+// reached. Called with mu held.
 func (ss *seriesSet) fill(from int) {
-	window := int64(ss.s.opts.ReadConcurrency)
+	depth := int64(ss.s.opts.ReadConcurrency)
 	if !ss.measured.Load() {
-		window = 1
+		depth = 1
 	}
 	n := ss.lastLen.Load()
 	if n > 0 {
-		window = max(1, min(window, ss.s.opts.ReadAheadSamples/n))
+		depth = max(1, min(depth, ss.s.opts.ReadAheadSamples/n))
 	}
 	// Reads ahead never go past what the query may still load: beyond its
 	// limit they would be work and memory thrown away, inside a request
 	// that is being refused.
 	switch left := ss.budget.left(); {
 	case left <= 0:
-		window = 0
+		depth = 0
 	case n > 0:
-		window = min(window, max(1, left/n))
+		depth = min(depth, max(1, left/n))
 	}
 	ss.launched = max(ss.launched, from)
-	for ss.launched < len(ss.refs) && int64(len(ss.ahead)) < window {
+	for ss.launched < len(ss.refs) && int64(len(ss.ahead)) < depth {
 		ss.ahead[ss.launched] = ss.launch(ss.launched)
 		ss.launched++
 	}

@@ -63,7 +63,7 @@ type Options struct {
 	// ReadConcurrency bounds the data_points slices read at once per query.
 	ReadConcurrency int
 	// ReadAheadSamples bounds the samples a query reads ahead of its
-	// consumer (16 bytes each): the window of ReadConcurrency series
+	// consumer (16 bytes each): a depth of ReadConcurrency series
 	// shrinks to ReadAheadSamples / samples per series, never below one,
 	// so a query of long series holds about 64 MiB of them by default, not
 	// ReadConcurrency whole series. Default 4 Mi.

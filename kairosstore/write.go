@@ -173,10 +173,10 @@ func (a *Appender) appendFloat(t int64, v float64) error {
 	a.values = codec.AppendDouble(a.values, v)
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		a.addCell(a.cur.metric, a.cur.metric+NonFiniteSuffix, t, codec.TypeNull, off)
-		// The reader returns the null row only for windows where the
+		// The reader returns the null row only for row windows where the
 		// series has a row in the metric's own index (index.withoutOrphans), the
 		// index KairosDB's delete goes by (§8). So index the series'
-		// kairos_double row of the window too, with or without cells: an
+		// kairos_double row of the row window too, with or without cells: an
 		// entry of an empty data_points row costs KairosDB one empty read.
 		a.row(a.cur.metric, a.cur.metric, a.s.spec.RowTime(t), codec.TypeDouble)
 		return nil

@@ -179,7 +179,7 @@ func adminTime(r *http.Request, name string, def int64, toMillis func(time.Time)
 	return toMillis(t), nil
 }
 
-// Recomputer marks rollups for recomputation (rollup/job.Job).
+// Recomputer marks rollups for recomputation (rollupjob.Job).
 type Recomputer interface {
 	// Recompute marks the units that [start, end] (ms) touches of the
 	// metrics the selectors name (a nil selector: every metric) and returns

@@ -135,39 +135,39 @@ func (p *planner) call(c *parser.Call, inSub bool) parser.Expr {
 			continue
 		}
 		rng := ms.Range.Milliseconds()
-		var plan readhint.Hint
+		var hint readhint.Hint
 		if p.step > rng {
-			plan = readhint.Hint{WindowMillis: rng}
+			hint = readhint.Hint{WindowMillis: rng}
 		}
 		switch c.Func.Name {
 		case "min_over_time", "max_over_time", "sum_over_time", "count_over_time", "avg_over_time":
 			if r := p.aligned(rng, vs.OriginalOffset.Milliseconds()); r != 0 {
-				return p.rollupCall(c, ms, vs, plan, r)
+				return p.rollupCall(c, ms, vs, hint, r)
 			}
 		case "rate", "increase":
 			if r := p.counter(rng, vs.OriginalOffset.Milliseconds()); r != 0 {
-				plan.Aggregate, plan.Resolution = rollup.Counter, r
+				hint.Aggregate, hint.Resolution = rollup.Counter, r
 			}
 		}
-		if plan != (readhint.Hint{}) {
-			p.add(vs, plan)
+		if hint != (readhint.Hint{}) {
+			p.add(vs, hint)
 		}
 	}
 	return c
 }
 
 // rollupCall rewrites an aggregation over time of x[R] to read rollups at r.
-func (p *planner) rollupCall(c *parser.Call, ms *parser.MatrixSelector, vs *parser.VectorSelector, plan readhint.Hint, r rollup.Resolution) parser.Expr {
-	plan.Resolution = r
+func (p *planner) rollupCall(c *parser.Call, ms *parser.MatrixSelector, vs *parser.VectorSelector, hint readhint.Hint, r rollup.Resolution) parser.Expr {
+	hint.Resolution = r
 	switch c.Func.Name {
 	case "min_over_time":
-		plan.Aggregate = rollup.Min
+		hint.Aggregate = rollup.Min
 	case "max_over_time":
-		plan.Aggregate = rollup.Max
+		hint.Aggregate = rollup.Max
 	case "sum_over_time":
-		plan.Aggregate = rollup.Sum
+		hint.Aggregate = rollup.Sum
 	case "count_over_time":
-		plan.Aggregate = rollup.Count
+		hint.Aggregate = rollup.Count
 		c.Func = parser.Functions["sum_over_time"]
 	case "avg_over_time":
 		// sum / count of the same windows: both keep the series' labels
@@ -182,11 +182,11 @@ func (p *planner) rollupCall(c *parser.Call, ms *parser.MatrixSelector, vs *pars
 		}
 		countMS := *ms
 		countMS.VectorSelector = &countVS
-		countPlan := plan
-		countPlan.Aggregate = rollup.Count
-		p.add(&countVS, countPlan)
-		plan.Aggregate = rollup.Sum
-		p.add(vs, plan)
+		countHint := hint
+		countHint.Aggregate = rollup.Count
+		p.add(&countVS, countHint)
+		hint.Aggregate = rollup.Sum
+		p.add(vs, hint)
 		sum := parser.Functions["sum_over_time"]
 		// The new nodes stand where the call stood, for the positions
 		// an annotation cites.
@@ -198,7 +198,7 @@ func (p *planner) rollupCall(c *parser.Call, ms *parser.MatrixSelector, vs *pars
 			VectorMatching: &parser.VectorMatching{Card: parser.CardOneToOne},
 		}}
 	}
-	p.add(vs, plan)
+	p.add(vs, hint)
 	return c
 }
 

@@ -27,7 +27,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 	"github.com/kairos-remote/kairos-adapter/rollup"
-	"github.com/kairos-remote/kairos-adapter/rollup/job"
+	"github.com/kairos-remote/kairos-adapter/rollupjob"
 )
 
 // tableDays of data: gauges and counters, dense (60 s to 150 s) and sparse
@@ -214,7 +214,7 @@ func rollupTable(t *testing.T, eng engine.Engine, doneFrom, doneTo int64, withJo
 	if withJob {
 		// Its clock an hour after the data ends: it rolls up the last
 		// unit, then backfills to the first sample.
-		j, err := job.New(st, job.Config{Resolutions: testResolutions, Owner: "table", DutyCycle: 1,
+		j, err := rollupjob.New(st, rollupjob.Config{Resolutions: testResolutions, Owner: "table", DutyCycle: 1,
 			Now: func() time.Time { return time.UnixMilli(t0 + tableDays*day + time.Hour.Milliseconds()) }}, nil, prometheus.NewRegistry())
 		require.NoError(t, err)
 		for {

@@ -1,5 +1,5 @@
 // Package rollup is the layout of the adapter's rollups, shared by the job
-// that writes them (rollup/job), the store that reads them (kairosstore) and
+// that writes them (rollupjob), the store that reads them (kairosstore) and
 // the query API that decides when to read them (queryapi): how a rollup
 // series is named and tagged, which raw samples fall in a bucket, how each
 // aggregate is computed from them, and where the job keeps its progress in

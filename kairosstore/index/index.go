@@ -312,9 +312,9 @@ func isExemplarMetric(name string) bool { return strings.HasSuffix(name, codec.E
 // metric, NonFiniteSuffix) of every row window in which the series has no row
 // in its metric's own index, and the series left with no rows. KairosDB's
 // delete (docs/kairosdb-layout.md §8) finds keys only in that index, so a
-// non-finite row without such a sibling is what a delete of the window, by
+// non-finite row without such a sibling is what a delete of the row window, by
 // KairosDB or an operator, left behind. The writer indexes the series'
-// kairos_double row of the window with every non-finite sample, so rows it
+// kairos_double row of the row window with every non-finite sample, so rows it
 // wrote always have one. A Deletion query keeps them, so that a delete
 // still removes the orphans.
 func withoutOrphans(series []*Series) []*Series {

@@ -14,7 +14,7 @@ import (
 // The label lookups (/api/v1/labels, /label/<name>/values)
 // come from the indexes alone, like Select, but build no series: kept
 // listings answer whole, from their pair index where no tag matcher
-// narrows the lookup. A series counts when it has a row in a window that
+// narrows the lookup. A series counts when it has a row in a row window that
 // overlaps the range, even if none of its samples falls inside: the answer
 // is at row-window granularity, as Prometheus's is at block granularity.
 

@@ -33,9 +33,9 @@ func (x *Index) findSeries(ctx context.Context, metrics []string, plan translate
 	// need.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var perMetric, perWindow errgroup.Group
+	var perMetric, perRow errgroup.Group
 	perMetric.SetLimit(x.opts.ReadConcurrency)
-	perWindow.SetLimit(x.opts.ReadConcurrency)
+	perRow.SetLimit(x.opts.ReadConcurrency)
 	// The first error stops the others; theirs are then the cancellation,
 	// so the first is the one reported (context.Cause). A panic is such an
 	// error: these goroutines are not the request's, whose server would
@@ -67,13 +67,13 @@ func (x *Index) findSeries(ctx context.Context, metrics []string, plan translate
 					return err
 				}
 				for _, rt := range rowTimes {
-					perWindow.Go(failing(func() error { return x.rowKeysOf(ctx, f, metric, indexMetric, rt, plan) }))
+					perRow.Go(failing(func() error { return x.rowKeysOf(ctx, f, metric, indexMetric, rt, plan) }))
 				}
 			}
 			return nil
 		}))
 	}
-	if cmp.Or(perMetric.Wait(), perWindow.Wait()) != nil {
+	if cmp.Or(perMetric.Wait(), perRow.Wait()) != nil {
 		return nil, context.Cause(ctx)
 	}
 	out := make([]*Series, 0, len(f.byID))

@@ -1,4 +1,4 @@
-package job_test
+package rollupjob_test
 
 import (
 	"encoding/binary"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	"github.com/kairos-remote/kairos-adapter/rollup"
-	"github.com/kairos-remote/kairos-adapter/rollup/job"
+	"github.com/kairos-remote/kairos-adapter/rollupjob"
 )
 
 // TestKairosDBReadsRollups: a rollup series is stored as KairosDB stores a
@@ -39,7 +39,7 @@ func TestKairosDBReadsRollups(t *testing.T) {
 	data := testDataAt(shift)
 	seed(t, eng, clk, data)
 	const retention = 8760 * time.Hour
-	n := newNode(t, eng, clk, "a", func(c *job.Config) {
+	n := newNode(t, eng, clk, "a", func(c *rollupjob.Config) {
 		c.RawTTL = 720 * time.Hour
 		c.Retention = map[rollup.Resolution]time.Duration{m5: retention, h1: 0}
 	})

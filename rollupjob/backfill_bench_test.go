@@ -1,4 +1,4 @@
-package job_test
+package rollupjob_test
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 	"github.com/kairos-remote/kairos-adapter/rollup"
-	"github.com/kairos-remote/kairos-adapter/rollup/job"
+	"github.com/kairos-remote/kairos-adapter/rollupjob"
 )
 
 // BenchmarkBackfill is the job rolling up 20 series at 60 s over a year
@@ -71,8 +71,8 @@ func benchBackfill(b *testing.B, days int64, marked bool) {
 		span, err = time.ParseDuration(s)
 		require.NoError(b, err)
 	}
-	cfg := func(owner string) job.Config {
-		return job.Config{Resolutions: res, Delay: 10 * time.Minute, Owner: owner, Now: clk.Now, DutyCycle: 1, Span: span}
+	cfg := func(owner string) rollupjob.Config {
+		return rollupjob.Config{Resolutions: res, Delay: 10 * time.Minute, Owner: owner, Now: clk.Now, DutyCycle: 1, Span: span}
 	}
 	g := &guard{}
 	seedOpts := kairosstore.Options{Now: clk.Now}
@@ -81,7 +81,7 @@ func benchBackfill(b *testing.B, days int64, marked bool) {
 	}
 	seedStore, err := kairosstore.Open(b.Context(), eng, seedOpts, nil, prometheus.NewRegistry())
 	require.NoError(b, err)
-	imp, err := job.New(seedStore, cfg("import"), nil, prometheus.NewRegistry())
+	imp, err := rollupjob.New(seedStore, cfg("import"), nil, prometheus.NewRegistry())
 	require.NoError(b, err)
 	g.j.Store(imp)
 	var ls []labels.Labels
@@ -125,7 +125,7 @@ func benchBackfill(b *testing.B, days int64, marked bool) {
 		require.NoError(b, st.DeleteServiceValue(b.Context(), rollup.Service, rollup.ServiceKey, "lease", clk.Now().UnixMilli()))
 		clk.set(clk.ms.Load() + 1)
 		reg := prometheus.NewRegistry()
-		j, err := job.New(st, cfg(fmt.Sprint("bench", i)), nil, reg)
+		j, err := rollupjob.New(st, cfg(fmt.Sprint("bench", i)), nil, reg)
 		require.NoError(b, err)
 		steps := func() {
 			for {

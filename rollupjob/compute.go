@@ -1,4 +1,4 @@
-package job
+package rollupjob
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // different rows, §5.7), have their old cells deleted after the new ones
 // are written, so that a reader never misses a bucket that has data.
 func (j *Job) rollMetric(ctx context.Context, m string, lo, hi int64, rs []rollup.Resolution, recompute bool) (int, error) {
-	u := j.plan.unit
+	u := j.units.unit
 	var old map[uint64]*oldSeries
 	if recompute {
 		var err error
@@ -152,7 +152,7 @@ func (j *Job) readRollups(ctx context.Context, m string, lo, hi int64, rs []roll
 		r, err := rollup.ParseResolution(ls.Get(rollup.ResolutionTag))
 		return err == nil && slices.Contains(rs, r)
 	}
-	set, done := j.st.ScanSeries(ctx, lo-j.plan.unit+1, hi, keep,
+	set, done := j.st.ScanSeries(ctx, lo-j.units.unit+1, hi, keep,
 		labels.MustNewMatcher(labels.MatchEqual, model.MetricNameLabel, m+rollup.NameSuffix),
 		labels.MustNewMatcher(labels.MatchEqual, rollup.SavedFrom, m))
 	defer done()

@@ -1,4 +1,4 @@
-package job_test
+package rollupjob_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 	"github.com/kairos-remote/kairos-adapter/rollup"
-	"github.com/kairos-remote/kairos-adapter/rollup/job"
+	"github.com/kairos-remote/kairos-adapter/rollupjob"
 )
 
 // BenchmarkLateWriteMarks is what the recomputation marks cost a write: a
@@ -56,7 +56,7 @@ func benchLateWrite(b *testing.B, eng engine.Engine, mode string) {
 	g := &timedGuard{}
 	st, err := kairosstore.Open(b.Context(), gate, kairosstore.Options{Now: clk.Now, Guard: g}, nil, prometheus.NewRegistry())
 	require.NoError(b, err)
-	j, err := job.New(st, job.Config{Resolutions: []rollup.Resolution{m5, h1}, Delay: 10 * time.Minute, Owner: "bench", Now: clk.Now}, nil, prometheus.NewRegistry())
+	j, err := rollupjob.New(st, rollupjob.Config{Resolutions: []rollup.Resolution{m5, h1}, Delay: 10 * time.Minute, Owner: "bench", Now: clk.Now}, nil, prometheus.NewRegistry())
 	require.NoError(b, err)
 	g.j.Store(j)
 	var series []labels.Labels

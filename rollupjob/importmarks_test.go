@@ -1,4 +1,4 @@
-package job_test
+package rollupjob_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/rollup"
-	"github.com/kairos-remote/kairos-adapter/rollup/job"
+	"github.com/kairos-remote/kairos-adapter/rollupjob"
 )
 
 // cellCounter counts the data_points cells written through it.
@@ -56,7 +56,7 @@ func TestImportMarksCostTheirUnits(t *testing.T) {
 	g := &guard{}
 	imp, err := kairosstore.Open(t.Context(), counted, kairosstore.Options{Now: clk.Now, Guard: g}, nil, prometheus.NewRegistry())
 	require.NoError(t, err)
-	importJob, err := job.New(imp, job.Config{Resolutions: []rollup.Resolution{m5, h1}, Delay: 0, Owner: "import", Now: clk.Now}, nil, prometheus.NewRegistry())
+	importJob, err := rollupjob.New(imp, rollupjob.Config{Resolutions: []rollup.Resolution{m5, h1}, Delay: 0, Owner: "import", Now: clk.Now}, nil, prometheus.NewRegistry())
 	require.NoError(t, err)
 	g.j.Store(importJob)
 	for d := range 20 {

@@ -1,4 +1,4 @@
-package job
+package rollupjob
 
 import (
 	"fmt"
@@ -10,8 +10,8 @@ import (
 	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
-// The job's planning: pure functions of the progress, the clock and the
-// configuration. The job works in units of the largest resolution U: a
+// The job's unit arithmetic: pure functions of the progress, the clock
+// and the configuration. The job works in units of the largest resolution U: a
 // unit (end-U, end] holds whole buckets of every resolution, because each
 // divides U (Config.Check). All times are ms since the epoch.
 
@@ -22,21 +22,21 @@ type progress struct {
 	ok       bool
 }
 
-// plan is the arithmetic of units for a configuration.
-type plan struct {
+// units is the arithmetic of units for a configuration.
+type units struct {
 	res   []rollup.Resolution // ascending
 	unit  int64               // U, ms
 	delay int64               // ms
 }
 
 // unitOf is the end of the unit that holds t: units are the buckets of U.
-func (p plan) unitOf(t int64) int64 {
+func (p units) unitOf(t int64) int64 {
 	return rollup.Resolution(time.Duration(p.unit) * time.Millisecond).Bucket(t)
 }
 
 // closed is the end of the latest unit closed at now: its end plus the
 // delay for late samples has passed.
-func (p plan) closed(now int64) int64 {
+func (p units) closed(now int64) int64 {
 	e := p.unitOf(now - p.delay)
 	if e > now-p.delay {
 		e -= p.unit
@@ -47,7 +47,7 @@ func (p plan) closed(now int64) int64 {
 // forward is the next unit after pr for r, if it is closed at now. Before
 // the first unit it is the latest closed one: the job starts at the present
 // and backfills from there.
-func (p plan) forward(r rollup.Resolution, pr progress, closed int64) (int64, bool) {
+func (p units) forward(r rollup.Resolution, pr progress, closed int64) (int64, bool) {
 	if !pr.ok {
 		return closed, true
 	}
@@ -57,7 +57,7 @@ func (p plan) forward(r rollup.Resolution, pr progress, closed int64) (int64, bo
 
 // backfill is the next unit before pr for r, if it can hold a sample at or
 // after floor (the oldest sample, or the retention's limit).
-func (p plan) backfill(r rollup.Resolution, pr progress, floor int64) (int64, bool) {
+func (p units) backfill(r rollup.Resolution, pr progress, floor int64) (int64, bool) {
 	if !pr.ok {
 		return 0, false
 	}
@@ -67,7 +67,7 @@ func (p plan) backfill(r rollup.Resolution, pr progress, floor int64) (int64, bo
 
 // extend is pr once unit e is written for r. e is adjacent to pr (forward
 // and backfill give only such units), so the range stays gapless.
-func (p plan) extend(r rollup.Resolution, pr progress, e int64) progress {
+func (p units) extend(r rollup.Resolution, pr progress, e int64) progress {
 	lo := e - p.unit + r.Millis()
 	if !pr.ok {
 		return progress{from: lo, to: e, ok: true}
@@ -76,7 +76,7 @@ func (p plan) extend(r rollup.Resolution, pr progress, e int64) progress {
 }
 
 // covers reports whether unit e's buckets of r are all inside pr.
-func (p plan) covers(r rollup.Resolution, pr progress, e int64) bool {
+func (p units) covers(r rollup.Resolution, pr progress, e int64) bool {
 	return pr.ok && e-p.unit+r.Millis() >= pr.from && e <= pr.to
 }
 
@@ -85,7 +85,7 @@ func (p plan) covers(r rollup.Resolution, pr progress, e int64) bool {
 // at the bucket's end plus ttl, so a unit older than that would be written
 // expired. One unit of margin keeps the done range clear of cells about to
 // expire for as long as a reader may hold a stale done range.
-func (p plan) retentionFloor(now int64, ttl time.Duration) int64 {
+func (p units) retentionFloor(now int64, ttl time.Duration) int64 {
 	if ttl <= 0 {
 		return minTime
 	}
@@ -100,7 +100,7 @@ func (p plan) retentionFloor(now int64, ttl time.Duration) int64 {
 const minTime = math.MinInt64 + 1<<40
 
 // raise drops from pr the buckets below floor's unit, which expire.
-func (p plan) raise(r rollup.Resolution, pr progress, floor int64) progress {
+func (p units) raise(r rollup.Resolution, pr progress, floor int64) progress {
 	lo := floor - p.unit + r.Millis()
 	if pr.ok && pr.from < lo {
 		pr.from = min(lo, pr.to)

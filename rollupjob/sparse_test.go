@@ -1,4 +1,4 @@
-package job_test
+package rollupjob_test
 
 import (
 	"context"

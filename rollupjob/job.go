@@ -7,7 +7,7 @@
 // writes and deletes touched, and leaves the work to one adapter of those
 // sharing a keyspace through a lease. docs/kairosdb-layout.md §13
 // describes what it stores.
-package job
+package rollupjob
 
 import (
 	"context"
@@ -134,11 +134,11 @@ func (c *Config) Check() error {
 // Job is the rollup job. Run runs it; BeforeChange, AfterChange and
 // Recompute may be called from any goroutine.
 type Job struct {
-	st   Store
-	cfg  Config
-	plan plan
-	log  *slog.Logger
-	m    metrics
+	st    Store
+	cfg   Config
+	units units
+	log   *slog.Logger
+	m     metrics
 
 	mu sync.Mutex
 	// stored is the write time of each mark this process stored lately,
@@ -231,7 +231,7 @@ func New(st Store, cfg Config, logger *slog.Logger, reg prometheus.Registerer) (
 	f := promauto.With(reg)
 	j := &Job{
 		st: st, cfg: cfg, log: logger,
-		plan: plan{
+		units: units{
 			res:   cfg.Resolutions,
 			unit:  cfg.Resolutions[len(cfg.Resolutions)-1].Millis(),
 			delay: cfg.Delay.Milliseconds(),
@@ -337,7 +337,7 @@ func (j *Job) step(ctx context.Context) (worked bool, err error) {
 
 // span is Config.Span in units.
 func (j *Job) span() int64 {
-	return max(1, j.cfg.Span.Milliseconds()/j.plan.unit)
+	return max(1, j.cfg.Span.Milliseconds()/j.units.unit)
 }
 
 // rest is the pause that keeps the job at its duty cycle after working
@@ -397,9 +397,9 @@ func (j *Job) Step(ctx context.Context) (worked bool, err error) {
 	j.logProgress(prog, now)
 
 	// Expired rollups leave the done range first.
-	for _, r := range j.plan.res {
-		if floor := j.plan.retentionFloor(now, j.cfg.Retention[r]); prog[r].ok && prog[r].from < floor-j.plan.unit+r.Millis() {
-			if err := j.writeProgress(ctx, r, j.plan.raise(r, prog[r], floor)); err != nil {
+	for _, r := range j.units.res {
+		if floor := j.units.retentionFloor(now, j.cfg.Retention[r]); prog[r].ok && prog[r].from < floor-j.units.unit+r.Millis() {
+			if err := j.writeProgress(ctx, r, j.units.raise(r, prog[r], floor)); err != nil {
 				return false, err
 			}
 		}
@@ -407,20 +407,20 @@ func (j *Job) Step(ctx context.Context) (worked bool, err error) {
 	if ok, err := j.recomputeOne(ctx, prog); ok || err != nil {
 		return ok, err
 	}
-	closed := j.plan.closed(now)
+	closed := j.units.closed(now)
 	// Forward: the earliest unit some resolution still needs.
-	if e, rs := j.next(prog, func(r rollup.Resolution, p progress) (int64, bool) { return j.plan.forward(r, p, closed) }, false); rs != nil {
-		return true, j.rollUnits(ctx, e, min(e+(j.span()-1)*j.plan.unit, closed), rs, prog, false)
+	if e, rs := j.next(prog, func(r rollup.Resolution, p progress) (int64, bool) { return j.units.forward(r, p, closed) }, false); rs != nil {
+		return true, j.rollUnits(ctx, e, min(e+(j.span()-1)*j.units.unit, closed), rs, prog, false)
 	}
 	// Backfill: the latest unit some resolution still needs.
 	j.mu.Lock()
 	oldest := j.oldest
 	j.mu.Unlock()
-	floor := func(r rollup.Resolution) int64 { return max(oldest, j.plan.retentionFloor(now, j.cfg.Retention[r])) }
+	floor := func(r rollup.Resolution) int64 { return max(oldest, j.units.retentionFloor(now, j.cfg.Retention[r])) }
 	if e, rs := j.next(prog, func(r rollup.Resolution, p progress) (int64, bool) {
-		return j.plan.backfill(r, p, floor(r))
+		return j.units.backfill(r, p, floor(r))
 	}, true); rs != nil {
-		lo := e - (j.span()-1)*j.plan.unit
+		lo := e - (j.span()-1)*j.units.unit
 		if j.sparse {
 			// The span before held no sample: this one is a row's width,
 			// and starts where a row of some metric is, however far
@@ -428,18 +428,18 @@ func (j *Job) Step(ctx context.Context) (worked bool, err error) {
 			// a step per span of the time between). That row's unit is
 			// read for the counters' start; the empty units above it
 			// are done with it.
-			lo = min(lo, max(e-j.rowWidth, minTime)+j.plan.unit)
+			lo = min(lo, max(e-j.rowWidth, minTime)+j.units.unit)
 			d, err := j.dataBelow(ctx, e)
 			if err != nil {
 				return false, err
 			}
 			if d < lo {
-				lo = max(d, minTime) + j.plan.unit
+				lo = max(d, minTime) + j.units.unit
 			}
-			lo = j.plan.unitOf(lo)
+			lo = j.units.unitOf(lo)
 		}
 		for _, r := range rs {
-			lo = max(lo, j.plan.unitOf(floor(r)))
+			lo = max(lo, j.units.unitOf(floor(r)))
 		}
 		return true, j.rollUnits(ctx, lo, e, rs, prog, true)
 	}
@@ -451,7 +451,7 @@ func (j *Job) Step(ctx context.Context) (worked bool, err error) {
 func (j *Job) next(prog map[rollup.Resolution]progress, want func(rollup.Resolution, progress) (int64, bool), latest bool) (int64, []rollup.Resolution) {
 	var best int64
 	var rs []rollup.Resolution
-	for _, r := range j.plan.res {
+	for _, r := range j.units.res {
 		e, ok := want(r, prog[r])
 		switch {
 		case !ok:
@@ -487,7 +487,7 @@ func (j *Job) rollUnits(ctx context.Context, lo, hi int64, rs []rollup.Resolutio
 		// the oldest one's.
 		j.mu.Lock()
 		if j.oldest < hi {
-			lo = max(lo, j.plan.unitOf(j.oldest))
+			lo = max(lo, j.units.unitOf(j.oldest))
 		}
 		j.mu.Unlock()
 	}
@@ -509,7 +509,7 @@ func (j *Job) rollUnits(ctx context.Context, lo, hi int64, rs []rollup.Resolutio
 		}
 	}
 	for _, r := range rs {
-		if err := j.writeProgress(ctx, r, j.plan.extend(r, j.plan.extend(r, prog[r], lo), hi)); err != nil {
+		if err := j.writeProgress(ctx, r, j.units.extend(r, j.units.extend(r, prog[r], lo), hi)); err != nil {
 			return err
 		}
 	}
@@ -527,7 +527,7 @@ func (j *Job) dataBelow(ctx context.Context, e int64) (int64, error) {
 	d := int64(minTime)
 	for _, m := range names {
 		err := j.st.RowTimes(ctx, m, math.MinInt64, e, func(rt int64) error {
-			d = max(d, j.plan.unitOf(min(e, rt+(j.rowWidth-1))))
+			d = max(d, j.units.unitOf(min(e, rt+(j.rowWidth-1))))
 			return nil
 		})
 		if err != nil {
@@ -644,7 +644,7 @@ func (j *Job) refreshOldest(ctx context.Context, force bool) error {
 func (j *Job) readProgress(ctx context.Context) (map[rollup.Resolution]progress, error) {
 	prog := map[rollup.Resolution]progress{}
 	now := j.now()
-	for _, r := range j.plan.res {
+	for _, r := range j.units.res {
 		v, ok, err := j.st.ServiceValue(ctx, rollup.Service, rollup.ServiceKey, rollup.DoneKey(r))
 		if err != nil {
 			return nil, fmt.Errorf("read rollup progress: %w", err)
@@ -733,7 +733,7 @@ func (j *Job) logProgress(prog map[rollup.Resolution]progress, now int64) {
 		return
 	}
 	j.lastLog = time.Now()
-	for _, r := range j.plan.res {
+	for _, r := range j.units.res {
 		p := prog[r]
 		if !p.ok {
 			continue
@@ -762,8 +762,8 @@ func (j *Job) Status() []ResolutionStatus {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	now := j.now()
-	out := make([]ResolutionStatus, 0, len(j.plan.res))
-	for _, r := range j.plan.res {
+	out := make([]ResolutionStatus, 0, len(j.units.res))
+	for _, r := range j.units.res {
 		p := j.view[r]
 		st := ResolutionStatus{Resolution: r.String(), From: p.from, To: p.to, Done: p.ok}
 		if p.ok {

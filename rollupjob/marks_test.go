@@ -1,4 +1,4 @@
-package job_test
+package rollupjob_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/rollup"
-	"github.com/kairos-remote/kairos-adapter/rollup/job"
+	"github.com/kairos-remote/kairos-adapter/rollupjob"
 )
 
 // lateWrite writes samples of series s of data through n's store and
@@ -241,7 +241,7 @@ func TestMarkOutlivesItsRecomputation(t *testing.T) {
 		eng := open(t)
 		seed(t, eng, clk, data)
 		gate := newGate(eng)
-		n := newNode(t, gate, clk, "a", func(c *job.Config) { c.Span = time.Hour })
+		n := newNode(t, gate, clk, "a", func(c *rollupjob.Config) { c.Span = time.Hour })
 		n.run(t)
 
 		// Held for a minute: the job steps meanwhile, first with the

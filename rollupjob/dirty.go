@@ -1,4 +1,4 @@
-package job
+package rollupjob
 
 import (
 	"context"
@@ -84,7 +84,7 @@ func (j *Job) AfterChange(ctx context.Context, cs []kairosstore.Change, began ti
 func (j *Job) markChanges(ctx context.Context, cs []kairosstore.Change, reuse bool) error {
 	now := j.now()
 	slack := j.cfg.MarkSlack.Milliseconds()
-	horizon := j.plan.closed(now + slack)
+	horizon := j.units.closed(now + slack)
 	var marks []mark
 	for _, c := range cs {
 		if c.Derived {
@@ -98,7 +98,7 @@ func (j *Job) markChanges(ctx context.Context, cs []kairosstore.Change, reuse bo
 			j.older(c.Metric, c.MinT)
 			// The unit after the last one touched too: its first
 			// bucket's counter starts from the last sample before it.
-			marks = append(marks, mark{metric: c.Metric, from: j.plan.unitOf(c.MinT), to: min(j.plan.unitOf(min(c.MaxT, now+slack))+j.plan.unit, horizon), cause: "write"})
+			marks = append(marks, mark{metric: c.Metric, from: j.units.unitOf(c.MinT), to: min(j.units.unitOf(min(c.MaxT, now+slack))+j.units.unit, horizon), cause: "write"})
 			continue
 		}
 		// A delete is clipped to what may be rolled up: the progress
@@ -175,11 +175,11 @@ func (j *Job) clip(metric string, lo, hi, closed int64, cause string) (mark, boo
 		floor = closed // nothing is known to be rolled up
 	}
 	hi = min(hi, j.now())
-	lo = max(lo, floor-j.plan.unit)
+	lo = max(lo, floor-j.units.unit)
 	if lo > hi {
 		return mark{}, false
 	}
-	from, to := j.plan.unitOf(lo), min(j.plan.unitOf(hi)+j.plan.unit, closed) // the unit after, as for a write
+	from, to := j.units.unitOf(lo), min(j.units.unitOf(hi)+j.units.unit, closed) // the unit after, as for a write
 	return mark{metric: metric, from: from, to: to, cause: cause}, from <= to
 }
 
@@ -193,7 +193,7 @@ func (j *Job) Recompute(ctx context.Context, selectors [][]*labels.Matcher, star
 	if err != nil {
 		return nil, fmt.Errorf("list metrics: %w", err)
 	}
-	closed := j.plan.closed(j.now())
+	closed := j.units.closed(j.now())
 	marked := []string{}
 	var marks []mark
 	for _, name := range names {
@@ -306,16 +306,16 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 	j.m.marks.Set(float64(len(marks)))
 	j.ripe = 0
 	first := int64(math.MaxInt64) // the first unit any resolution has done
-	for _, r := range j.plan.res {
+	for _, r := range j.units.res {
 		if prog[r].ok {
-			first = min(first, j.plan.unitOf(prog[r].from))
+			first = min(first, j.units.unitOf(prog[r].from))
 		}
 	}
 	// rs is the resolutions that have unit e done; ahead says whether
 	// some resolution has not reached it yet.
 	covering := func(e int64) (rs []rollup.Resolution, ahead bool) {
-		for _, r := range j.plan.res {
-			if j.plan.covers(r, prog[r], e) {
+		for _, r := range j.units.res {
+			if j.units.covers(r, prog[r], e) {
 				rs = append(rs, r)
 			}
 			ahead = ahead || !prog[r].ok || e > prog[r].to
@@ -327,7 +327,7 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 	skip := func(metric string, e int64) int64 {
 		for _, d := range redone[metric] {
 			if e >= d[0] && e <= d[1] {
-				e = d[1] + j.plan.unit
+				e = d[1] + j.units.unit
 			}
 		}
 		return e
@@ -362,7 +362,7 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 			// Another process's write (an import) of a metric this job
 			// has not listed, or of history older than it knew: backfill
 			// goes down to the mark's first unit from this step on.
-			j.older(m.metric, m.from-j.plan.unit+1)
+			j.older(m.metric, m.from-j.units.unit+1)
 		}
 		if ripe := m.written + j.cfg.MarkSlack.Milliseconds(); m.cause != "admin" && j.now() < ripe {
 			if j.ripe == 0 || ripe < j.ripe {
@@ -390,26 +390,26 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 				if ahead {
 					break
 				}
-				e += j.plan.unit
+				e += j.units.unit
 				continue
 			}
 			// As far as the span, the mark and the same resolutions go.
 			hi := e
-			for n := j.span() - 1; n > 0 && hi+j.plan.unit <= m.to && skip(m.metric, hi+j.plan.unit) == hi+j.plan.unit; n-- {
-				next, _ := covering(hi + j.plan.unit)
+			for n := j.span() - 1; n > 0 && hi+j.units.unit <= m.to && skip(m.metric, hi+j.units.unit) == hi+j.units.unit; n-- {
+				next, _ := covering(hi + j.units.unit)
 				if !slices.Equal(next, rs) {
 					break
 				}
-				hi += j.plan.unit
+				hi += j.units.unit
 			}
 			start := time.Now()
 			if _, err := j.rollMetric(ctx, m.metric, e, hi, rs, true); err != nil {
 				return worked, err
 			}
 			worked = true
-			j.m.recomputed.WithLabelValues(m.cause).Add(float64((hi-e)/j.plan.unit + 1))
+			j.m.recomputed.WithLabelValues(m.cause).Add(float64((hi-e)/j.units.unit + 1))
 			redone[m.metric] = append(redone[m.metric], [2]int64{e, hi})
-			e = hi + j.plan.unit
+			e = hi + j.units.unit
 			j.cursor[key] = cursor{next: e, written: m.written}
 			if err := j.pause(ctx, j.rest(time.Since(start))); err != nil {
 				return worked, err

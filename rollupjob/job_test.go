@@ -1,4 +1,4 @@
-package job_test
+package rollupjob_test
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 	"github.com/kairos-remote/kairos-adapter/rollup"
-	"github.com/kairos-remote/kairos-adapter/rollup/job"
+	"github.com/kairos-remote/kairos-adapter/rollupjob"
 )
 
 const (
@@ -87,19 +87,19 @@ type clock struct{ ms atomic.Int64 }
 func (c *clock) Now() time.Time { return time.UnixMilli(c.ms.Load()) }
 func (c *clock) set(ms int64)   { c.ms.Store(ms) }
 
-// node is one adapter: a store over an engine, and its job.
+// node is one adapter: a store over an engine, and its rollupjob.
 type node struct {
 	store *kairosstore.Store
-	job   *job.Job
+	job   *rollupjob.Job
 	reg   *prometheus.Registry
 }
 
 // t0 is the test's present: the unit ending at 1000h closed at 1000h10m.
 const t0 = 1000*hour + 15*minute
 
-// guard is the store's Guard: the job, once it exists (the program's
-// rollups.go).
-type guard struct{ j atomic.Pointer[job.Job] }
+// guard is the store's Guard: the job, once it exists (as Runner is,
+// without its check for a job not created yet).
+type guard struct{ j atomic.Pointer[rollupjob.Job] }
 
 func (g *guard) BeforeChange(ctx context.Context, cs []kairosstore.Change) error {
 	return g.j.Load().BeforeChange(ctx, cs)
@@ -109,20 +109,20 @@ func (g *guard) AfterChange(ctx context.Context, cs []kairosstore.Change, began 
 	return g.j.Load().AfterChange(ctx, cs, began)
 }
 
-func newNode(t *testing.T, eng engine.Engine, clk *clock, owner string, mod ...func(*job.Config)) *node {
+func newNode(t *testing.T, eng engine.Engine, clk *clock, owner string, mod ...func(*rollupjob.Config)) *node {
 	t.Helper()
 	n := &node{reg: prometheus.NewRegistry()}
 	j := &guard{}
 	st, err := kairosstore.Open(t.Context(), eng, kairosstore.Options{Now: clk.Now, Guard: j}, nil, prometheus.NewRegistry())
 	require.NoError(t, err)
-	cfg := job.Config{
+	cfg := rollupjob.Config{
 		Resolutions: []rollup.Resolution{m5, h1}, Delay: 10 * time.Minute,
 		Owner: owner, Now: clk.Now, CommitCells: 100,
 	}
 	for _, f := range mod {
 		f(&cfg)
 	}
-	jb, err := job.New(st, cfg, nil, n.reg)
+	jb, err := rollupjob.New(st, cfg, nil, n.reg)
 	require.NoError(t, err)
 	j.j.Store(jb)
 	n.store, n.job = st, jb
@@ -374,7 +374,7 @@ func TestReadsEachSampleOnce(t *testing.T) {
 		{span: 0, atMost: 1.2},                     // the default: a day
 		{span: time.Hour, atMost: 2, atLeast: 1.7}, // a unit per read
 	} {
-		n := newNode(t, eng, clk, fmt.Sprint("span", c.span), func(cfg *job.Config) { cfg.Span = c.span })
+		n := newNode(t, eng, clk, fmt.Sprint("span", c.span), func(cfg *rollupjob.Config) { cfg.Span = c.span })
 		clk.set(clk.ms.Load() + time.Minute.Milliseconds()) // after the last run's writes
 		for _, r := range []rollup.Resolution{m5, h1} {
 			require.NoError(t, n.store.DeleteServiceValue(t.Context(), rollup.Service, rollup.ServiceKey, rollup.DoneKey(r), clk.Now().UnixMilli()))
@@ -399,7 +399,7 @@ func TestRestartMidBackfill(t *testing.T) {
 		clk.set(t0)
 		data := testData()
 		seed(t, open(t), clk, data)
-		hourly := func(c *job.Config) { c.Span = time.Hour } // one unit per step
+		hourly := func(c *rollupjob.Config) { c.Span = time.Hour } // one unit per step
 		a := newNode(t, open(t), clk, "a", hourly)
 		for range 4 { // the latest unit and three of the backfill
 			worked, err := a.job.Step(t.Context())
@@ -424,7 +424,7 @@ func TestRestartMidBackfill(t *testing.T) {
 	})
 }
 
-// settle moves the clock past the default job.Config.MarkSlack: the job
+// settle moves the clock past the default rollupjob.Config.MarkSlack: the job
 // leaves a write's or a delete's mark alone until then.
 func settle(clk *clock) { clk.set(clk.ms.Load() + 31*time.Second.Milliseconds()) }
 
@@ -491,7 +491,7 @@ func TestLateWriteAndDelete(t *testing.T) {
 	})
 }
 
-// TestTwoJobs: two adapters on one keyspace, each running its job. One
+// TestTwoJobs: two adapters on one keyspace, each running its rollupjob. One
 // holds the lease and rolls up, the other stands by; when the holder stops,
 // the other takes over where it stopped. Where both roll up the same units
 // anyway (a lease lost mid-unit), they write identical cells.
@@ -501,7 +501,7 @@ func TestTwoJobs(t *testing.T) {
 		clk.set(t0)
 		data := testData()
 		seed(t, open(t), clk, data)
-		fast := func(c *job.Config) { c.Interval, c.DutyCycle = 5*time.Millisecond, 1 }
+		fast := func(c *rollupjob.Config) { c.Interval, c.DutyCycle = 5*time.Millisecond, 1 }
 		a := newNode(t, open(t), clk, "a", fast)
 		b := newNode(t, open(t), clk, "b", fast)
 		ctx, cancel := context.WithCancel(t.Context())
@@ -575,7 +575,7 @@ func TestPanicInAStepIsRetried(t *testing.T) {
 	eng := &panicEngine{Engine: openPebble(t)}
 	data := testData()
 	seed(t, eng, clk, data)
-	n := newNode(t, eng, clk, "a", func(c *job.Config) { c.Interval = time.Millisecond })
+	n := newNode(t, eng, clk, "a", func(c *rollupjob.Config) { c.Interval = time.Millisecond })
 	eng.armed.Store(true)
 	ctx, cancel := context.WithCancel(t.Context())
 	stopped := make(chan struct{})

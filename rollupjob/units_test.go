@@ -1,4 +1,4 @@
-package job
+package rollupjob
 
 import (
 	"testing"
@@ -15,8 +15,8 @@ const (
 	hr = int64(3600_000)
 )
 
-func TestPlanUnits(t *testing.T) {
-	p := plan{res: []rollup.Resolution{m5, h1}, unit: hr, delay: 10 * 60_000}
+func TestUnitArithmetic(t *testing.T) {
+	p := units{res: []rollup.Resolution{m5, h1}, unit: hr, delay: 10 * 60_000}
 	// 100h + 15m: the unit ending at 100h closed at 100h10m.
 	now := 100*hr + 15*60_000
 	require.Equal(t, 100*hr, p.closed(now))
