@@ -366,17 +366,25 @@ func (s *Store) readCounter(ctx context.Context, ref *index.Series, rkey rollupK
 		}
 	}
 	// The same in the raw samples either side of the rollups, by their gaps
-	// of more than a bucket: a series that starts before the rollups (the
-	// first sample read counts, as what came before it was not read) or
-	// stops after them, within a window's reach.
+	// of more than a bucket: a series that starts before the rollups or
+	// stops after them, within a window's reach. Before the first sample
+	// read, the rollup of the bucket before its own tells, where written.
 	res := p.Resolution
 	prevT, havePrevT := int64(0), false
 	for i, t := range before.ts {
 		if math.IsNaN(before.vs[i]) {
 			continue
 		}
-		if !havePrevT || uint64(t)-uint64(prevT) > uint64(r) {
-			if hi := addSat(res.Bucket(t), reach); hi >= p.rollFrom {
+		if hi := addSat(res.Bucket(t), reach); hi >= p.rollFrom && (!havePrevT || uint64(t)-uint64(prevT) > uint64(r)) {
+			start := true
+			if pb := res.Bucket(t) - r; !havePrevT && pb >= p.doneFrom && pb <= p.doneTo {
+				one, err := s.readRollup(ctx, ref, rkey, res, []span{{pb, pb}}, budget)
+				if err != nil {
+					return nil, err
+				}
+				start = len(one.ts) == 0
+			}
+			if start {
 				rawEnds = append(rawEnds, span{p.rollFrom, min(hi, p.rollTo)})
 			}
 		}

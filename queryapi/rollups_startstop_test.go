@@ -21,7 +21,7 @@ import (
 )
 
 // startStopData is counters scraped every 60 s that start, stop or pause
-// inside rollup buckets (none at a bucket's edge): runs of [from, to) each,
+// inside rollup buckets (but one at a bucket's end): runs of [from, to) each,
 // a run's first value given (0: a counter that restarts; -1: it goes on).
 // The pauses leave a 6h bucket empty, one for less than a day (windows of
 // a day hold both sides), one for more.
@@ -40,6 +40,9 @@ func startStopData(t0 int64) []rolluptest.Series {
 		pre [][2]float64
 	}{
 		{name: "start", runs: []run{{t0 + 3*day + 2*hour + 17*min + 13_000, t0 + 12*day, 5000}}},
+		// kairosload's series: the first sample at a midnight, the last of
+		// its bucket, alone in the windows that end there.
+		{name: "start_midnight", runs: []run{{t0 + 5*day, t0 + 12*day, 300}}},
 		{name: "start_zero", runs: []run{{t0 + 4*day + 7*hour + 3*min + 7_000, t0 + 12*day, 0}}},
 		{name: "stop", runs: []run{{t0 + 7_000, t0 + 6*day + 4*hour + 41*min + 7_000, 100}}},
 		{name: "gap_long", runs: []run{{t0 + 11_000, t0 + 5*day + 3*hour + 10*min, 100}, {t0 + 6*day + 14*hour + 47*min + 11_000, t0 + 12*day, 0}}},
@@ -127,6 +130,9 @@ func startStop(t *testing.T, doneFrom, doneTo int64) {
 		{`increase(c_total[1d])`, 24 * time.Hour},
 		{`increase(c_total[6h])`, 6 * time.Hour},
 		{`sum(increase(c_total[1d]))`, 24 * time.Hour},
+		// Grafana's $__rate_interval at 6h: windows start a minute before
+		// a bucket, in raw samples.
+		{`rate(c_total[6h1m])`, 6*time.Hour + time.Minute},
 	} {
 		for _, step := range []time.Duration{6 * time.Hour, time.Hour} {
 			form := url.Values{"query": {q.expr}, "start": {strconv.FormatInt(start/1000, 10)}, "end": {strconv.FormatInt(end/1000, 10)}, "step": {step.String()}}
