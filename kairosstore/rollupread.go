@@ -98,6 +98,11 @@ type plannedRead struct {
 	// rollups, every one of them inside [start, end] and written.
 	rolled           bool
 	rollFrom, rollTo int64
+	// doneFrom, doneTo: the bucket ends written, of which a counter read
+	// also reads those just outside [rollFrom, rollTo]. rng is the
+	// selector's range (0: unknown).
+	doneFrom, doneTo int64
+	rng              int64
 }
 
 // planRead resolves read hint p for a Select over [start, end] with hints;
@@ -107,6 +112,9 @@ func (s *Store) planRead(ctx context.Context, p readhint.Hint, hints *storage.Se
 		return nil, nil
 	}
 	pr := &plannedRead{Hint: p, start: start, end: end, spans: []span{{start, end}}}
+	if hints != nil {
+		pr.rng = hints.Range
+	}
 	if p.WindowMillis > 0 && hints != nil && hints.Step > 0 && p.WindowMillis < hints.Step {
 		pr.spans = windows(hints.Start, hints.Step, p.WindowMillis, start, end)
 	}
@@ -127,6 +135,7 @@ func (s *Store) planRead(ctx context.Context, p readhint.Hint, hints *storage.Se
 	last = min(to, last)
 	if first <= last {
 		pr.rolled, pr.rollFrom, pr.rollTo = true, first, last
+		pr.doneFrom, pr.doneTo = from, to
 	}
 	return pr, nil
 }
@@ -277,6 +286,9 @@ func (s *Store) readPlanned(ctx context.Context, ref *index.Series, p *plannedRe
 		}
 		return ones(out), nil
 	}
+	if p.Aggregate == rollup.Counter {
+		return s.readCounter(ctx, ref, rkey, p, budget)
+	}
 	r := p.Resolution.Millis()
 	before, err := s.readSeriesIn(ctx, ref, clip(p.spans, p.start, p.rollFrom-r), 0, budget)
 	if err != nil {
@@ -286,29 +298,235 @@ func (s *Store) readPlanned(ctx context.Context, ref *index.Series, p *plannedRe
 	if err != nil {
 		return nil, err
 	}
-	afterSpans := clip(p.spans, p.rollTo+1, p.end)
-	after, err := s.readSeriesIn(ctx, ref, afterSpans, 0, budget)
+	after, err := s.readSeriesIn(ctx, ref, clip(p.spans, p.rollTo+1, p.end), 0, budget)
 	if err != nil {
 		return nil, err
 	}
-	switch p.Aggregate {
-	case rollup.Count:
+	if p.Aggregate == rollup.Count {
 		before, after = ones(before), ones(after)
-	case rollup.Counter:
-		// The first raw sample after the rollups increases from the last
-		// one of the last bucket.
-		var seam *listSeries
-		if len(after.ts) > 0 {
-			if seam, err = s.readSeriesIn(ctx, ref, []span{{p.rollTo - r + 1, p.rollTo}}, 0, budget); err != nil {
-				return nil, err
-			}
-		}
-		return runningSum(ref.Labels, r, before, mid, seam, after), nil
 	}
 	out := &listSeries{lset: ref.Labels}
 	out.ts = slices.Concat(before.ts, mid.ts, after.ts)
 	out.vs = slices.Concat(before.vs, mid.vs, after.vs)
 	return out, nil
+}
+
+// readCounter reads a counter from its rollups, except around the buckets
+// where the series starts or stops (the bucket before, or after, has no
+// point: also either side of a gap), which it reads raw as far as a window
+// reaches. A window that sees a series start or stop extrapolates its rate
+// by half the spacing of its points, and the spacing of rollup points is
+// hours: so every such window holds raw samples only, and is answered as
+// over raw samples. Windows the series covers are read from rollups as
+// before. A bucket whose neighbour was not read (outside the written
+// rollups and the raw samples read) counts as a start or a stop: more raw
+// reads, never a wrong extrapolation.
+func (s *Store) readCounter(ctx context.Context, ref *index.Series, rkey rollupKey, p *plannedRead, budget *sampleBudget) (*listSeries, error) {
+	r := p.Resolution.Millis()
+	before, err := s.readSeriesIn(ctx, ref, clip(p.spans, p.start, p.rollFrom-r), 0, budget)
+	if err != nil {
+		return nil, err
+	}
+	after, err := s.readSeriesIn(ctx, ref, clip(p.spans, p.rollTo+1, p.end), 0, budget)
+	if err != nil {
+		return nil, err
+	}
+	// The windows' buckets and one either side of each, where written.
+	lo, hi := max(p.rollFrom-r, p.doneFrom), min(addSat(p.rollTo, r), p.doneTo)
+	seen := clip(widen(p.spans, r), lo, hi)
+	all, err := s.readRollup(ctx, ref, rkey, p.Resolution, seen, budget)
+	if err != nil {
+		return nil, err
+	}
+	present := func(e int64) bool {
+		if len(overlapping(seen, e, e)) > 0 {
+			_, ok := slices.BinarySearch(all.ts, e)
+			return ok
+		}
+		return hasFloatIn(before, addSat(e, 1-r), e) || hasFloatIn(after, addSat(e, 1-r), e)
+	}
+	// How far back or on a window reaches from a bucket, in whole buckets.
+	reach := int64(math.MaxInt64)
+	if p.rng > 0 && p.rng <= math.MaxInt64-r {
+		reach = (p.rng + r - 1) / r * r
+	}
+	mid := &listSeries{lset: ref.Labels}
+	var rawEnds []span // bucket ends read raw
+	keep := spanFilter{spans: clip(p.spans, p.rollFrom, p.rollTo)}
+	for i, e := range all.ts {
+		if e < p.rollFrom || e > p.rollTo || !keep.in(e) {
+			continue
+		}
+		mid.ts, mid.vs = append(mid.ts, e), append(mid.vs, all.vs[i])
+		if !present(e - r) {
+			rawEnds = append(rawEnds, span{e, min(addSat(e, reach), p.rollTo)})
+		}
+		if !present(addSat(e, r)) {
+			rawEnds = append(rawEnds, span{max(addSat(e, -reach), p.rollFrom), e})
+		}
+	}
+	// The same in the raw samples either side of the rollups, by their gaps
+	// of more than a bucket: a series that starts before the rollups or
+	// stops after them, within a window's reach. Before the first sample
+	// read, the rollup of the bucket before its own tells, where written.
+	res := p.Resolution
+	prevT, havePrevT := int64(0), false
+	for i, t := range before.ts {
+		if math.IsNaN(before.vs[i]) {
+			continue
+		}
+		if hi := addSat(res.Bucket(t), reach); hi >= p.rollFrom && (!havePrevT || uint64(t)-uint64(prevT) > uint64(r)) {
+			start := true
+			if pb := res.Bucket(t) - r; !havePrevT && pb >= p.doneFrom && pb <= p.doneTo {
+				one, err := s.readRollup(ctx, ref, rkey, res, []span{{pb, pb}}, budget)
+				if err != nil {
+					return nil, err
+				}
+				start = len(one.ts) == 0
+			}
+			if start {
+				rawEnds = append(rawEnds, span{p.rollFrom, min(hi, p.rollTo)})
+			}
+		}
+		prevT, havePrevT = t, true
+	}
+	havePrevT = false
+	for i := len(after.ts) - 1; i >= 0; i-- {
+		t := after.ts[i]
+		if math.IsNaN(after.vs[i]) {
+			continue
+		}
+		next := p.end
+		if havePrevT {
+			next = prevT
+		}
+		if uint64(next)-uint64(t) > uint64(r) {
+			if lo := addSat(res.Bucket(t), -reach); lo <= p.rollTo {
+				rawEnds = append(rawEnds, span{max(lo, p.rollFrom), p.rollTo})
+			}
+		}
+		prevT, havePrevT = t, true
+	}
+	// Merged where no rollup point lies between two: a window across the
+	// gap then holds raw samples only, as raw.
+	slices.SortFunc(rawEnds, func(a, b span) int { return cmpInt(a.lo, b.lo) })
+	var merged []span
+	for _, sp := range rawEnds {
+		if n := len(merged); n > 0 {
+			i, _ := slices.BinarySearch(mid.ts, merged[n-1].hi+1)
+			if i == len(mid.ts) || mid.ts[i] >= sp.lo {
+				merged[n-1].hi = max(merged[n-1].hi, sp.hi)
+				continue
+			}
+		}
+		merged = append(merged, sp)
+	}
+	pieces := []counterPiece{{raw: true, s: before}}
+	j := 0
+	for _, sp := range merged {
+		k := j
+		for k < len(mid.ts) && mid.ts[k] < sp.lo {
+			k++
+		}
+		pieces = append(pieces, counterPiece{s: sub(mid, j, k)})
+		for k < len(mid.ts) && mid.ts[k] <= sp.hi {
+			k++
+		}
+		j = k
+		raw, err := s.readSeriesIn(ctx, ref, clip(p.spans, sp.lo-r+1, sp.hi), 0, budget)
+		if err != nil {
+			return nil, err
+		}
+		pieces = append(pieces, counterPiece{raw: true, s: raw, from: sp.lo - r + 1})
+	}
+	pieces = append(pieces, counterPiece{s: sub(mid, j, len(mid.ts))}, counterPiece{raw: true, s: after, from: p.rollTo + 1})
+	pieces = joinRaw(pieces)
+	// A raw piece after rollups increases from the last raw sample of the
+	// bucket before it.
+	for i := 1; i < len(pieces); i++ {
+		pc := &pieces[i]
+		if !pc.raw || len(pc.s.ts) == 0 {
+			continue
+		}
+		seam, err := s.readSeriesIn(ctx, ref, []span{{pc.from - r, pc.from - 1}}, 0, budget)
+		if err != nil {
+			return nil, err
+		}
+		for k := len(seam.vs) - 1; k >= 0; k-- {
+			if !math.IsNaN(seam.vs[k]) {
+				pc.prev, pc.havePrev = seam.vs[k], true
+				break
+			}
+		}
+	}
+	return runningSum(ref.Labels, r, p.rng, pieces), nil
+}
+
+// counterPiece is a run of a counter read raw (from its time from) or from
+// rollups.
+type counterPiece struct {
+	raw      bool
+	s        *listSeries
+	from     int64
+	prev     float64 // raw: the last value before it, where its first increment starts
+	havePrev bool
+}
+
+// joinRaw drops empty rollup pieces and joins adjacent raw ones.
+func joinRaw(pieces []counterPiece) []counterPiece {
+	var out []counterPiece
+	for _, pc := range pieces {
+		if !pc.raw && len(pc.s.ts) == 0 {
+			continue
+		}
+		if n := len(out); n > 0 && pc.raw && out[n-1].raw {
+			last := &out[n-1]
+			last.s = &listSeries{lset: last.s.lset, ts: slices.Concat(last.s.ts, pc.s.ts), vs: slices.Concat(last.s.vs, pc.s.vs)}
+			continue
+		}
+		out = append(out, pc)
+	}
+	return out
+}
+
+// sub is points [i, j) of l.
+func sub(l *listSeries, i, j int) *listSeries {
+	return &listSeries{lset: l.lset, ts: l.ts[i:j], vs: l.vs[i:j]}
+}
+
+// hasFloatIn says whether l has a sample other than NaN in [lo, hi].
+func hasFloatIn(l *listSeries, lo, hi int64) bool {
+	i, _ := slices.BinarySearch(l.ts, lo)
+	for ; i < len(l.ts) && l.ts[i] <= hi; i++ {
+		if !math.IsNaN(l.vs[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// widen is spans each grown by d either side, merged where they meet.
+func widen(spans []span, d int64) []span {
+	out := make([]span, 0, len(spans))
+	for _, sp := range spans {
+		sp = span{addSat(sp.lo, -d), addSat(sp.hi, d)}
+		if n := len(out); n > 0 && sp.lo <= out[n-1].hi {
+			out[n-1].hi = max(out[n-1].hi, sp.hi)
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 func hasHistograms(ref *index.Series) bool {
@@ -331,67 +549,92 @@ func ones(l *listSeries) *listSeries {
 	return out
 }
 
-// runningSum turns the raw counter samples before the rollups, the rollups'
-// increases and the raw samples after them into one counter without
-// resets: raw increments follow Prometheus's reset rule (a drop is a
-// restart from zero), as rollup.Compute's do. seam holds the last bucket's
-// raw samples, where the first increment after the rollups starts. The sum
-// starts from the total of the increments, so that rate's extrapolation
-// never takes the first value of a window for a counter just started (as
-// it would a value near zero).
+// runningSum turns pieces (raw and rollup, in time order) into one
+// counter without resets where they meet: raw increments follow
+// Prometheus's reset rule (a drop is a restart from zero), as
+// rollup.Compute's do.
+//
+// A first raw piece keeps its own values, and so does a raw sample rng or
+// more after the point before it (no window holds both): a window over
+// them is one over raw samples, resets, NaN and the counter's zero point
+// (where rate stops extrapolating) alike. Where the points begin with
+// rollups, the sum starts from the total of the increments, so that rate
+// never takes the first value of a window for a counter just started.
 //
 // Each bucket (end-r, end] also gets the value before its increase, 1 ms
 // after its start: a window (t-R, t] aligned to buckets then starts with
 // the counter as it stood at t-R, and rate sees the whole increase of the
 // window instead of extrapolating its first bucket from the average
-// spacing of the points (which misleads it where hourly points and raw
-// samples meet in one window).
-func runningSum(ls labels.Labels, r int64, before, mid, seam, after *listSeries) *listSeries {
-	n := len(before.ts) + len(mid.ts) + len(after.ts)
-	ts, incs := make([]int64, 0, n), make([]float64, 0, n)
-	raw := func(l *listSeries, prev float64, have bool) {
+// spacing of the points. readCounter reads raw where that value did not
+// exist (the series starts in the bucket).
+func runningSum(ls labels.Labels, r, rng int64, pieces []counterPiece) *listSeries {
+	n := 0
+	for _, pc := range pieces {
+		n += 2 * len(pc.s.ts)
+	}
+	out := &listSeries{lset: ls, ts: make([]int64, 0, n), vs: make([]float64, 0, n)}
+	cur, have := 0.0, false
+	if len(pieces) > 0 && pieces[0].raw {
+		l := pieces[0].s
 		for i, t := range l.ts {
-			v := l.vs[i]
+			if v := l.vs[i]; !value.IsStaleNaN(v) {
+				out.ts, out.vs = append(out.ts, t), append(out.vs, v)
+				if !math.IsNaN(v) {
+					cur, have = v, true
+				}
+			}
+		}
+		pieces = pieces[1:]
+	}
+	k0 := len(out.ts)
+	var own []bool // from k0: the value is the sample's own, not an increment
+	add := func(t int64, v float64, o bool) {
+		out.ts, out.vs, own = append(out.ts, t), append(out.vs, v), append(own, o)
+	}
+	for _, pc := range pieces {
+		if !pc.raw {
+			for i, end := range pc.s.ts {
+				if n := len(out.ts); n == 0 || out.ts[n-1] < end-r+1 {
+					add(end-r+1, 0, false)
+				}
+				add(end, pc.s.vs[i], false)
+			}
+			continue
+		}
+		prev, hp := pc.prev, pc.havePrev
+		for i, t := range pc.s.ts {
+			v := pc.s.vs[i]
 			if math.IsNaN(v) {
 				continue // stale markers too
 			}
-			inc := 0.0
-			if have {
-				inc = v - prev
-				if v < prev {
-					inc = v
-				}
+			n := len(out.ts)
+			switch {
+			case rng > 0 && (n == 0 || uint64(t)-uint64(out.ts[n-1]) >= uint64(rng)):
+				add(t, v, true)
+			case hp && v < prev:
+				add(t, v, false)
+			case hp:
+				add(t, v-prev, false)
+			default:
+				add(t, 0, false)
 			}
-			ts, incs = append(ts, t), append(incs, inc)
-			prev, have = v, true
+			prev, hp = v, true
 		}
 	}
-	raw(before, 0, false)
-	for i, end := range mid.ts {
-		if n := len(ts); n == 0 || ts[n-1] < end-r+1 {
-			ts, incs = append(ts, end-r+1), append(incs, 0)
-		}
-		ts, incs = append(ts, end), append(incs, mid.vs[i])
-	}
-	prev, have := 0.0, false
-	if seam != nil {
-		for i := len(seam.vs) - 1; i >= 0; i-- {
-			if !math.IsNaN(seam.vs[i]) {
-				prev, have = seam.vs[i], true
-				break
+	if !have {
+		for i, inc := range out.vs[k0:] {
+			if !own[i] {
+				cur += inc
 			}
 		}
 	}
-	raw(after, prev, have)
-	total := 0.0
-	for _, inc := range incs {
-		total += inc
-	}
-	out := &listSeries{lset: ls, ts: ts, vs: incs}
-	sum := total
-	for i, inc := range incs {
-		sum += inc
-		out.vs[i] = sum
+	for i := k0; i < len(out.vs); i++ {
+		if own[i-k0] {
+			cur = out.vs[i]
+		} else {
+			cur += out.vs[i]
+		}
+		out.vs[i] = cur
 	}
 	return out
 }

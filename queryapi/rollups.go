@@ -27,7 +27,8 @@ import (
 //     evaluation time minus the offset are multiples of the resolution), so
 //     the result is exactly the raw one. rate and increase read the counter
 //     rollup at a resolution of at most R/4, or one on whose bucket ends
-//     every window ends (counter): within about 1 % of raw, not exact. The
+//     every window ends (counter): within about 1 % of raw, not exact (the
+//     store reads raw the windows where a series starts or stops). The
 //     largest resolution allowed wins; with max_source_resolution=auto an
 //     inexact one is at most step/5 (Thanos's rule; R for an instant
 //     query), with a resolution at most that one, with 0 or raw none.
