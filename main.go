@@ -22,6 +22,7 @@ import (
 	oklogrun "github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/exporter-toolkit/web"
 
@@ -102,16 +103,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) int {
 	// and cached. The store's change notices invalidate the cache, so the
 	// frontend exists before the store opens.
 	api := queryapi.New(&p.store, queryAPIOptions(cfg, p), logger, reg)
-	p.front = frontend.New(api.RangeHandler(), frontend.Options{
-		SplitInterval:  splitInterval(cfg),
-		Parallelism:    cfg.Query.Parallelism,
-		Shards:         cfg.Query.Shards,
-		CacheBytes:     int64(cfg.Query.ResultsCacheBytes),
-		CacheFreshness: time.Duration(cfg.Query.ResultsCacheFreshness),
-		CacheTTL:       time.Duration(cfg.Query.ResultsCacheTTL),
-		AlignSteps:     cfg.Query.AlignSteps,
-		LookbackDelta:  time.Duration(cfg.Query.LookbackDelta),
-	}, reg, logger)
+	p.front = frontend.New(api.RangeHandler(), frontendOptions(cfg), reg, logger)
 	p.adapter = adapter.NewHandlers(&p.store, adapter.Options{
 		MaxRequestBytes:       int64(cfg.Web.MaxRequestBytes),
 		MaxConcurrentWrites:   cfg.Web.MaxConcurrentWrites,
@@ -272,13 +264,26 @@ func retention(cfg *config.Config) string {
 	return cfg.KairosDB.DatapointTTL.String()
 }
 
-// splitInterval is --query.split-interval as the frontend takes it: 0
-// turns splitting off.
-func splitInterval(cfg *config.Config) time.Duration {
-	if cfg.Query.SplitInterval == 0 {
-		return -1
+// frontendOptions are the frontend's options from the flags. A zero field
+// takes the frontend's default, so a flag whose 0 means "none" passes a
+// negative duration, which the frontend reads as none.
+func frontendOptions(cfg *config.Config) frontend.Options {
+	none := func(d model.Duration) time.Duration {
+		if d == 0 {
+			return -1
+		}
+		return time.Duration(d)
 	}
-	return time.Duration(cfg.Query.SplitInterval)
+	return frontend.Options{
+		SplitInterval:  none(cfg.Query.SplitInterval),         // 0: no splitting
+		CacheFreshness: none(cfg.Query.ResultsCacheFreshness), // 0: cache up to now
+		Parallelism:    cfg.Query.Parallelism,
+		Shards:         cfg.Query.Shards,
+		CacheBytes:     int64(cfg.Query.ResultsCacheBytes),
+		CacheTTL:       time.Duration(cfg.Query.ResultsCacheTTL),
+		AlignSteps:     cfg.Query.AlignSteps,
+		LookbackDelta:  time.Duration(cfg.Query.LookbackDelta),
+	}
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {

@@ -172,6 +172,25 @@ func TestCacheRefreshEvaluatesOnlyWhatIsMissing(t *testing.T) {
 	require.Equal(t, 1.0, h.count(t, "cache_requests_total", "partial"), "today's")
 }
 
+// TestCacheFreshnessNone: a negative freshness (--query.results-cache-freshness=0)
+// caches up to now, so a refresh a minute later evaluates that minute only.
+func TestCacheFreshnessNone(t *testing.T) {
+	h := newCacheHarness(t, Options{CacheFreshness: -1})
+	now := midnight.Add(100 * time.Minute)
+	h.now.Store(now.UnixMilli())
+	q := `sum(rate(http_requests_total[5m]))`
+	h.fresh(t, rangeForm(q, now.Add(-3*time.Hour), now, time.Minute))
+	h.takeRanges()
+	now = now.Add(time.Minute)
+	h.now.Store(now.UnixMilli())
+	h.fresh(t, rangeForm(q, now.Add(-3*time.Hour), now, time.Minute))
+	ranges := h.takeRanges()
+	require.NotEmpty(t, ranges)
+	for _, r := range ranges {
+		require.Equal(t, [2]string{formatTime(now.UnixMilli()), formatTime(now.UnixMilli())}, r)
+	}
+}
+
 func TestCacheBypassTTLAndBound(t *testing.T) {
 	h := newCacheHarness(t, Options{CacheTTL: time.Hour})
 	form := rangeForm(`sum(temperature)`, midnight.Add(-90*time.Minute), midnight.Add(90*time.Minute), time.Minute)

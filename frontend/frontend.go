@@ -62,7 +62,7 @@ type Options struct {
 	CacheBytes int64
 	// CacheFreshness: nothing evaluated at a time later than now minus it
 	// is cached, since samples of the last minutes still arrive; default
-	// 10m.
+	// 10m, and a negative one caches up to now (the flag's 0).
 	CacheFreshness time.Duration
 	// CacheTTL bounds how long a cached extent is trusted; writes and
 	// deletes through this process invalidate at once, it only bounds
@@ -115,7 +115,7 @@ func New(inner Inner, opts Options, reg prometheus.Registerer, logger *slog.Logg
 	opts.MaxParts = max(cmp.Or(opts.MaxParts, 16), 3)
 	opts.Parallelism = max(cmp.Or(opts.Parallelism, procs), 1)
 	opts.Shards = max(opts.Shards, 0)
-	opts.CacheFreshness = cmp.Or(opts.CacheFreshness, 10*time.Minute)
+	opts.CacheFreshness = max(cmp.Or(opts.CacheFreshness, 10*time.Minute), 0)
 	opts.CacheTTL = cmp.Or(opts.CacheTTL, time.Hour)
 	opts.LookbackDelta = cmp.Or(opts.LookbackDelta, 5*time.Minute)
 	if opts.Now == nil {
