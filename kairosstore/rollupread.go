@@ -1,6 +1,7 @@
 package kairosstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -409,7 +410,7 @@ func (s *Store) readCounter(ctx context.Context, ref *index.Series, rkey rollupK
 	}
 	// Merged where no rollup point lies between two: a window across the
 	// gap then holds raw samples only, as raw.
-	slices.SortFunc(rawEnds, func(a, b span) int { return cmpInt(a.lo, b.lo) })
+	slices.SortFunc(rawEnds, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
 	var merged []span
 	for _, sp := range rawEnds {
 		if n := len(merged); n > 0 {
@@ -517,16 +518,6 @@ func widen(spans []span, d int64) []span {
 		out = append(out, sp)
 	}
 	return out
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func hasHistograms(ref *index.Series) bool {
