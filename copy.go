@@ -250,9 +250,7 @@ func (s *copySide) open(ctx context.Context, cfg *config.Config, name, display s
 func openEngine(ctx context.Context, cfg *config.Config, logger *slog.Logger) (engine.Engine, error) {
 	switch cfg.Storage.Type {
 	case "embedded":
-		opts := pebblekv.DefaultOptions()
-		opts.CacheSize = int64(cfg.Storage.EmbeddedCacheBytes)
-		e, err := pebblekv.Open(cfg.Storage.Path, opts, logger)
+		e, err := pebblekv.Open(cfg.Storage.Path, embeddedOptions(cfg), logger)
 		if err != nil {
 			if strings.Contains(err.Error(), "is locked") {
 				return nil, fmt.Errorf("the embedded store %s is open in another process, an adapter serving it: Pebble lets one process at a time open it, so stop that adapter first: %w", cfg.Storage.Path, err)
@@ -272,6 +270,13 @@ func openEngine(ctx context.Context, cfg *config.Config, logger *slog.Logger) (e
 		return e, nil
 	}
 	return nil, fmt.Errorf("unknown storage %q", cfg.Storage.Type)
+}
+
+// embeddedOptions are the embedded engine's options from the flags.
+func embeddedOptions(cfg *config.Config) pebblekv.Options {
+	opts := pebblekv.DefaultOptions()
+	opts.CacheSize = int64(cfg.Storage.EmbeddedCacheBytes)
+	return opts
 }
 
 func closeEngine(e engine.Engine, logger *slog.Logger) {

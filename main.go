@@ -137,9 +137,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) int {
 	switch cfg.Storage.Type {
 	case "embedded":
 		// A local store either opens now or never: fail fast.
-		opts := pebblekv.DefaultOptions()
-		opts.CacheSize = int64(cfg.Storage.EmbeddedCacheBytes)
-		e, err := pebblekv.Open(cfg.Storage.Path, opts, logger)
+		e, err := pebblekv.Open(cfg.Storage.Path, embeddedOptions(cfg), logger)
 		if err == nil {
 			p.embedded.Store(e)
 			err = p.openStore(ctx, e, logger, reg)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -94,9 +93,7 @@ func (c *snapshotCommand) run(ctx context.Context, cfg *config.Config, stderr io
 		return fail(1, "cannot open the store %s: %v", cfg.Storage.Path, err)
 	}
 	err = e.Checkpoint(ctx, *c.output)
-	if cerr := e.Close(); cerr != nil && !errors.Is(cerr, pebblekv.ErrClosed) {
-		logger.Warn("Closing the store", "err", cerr)
-	}
+	closeEngine(e, logger)
 	if err != nil {
 		return fail(1, "%v", err)
 	}
