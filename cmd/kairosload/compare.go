@@ -70,11 +70,8 @@ func runCompare(ctx context.Context, f compareFlags, logger *slog.Logger) error 
 			if err != nil {
 				return nil, 0, err
 			}
-			if len(extra) > 0 {
-				params += "&" + extra.Encode()
-			}
 			t0 := time.Now()
-			m, err := fetchMatrix(ctx, client, endpoint, params)
+			m, err := fetchMatrix(ctx, client, endpoint, withParams(params, extra))
 			return m, time.Since(t0), err
 		}
 		ma, da, err := get(pa)
