@@ -185,13 +185,13 @@ func (e *Engine) Cells(ctx context.Context, rowKey []byte, lo, hi uint32, fn fun
 }
 
 // CellsOfRows calls read with a cells function that reads as Cells does,
-// through one Pebble iterator for every call: for a read of several rows
-// (the rows of one series), where a new iterator and its first seek per
-// row cost more than the row's few blocks (BENCHMARKS.md, "Issue #30: one
-// iterator per rollup read"). The iterator is a view of the store as it
-// was when the first row was read, and is closed when read returns; cells
-// must not be called after that, nor from another goroutine. Rows read in
-// ascending key order let Pebble seek from where the last one ended.
+// through one Pebble iterator for every call, moved to each row by new
+// bounds and a seek: for a read of several rows (the rows of one series),
+// where a new iterator per row costs more than the row's few blocks
+// (BENCHMARKS.md, "BenchmarkRollupRows"). The iterator is a view of the
+// store as it was when the first row was read, and is closed when read
+// returns; cells must not be called after that, nor from another
+// goroutine.
 func (e *Engine) CellsOfRows(ctx context.Context, read func(cells func(rowKey []byte, lo, hi uint32, fn func(column uint32, value []byte) error) error) error) (err error) {
 	if err := e.usable(ctx); err != nil {
 		return err
