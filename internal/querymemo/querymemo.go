@@ -13,15 +13,17 @@ import (
 	"sync"
 )
 
-// maxEntries bounds a memo: a query that checks more entries than this
-// checks the rest in every part again, as without a memo. A year of 1,000
-// series in rows of three weeks is 19,000 entries.
-const maxEntries = 1 << 15
+// maxBytes bounds the keys a memo holds (a key names a series' row, so its
+// size is its labels'): a query that checks more than this holds checks
+// the rest in every part again, as without a memo. A year of 1,000 series
+// of 10 labels in rows of three weeks is 19,000 keys, about 4 MiB.
+const maxBytes = 8 << 20
 
 // Memo is one query's remembered answers; safe for concurrent use.
 type Memo struct {
-	mu sync.Mutex
-	m  map[string]*call
+	mu    sync.Mutex
+	m     map[string]*call
+	bytes int // of the keys in m
 }
 
 // call is one read: its answer once done is closed.
@@ -67,17 +69,19 @@ func (m *Memo) Do(ctx context.Context, key string, read func() (bool, error)) (b
 			return false, ctx.Err()
 		}
 	}
-	if len(m.m) >= maxEntries {
+	if m.bytes+len(key) > maxBytes {
 		m.mu.Unlock()
 		return read()
 	}
 	c := &call{done: make(chan struct{}), err: errAbandoned}
 	m.m[key] = c
+	m.bytes += len(key)
 	m.mu.Unlock()
 	defer func() {
 		if c.err != nil {
 			m.mu.Lock()
 			delete(m.m, key)
+			m.bytes -= len(key)
 			m.mu.Unlock()
 		}
 		close(c.done)

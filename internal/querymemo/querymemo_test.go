@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -60,16 +61,19 @@ func TestDo(t *testing.T) {
 		_, _ = none.Do(ctx, "k", func() (bool, error) { n++; return true, nil })
 	}
 	require.Equal(t, 2, n)
-	for i := len(m.m); i < maxEntries; i++ {
-		_, _ = m.Do(ctx, fmt.Sprint("fill", i), func() (bool, error) { return true, nil })
+	big := strings.Repeat("x", 1<<20)
+	for i := 0; m.bytes+len(big)+1 <= maxBytes; i++ {
+		_, _ = m.Do(ctx, fmt.Sprint(i, big), func() (bool, error) { return true, nil })
 	}
-	require.Len(t, m.m, maxEntries)
+	held, size := len(m.m), m.bytes
+	require.LessOrEqual(t, size, maxBytes)
 	n = 0
 	for range 2 {
-		_, _ = m.Do(ctx, "over", func() (bool, error) { n++; return true, nil })
+		_, _ = m.Do(ctx, "over"+big, func() (bool, error) { n++; return true, nil })
 	}
 	require.Equal(t, 2, n)
-	require.Len(t, m.m, maxEntries)
+	require.Equal(t, held, len(m.m))
+	require.Equal(t, size, m.bytes)
 }
 
 func TestDoWaiterLeavesOnCancel(t *testing.T) {
