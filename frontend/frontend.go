@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 
+	"github.com/kairos-remote/kairos-adapter/internal/querymemo"
 	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/internal/timeparam"
 	"github.com/kairos-remote/kairos-adapter/queryapi"
@@ -202,6 +203,8 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// --query.timeout=4s.
 	ctx, cancel := context.WithDeadline(r.Context(), arrived.Add(q.timeout))
 	defer cancel()
+	// Its parts and shards check the same index entries once (querymemo).
+	ctx = querymemo.With(ctx)
 	f.metrics.queries.WithLabelValues("split").Inc()
 	res, apiErr := f.eval(ctx, q)
 	if apiErr != nil {

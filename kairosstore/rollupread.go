@@ -647,6 +647,27 @@ func (s *Store) rollupKeyOf(ls labels.Labels, r rollup.Resolution, a rollup.Aggr
 	return rollupKey{metric, tags}, nil
 }
 
+// cellsFunc reads the cells of one row as engine.Engine.Cells does.
+type cellsFunc = func(rowKey []byte, lo, hi uint32, fn func(column uint32, value []byte) error) error
+
+// rowsReader is an engine that reads several rows through one reader
+// (pebblekv: one iterator), cheaper than a Cells call per row where the
+// rows hold few cells each, as rollup rows do.
+type rowsReader interface {
+	CellsOfRows(ctx context.Context, read func(cells cellsFunc) error) error
+}
+
+// cellsOfRows calls read with the engine's reader of several rows, or with
+// its Cells where it has none (Cassandra: a query per row either way).
+func (s *Store) cellsOfRows(ctx context.Context, read func(cells cellsFunc) error) error {
+	if r, ok := s.eng.(rowsReader); ok {
+		return r.CellsOfRows(ctx, read)
+	}
+	return read(func(rowKey []byte, lo, hi uint32, fn func(column uint32, value []byte) error) error {
+		return s.eng.Cells(ctx, rowKey, lo, hi, fn)
+	})
+}
+
 // readRollup reads the rollup values at bucket ends within spans, from the
 // kairos_double rows of k at res. Rows that do not exist hold no cell.
 func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, res rollup.Resolution, spans []span, budget *sampleBudget) (*listSeries, error) {
@@ -668,31 +689,37 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 	// sliceCells buckets between windows is read through, not around: at a
 	// step of 6h, the 1h buckets of a year are a slice per row, not one per
 	// window (1,460).
-	for _, sl := range coalesce(spans, sliceCells*res.Millis()) {
-		keep := spanFilter{spans: overlapping(spans, sl.lo, sl.hi)}
-		for t := sl.lo; t <= sl.hi; {
-			rt := s.spec.RowTime(t)
-			key = codec.AppendRowKey(key[:0], codec.RowKey{Metric: k.metric, RowTime: rt, DataType: codec.TypeDouble, Tags: k.tags})
-			lo, hi := s.spec.SliceBounds(rt, sl.lo, sl.hi)
-			err := s.eng.Cells(ctx, key, lo, hi, func(col uint32, b []byte) error {
-				read++
-				ts := s.spec.Timestamp(rt, col)
-				if ts < sl.lo || ts > sl.hi || !keep.in(ts) {
+	err := s.cellsOfRows(ctx, func(cells cellsFunc) error {
+		for _, sl := range coalesce(spans, sliceCells*res.Millis()) {
+			keep := spanFilter{spans: overlapping(spans, sl.lo, sl.hi)}
+			for t := sl.lo; t <= sl.hi; {
+				rt := s.spec.RowTime(t)
+				key = codec.AppendRowKey(key[:0], codec.RowKey{Metric: k.metric, RowTime: rt, DataType: codec.TypeDouble, Tags: k.tags})
+				lo, hi := s.spec.SliceBounds(rt, sl.lo, sl.hi)
+				err := cells(key, lo, hi, func(col uint32, b []byte) error {
+					read++
+					ts := s.spec.Timestamp(rt, col)
+					if ts < sl.lo || ts > sl.hi || !keep.in(ts) {
+						return nil
+					}
+					if v, ok := s.floatCell(&rollupRow, col, b); ok {
+						out.ts, out.vs = append(out.ts, ts), append(out.vs, v)
+					}
 					return nil
+				})
+				if err != nil {
+					return err
 				}
-				if v, ok := s.floatCell(&rollupRow, col, b); ok {
-					out.ts, out.vs = append(out.ts, ts), append(out.vs, v)
+				if rt > math.MaxInt64-w {
+					break // the last row window: rt + w would wrap
 				}
-				return nil
-			})
-			if err != nil {
-				return nil, fmt.Errorf("read rollups of %s: %w", ref.Labels, err)
+				t = rt + w
 			}
-			if rt > math.MaxInt64-w {
-				break // the last row window: rt + w would wrap
-			}
-			t = rt + w
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read rollups of %s: %w", ref.Labels, err)
 	}
 	if err := budget.take(int64(len(out.ts))); err != nil {
 		return nil, fmt.Errorf("read rollups of %s: %w", ref.Labels, err)

@@ -259,6 +259,25 @@ func runModel(t *testing.T, seed uint64, steps int) {
 				require.Truef(t, strings.HasPrefix(want[0], fmt.Sprintf("%d=", first)), "FirstCell %d, want %s", first, want[0])
 			}
 		}
+		// Several rows through one iterator, in any order, a row twice,
+		// and empty ranges between: each as Cells reads it alone.
+		require.NoError(t, e.CellsOfRows(ctx, func(cells func([]byte, uint32, uint32, func(uint32, []byte) error) error) error {
+			for range 1 + rng.IntN(6) {
+				row := rows[rng.IntN(len(rows))]
+				lo, hi := columns[rng.IntN(len(columns))], columns[rng.IntN(len(columns))]
+				if rng.IntN(3) == 0 {
+					lo, hi = 0, math.MaxUint32
+				}
+				want := m.visible(now, row, lo, hi)
+				var got []string
+				require.NoError(t, cells([]byte(row), lo, hi, func(col uint32, v []byte) error {
+					got = append(got, fmt.Sprintf("%d=%x", col, v))
+					return nil
+				}))
+				require.Equal(t, want, got, "step %d, CellsOfRows row %q [%d, %d)", step, row, lo, hi)
+			}
+			return nil
+		}))
 	}
 }
 

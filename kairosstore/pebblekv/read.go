@@ -178,29 +178,77 @@ func (e *Engine) LegacyRowKeys(ctx context.Context, metric string, lo, hi []byte
 
 // Cells lists the cells of rowKey with lo <= column1 < hi, ascending: the
 // blocks of the windows the range touches, in key order.
-func (e *Engine) Cells(ctx context.Context, rowKey []byte, lo, hi uint32, fn func(column uint32, value []byte) error) (err error) {
+func (e *Engine) Cells(ctx context.Context, rowKey []byte, lo, hi uint32, fn func(column uint32, value []byte) error) error {
+	return e.CellsOfRows(ctx, func(cells func(rowKey []byte, lo, hi uint32, fn func(column uint32, value []byte) error) error) error {
+		return cells(rowKey, lo, hi, fn)
+	})
+}
+
+// CellsOfRows calls read with a cells function that reads as Cells does,
+// through one Pebble iterator for every call, moved to each row by new
+// bounds and a seek: for a read of several rows (the rows of one series),
+// where a new iterator per row costs more than the row's few blocks
+// (BENCHMARKS.md, "BenchmarkRollupRows"). The iterator is a view of the
+// store as it was when the first row was read, and is closed when read
+// returns; cells must not be called after that, nor from another
+// goroutine.
+func (e *Engine) CellsOfRows(ctx context.Context, read func(cells func(rowKey []byte, lo, hi uint32, fn func(column uint32, value []byte) error) error) error) (err error) {
 	if err := e.usable(ctx); err != nil {
 		return err
 	}
-	if lo >= hi {
-		return nil
+	var it *pebble.Iterator
+	defer func() {
+		if it != nil {
+			err = errors.Join(err, it.Close())
+		}
+	}()
+	var lower, upper []byte
+	// One reader for every block: fn's value may be the reader's own
+	// 8 bytes, so a reader per block would be an allocation per block.
+	r := new(cellblock.Reader)
+	return read(func(rowKey []byte, lo, hi uint32, fn func(column uint32, value []byte) error) error {
+		if err := e.usable(ctx); err != nil {
+			return err
+		}
+		if lo >= hi {
+			return nil
+		}
+		lower = appendBlockKey(lower[:0], rowKey, window(lo))
+		upper = toPrefixEnd(appendBlockKey(upper[:0], rowKey, window(hi-1)))
+		if it == nil {
+			var err error
+			if it, err = e.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper}); err != nil {
+				it = nil
+				return err
+			}
+		} else {
+			it.SetBounds(lower, upper)
+		}
+		return e.blockCells(ctx, it, it.SeekGE(lower), r, lo, hi, fn)
+	})
+}
+
+// toPrefixEnd is prefixEnd(key) made in key's own bytes: Pebble copies the
+// bounds it is given, so one buffer serves every row.
+func toPrefixEnd(key []byte) []byte {
+	for len(key) > 0 && key[len(key)-1] == 0xff {
+		key = key[:len(key)-1]
 	}
-	lower := appendBlockKey(nil, rowKey, window(lo))
-	upper := prefixEnd(appendBlockKey(nil, rowKey, window(hi-1)))
-	it, err := e.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, it.Close()) }()
+	key[len(key)-1]++
+	return key
+}
+
+// blockCells calls fn for the cells with lo <= column1 < hi of the blocks
+// it walks from its current position (ok: it has one), decoded with r.
+func (e *Engine) blockCells(ctx context.Context, it *pebble.Iterator, ok bool, r *cellblock.Reader, lo, hi uint32, fn func(column uint32, value []byte) error) error {
 	now := e.now().Unix()
 	n := 0
-	for ok := it.First(); ok; ok = it.Next() {
+	for ; ok; ok = it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			return err
 		}
-		r, err := cellblock.NewReader(v)
-		if err != nil {
+		if *r, err = cellblock.NewReader(v); err != nil {
 			return fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(it.Key()), err)
 		}
 		expiring := r.HasExpiry()
