@@ -1,7 +1,6 @@
 package queryapi
 
 import (
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/util/annotations"
 
@@ -142,7 +142,9 @@ func respondError(w http.ResponseWriter, logger *slog.Logger, e *apiError, ann a
 
 // compress is w gzipped when r accepts gzip, as Prometheus compresses its
 // answers: a range query over many series answers megabytes of JSON that
-// compresses tenfold. done ends the stream.
+// compresses tenfold. With Prometheus's compressor (klauspost's gzip at
+// its default level), not the standard library's, which took twice the
+// CPU for the same answer (BenchmarkRespond). done ends the stream.
 func compress(w http.ResponseWriter, r *http.Request) (_ http.ResponseWriter, done func()) {
 	if !acceptsGzip(r) {
 		return w, func() {}
