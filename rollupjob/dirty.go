@@ -481,7 +481,7 @@ func (j *Job) holdBackfill(lo, e int64) (int64, bool) {
 	case top < e:
 		return top + j.units.unit, true
 	}
-	if j.held != e {
+	if j.held != e || j.heldSince == 0 {
 		j.held, j.heldSince = e, now
 	}
 	limit := j.heldSince + j.cfg.MarkSlack.Milliseconds()
