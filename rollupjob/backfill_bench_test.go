@@ -27,10 +27,10 @@ import (
 //     without the job), so the backfill alone rolls it up;
 //   - imported: the history written as `import tsdb` writes it, through a
 //     store whose Guard is a job that is not run, so every commit leaves
-//     recomputation marks; the serving job backfills the year before the
-//     marks ripen (as it does when the import is done within
-//     Config.MarkSlack of the backfill's end), then does what the ripe
-//     marks ask.
+//     recomputation marks; the serving job steps right after the import,
+//     the marks young (the import done within Config.MarkSlack of the
+//     job's step), until it has nothing to do, then again once the marks
+//     ripened.
 //
 // It reports raw samples rolled up per second of the process's CPU (user
 // and system, all goroutines, Pebble's included) and per wall second, and

@@ -44,6 +44,11 @@ import (
 //   - The holder's clock decides when a unit closes, the writer's when it
 //     marks: adapters sharing a keyspace need clocks within S/2.
 //
+// A backfill read begun within S of another process's mark may have missed
+// its samples, and the mark then has the units read again: the backfill
+// puts off a span such marks cover until they ripen (holdBackfill), so
+// that an import's history is read once.
+//
 // The cost: a write of the present, into units not yet closed, does no
 // I/O here. A late write stores one mark per metric and range of units,
 // and a process does not store the same mark again within S/4 of its last
@@ -333,16 +338,16 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 		return e
 	}
 	worked := false
-	young := make(map[string]int64, len(j.young))
+	young := make(map[string]youngMark, len(j.young))
 	defer func() { j.young = young }()
 	for i := range marks {
 		key := marks[i].serviceID
 		// A mark read young is not read again before it ripens: stored
 		// again meanwhile, it is younger still.
-		if ripe, ok := j.young[key]; ok && j.now() < ripe {
-			young[key] = ripe
-			if j.ripe == 0 || ripe < j.ripe {
-				j.ripe = ripe
+		if y, ok := j.young[key]; ok && j.now() < y.ripe {
+			young[key] = y
+			if j.ripe == 0 || y.ripe < j.ripe {
+				j.ripe = y.ripe
 			}
 			continue
 		}
@@ -368,7 +373,10 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 			if j.ripe == 0 || ripe < j.ripe {
 				j.ripe = ripe
 			}
-			young[key] = ripe
+			j.mu.Lock()
+			w, own := j.stored[key]
+			j.mu.Unlock()
+			young[key] = youngMark{from: m.from, to: m.to, ripe: ripe, own: own && w == m.written}
 			continue
 		}
 		e := m.from
@@ -428,4 +436,60 @@ func (j *Job) recomputeOne(ctx context.Context, prog map[rollup.Resolution]progr
 		}
 	}
 	return worked, errors.Join(bad...)
+}
+
+// holdBackfill is the backfill span [lo, e] cut to what it may read now:
+// a young mark that another process stored over the span's top unit holds
+// the span until the marks over it ripen, for MarkSlack at most since the
+// span was first held; one over lower units only cuts the span to the
+// units above them. ok is false while the span waits.
+//
+// Why: a read that began less than MarkSlack after a mark was stored may
+// have missed that write's samples (the mark is stored before them, and
+// the writer's clock may be MarkSlack/2 off), so once the mark ripened its
+// units, done by then, were read again: the backfill of an import read
+// every raw sample twice. Read after the marks ripened, the units are
+// still below the done range when the marks are done, which leaves them
+// to the backfill (recomputeOne), and each sample is read once.
+//
+// Weighed and left: the writer confirming on the mark, after the engine
+// confirmed the write, that its samples landed. A read must still begin
+// MarkSlack/2 after another process's confirmation (the clocks), so the
+// backfill right after an import would wait about as long; a mark that
+// later writes reuse (the late-write path stores one per metric and
+// MarkSlack/4, BenchmarkLateWriteMarks) would have to be stored again per
+// write to be confirmed; and each mark would cost a second write.
+//
+// This process's own marks hold nothing: the history of an unknown metric
+// written through this adapter is rolled up at the next step, and its
+// units are read again when the mark ripens, as before. The hold is in
+// memory: a restart reads at once (and recomputes when the marks ripen).
+// MarkSlack bounds it for a span whose marks keep being stored again, so
+// another process's import starts its rollups at most MarkSlack (two
+// intervals at the defaults) after its marks were listed.
+func (j *Job) holdBackfill(lo, e int64) (int64, bool) {
+	now := j.now()
+	top := int64(math.MinInt64) // the highest unit of the span such a mark covers
+	for _, y := range j.young {
+		if !y.own && now < y.ripe && y.from <= e && y.to >= lo {
+			top = max(top, min(y.to, e))
+		}
+	}
+	switch {
+	case top < lo:
+		return lo, true
+	case top < e:
+		return top + j.units.unit, true
+	}
+	if j.held != e || j.heldSince == 0 {
+		j.held, j.heldSince = e, now
+	}
+	limit := j.heldSince + j.cfg.MarkSlack.Milliseconds()
+	if now >= limit {
+		return lo, true
+	}
+	if j.ripe == 0 || limit < j.ripe {
+		j.ripe = limit
+	}
+	return 0, false
 }

@@ -161,10 +161,13 @@ type Job struct {
 	lastStamp  atomic.Int64
 	lastLog    time.Time
 	cursor     map[string]cursor // how far a mark being recomputed got, by key
-	// young is when each mark last read too young to recompute ripens
-	// (ms), by key: an import leaves a mark per commit, and reading each
-	// of them at every step of the backfill cost the square of the marks.
-	young map[string]int64
+	// young is each mark last read too young to recompute, by key: an
+	// import leaves a mark per commit, and reading each of them at every
+	// step of the backfill cost the square of the marks.
+	young map[string]youngMark
+	// held is the top unit of the backfill span last put off for young
+	// marks, and since when (ms; holdBackfill).
+	held, heldSince int64
 	// ripe is when the youngest mark the last step left waiting is old
 	// enough (ms; 0: none waits), so that Run wakes then rather than
 	// after the interval.
@@ -177,6 +180,13 @@ type Job struct {
 // cursor is the next unit of a mark to recompute, for the mark as stored
 // at written.
 type cursor struct{ next, written int64 }
+
+// youngMark is a mark read before it ripened: its units, when it ripens
+// (ms), and whether this process stored it as the keyspace holds it.
+type youngMark struct {
+	from, to, ripe int64
+	own            bool
+}
 
 // oldestEvery is how often the job lists the metrics and their oldest rows
 // again: a metric new since is rolled up forward from its first unit on;
@@ -440,6 +450,10 @@ func (j *Job) Step(ctx context.Context) (worked bool, err error) {
 		}
 		for _, r := range rs {
 			lo = max(lo, j.units.unitOf(floor(r)))
+		}
+		lo, ok := j.holdBackfill(lo, e)
+		if !ok {
+			return false, nil
 		}
 		return true, j.rollUnits(ctx, lo, e, rs, prog, true)
 	}
