@@ -3,11 +3,8 @@ package index
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"slices"
 	"strings"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
@@ -45,7 +42,9 @@ func (x *Index) keptRowKeys(ctx context.Context, metric string, rowTime int64, p
 	var cands []entry
 	n = l.match(plan, func(dataType string, tags []codec.Tag) {
 		if len(cands) <= maxVerify {
-			cands = append(cands, entry{dataType, slices.Clone(tags)})
+			tags = slices.Clone(tags)
+			codec.SortTags(tags) // as the memo's keys want them
+			cands = append(cands, entry{dataType, tags})
 		}
 	})
 	if len(cands) > maxVerify {
@@ -54,18 +53,9 @@ func (x *Index) keptRowKeys(ctx context.Context, metric string, rowTime int64, p
 	}
 	x.m.ListingLookups.WithLabelValues("hit").Inc()
 	x.refreshLater(metric, rowTime, l)
-	exists := make([]bool, len(cands))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(x.opts.ReadConcurrency)
-	for i, c := range cands {
-		g.Go(func() (err error) {
-			defer recovered.Into(&err, x.opts.Logger, "a row_keys check")
-			exists[i], err = x.r.RowKeyExists(gctx, metric, rowTime, c.dataType, c.tags)
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return n, keptMiss, fmt.Errorf("check row_keys of %q: %w", metric, err)
+	exists, err := x.checkRowKeys(ctx, metric, rowTime, cands)
+	if err != nil {
+		return n, keptMiss, err
 	}
 	for i, c := range cands {
 		if exists[i] {
