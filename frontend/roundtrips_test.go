@@ -206,4 +206,3 @@ func TestSplitQueryChecksEachRowKeyOnce(t *testing.T) {
 }
 
 const hourMillis = int64(time.Hour / time.Millisecond)
-
