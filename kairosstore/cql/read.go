@@ -341,6 +341,7 @@ func (e *Engine) scan(ctx context.Context, table string, row func(gocql.Scanner)
 	if err != nil {
 		return err
 	}
+	e.countRead(table)
 	sc := e.read(s, stmt, args...).IterContext(ctx).Scanner()
 	for sc.Next() {
 		if err := row(sc); err != nil {
@@ -361,6 +362,7 @@ func (e *Engine) scanOne(ctx context.Context, table, stmt string, args ...any) (
 		return "", false, err
 	}
 	var v *string
+	e.countRead(table)
 	err = e.read(s, stmt, args...).ScanContext(ctx, &v)
 	switch {
 	case errors.Is(err, gocql.ErrNotFound):
@@ -371,6 +373,13 @@ func (e *Engine) scanOne(ctx context.Context, table, stmt string, args ...any) (
 		return "", false, nil
 	}
 	return *v, true, nil
+}
+
+// countRead counts one read statement of table.
+func (e *Engine) countRead(table string) {
+	if e.reads != nil {
+		e.reads.WithLabelValues(table).Inc()
+	}
 }
 
 func (e *Engine) read(s *gocql.Session, stmt string, args ...any) *gocql.Query {
