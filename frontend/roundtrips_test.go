@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"testing"
@@ -184,6 +185,31 @@ func TestSplitQueryChecksEachRowKeyOnce(t *testing.T) {
 		if _, batch := wrapped.(countedBatch); batch {
 			for p, n := range c.parts {
 				require.Equal(t, 1, n, "partition %s: %d check round trips in one query", p, n)
+			}
+		}
+
+		// The hostile extremes of a range: Prometheus's minimum to maximum
+		// time at 300 years (a step Prometheus cannot parse) and at 290
+		// (more than its 11,000 points), both refused; 290-year steps up
+		// to the data, and a step of 1 ms. Each entry is still checked at
+		// most once per query.
+		year := 365.25 * 86400
+		promMin := int64(math.MinInt64/1000+62135596801) * 1000     // -292273086-05-16T16:47:06Z
+		promMax := int64(math.MaxInt64/1000-62135596801)*1000 + 999 // 292277025-08-18T07:12:54.999Z
+		for _, tc := range []struct {
+			start, end, step string
+			code             int
+		}{
+			{formatTime(promMin), formatTime(promMax), strconv.FormatFloat(300*year, 'f', 0, 64), http.StatusBadRequest},
+			{formatTime(promMin), formatTime(promMax), strconv.FormatFloat(290*year, 'f', 0, 64), http.StatusBadRequest},
+			{formatTime(t0 + 6*hourMillis - 5*int64(290*year)*1000), formatTime(t0 + 6*hourMillis), strconv.FormatFloat(290*year, 'f', 0, 64), http.StatusOK},
+			{formatTime(t0 + 3*hourMillis), formatTime(t0 + 3*hourMillis + 10_000), "0.001", http.StatusOK},
+		} {
+			c.reset()
+			a := ask(t, f, url.Values{"query": {`max_over_time(rt_metric[1h])`}, "start": {tc.start}, "end": {tc.end}, "step": {tc.step}}, noStore)
+			require.Equal(t, tc.code, a.code, "%+v: %s", tc, a.body)
+			for e, n := range c.entries {
+				require.Equal(t, 1, n, "%+v: entry %s checked %d times in one query", tc, e, n)
 			}
 		}
 
