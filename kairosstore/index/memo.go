@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -49,6 +50,10 @@ type memoCheck struct {
 }
 
 type memoKey struct{ x *Index }
+
+// errAbandoned is the error of a check whose reader did not return: the
+// parts waiting for it check for themselves.
+var errAbandoned = errors.New("row_keys check abandoned")
 
 // memo is the query's memo of ctx, nil outside a query (readhint.Query).
 func (x *Index) memo(ctx context.Context) *rowKeyMemo {
@@ -107,15 +112,21 @@ func (x *Index) checkRowKeys(ctx context.Context, metric string, rowTime int64, 
 		}
 		memo.mu.Unlock()
 	}
-	err := x.readChecks(ctx, metric, rowTime, cands, mine, exists)
-	// Resolved before waiting on others, so two parts that each wait on
-	// the other's entries never block.
-	for j, mc := range owned {
-		if mc != nil {
-			mc.exists, mc.err = exists[mine[j]], err
-			close(mc.done)
-		}
-	}
+	err := errAbandoned
+	func() {
+		// Resolved before waiting on others, so two parts that each wait
+		// on the other's entries never block; and deferred, so that a
+		// panic below (recovered by the caller) leaves no part waiting.
+		defer func() {
+			for j, mc := range owned {
+				if mc != nil {
+					mc.exists, mc.err = exists[mine[j]], err
+					close(mc.done)
+				}
+			}
+		}()
+		err = x.readChecks(ctx, metric, rowTime, cands, mine, exists)
+	}()
 	if err != nil {
 		return nil, err
 	}
