@@ -32,10 +32,10 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 
-	"github.com/kairos-remote/kairos-adapter/internal/querymemo"
 	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/internal/timeparam"
 	"github.com/kairos-remote/kairos-adapter/queryapi"
+	"github.com/kairos-remote/kairos-adapter/readhint"
 )
 
 // Path is the route the frontend serves; everything else goes to inner.
@@ -203,8 +203,6 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// --query.timeout=4s.
 	ctx, cancel := context.WithDeadline(r.Context(), arrived.Add(q.timeout))
 	defer cancel()
-	// Its parts and shards check the same index entries once (querymemo).
-	ctx = querymemo.With(ctx)
 	f.metrics.queries.WithLabelValues("split").Inc()
 	res, apiErr := f.eval(ctx, q)
 	if apiErr != nil {
@@ -333,6 +331,10 @@ func noStore(h http.Header) bool {
 
 // eval answers q: its parts, each from the cache or evaluated, merged.
 func (f *Frontend) eval(ctx context.Context, q *rangeQuery) (*matrix, *queryapi.Error) {
+	// The parts and shards select the same series, in row windows that
+	// overlap: what the store learns of them once serves the rest
+	// (readhint.Query), for this query only.
+	ctx = readhint.WithQuery(ctx)
 	parts := q.parts
 	sem := make(chan struct{}, f.opts.Parallelism)
 	results := make([]*matrix, len(parts))

@@ -11,6 +11,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/kairos-remote/kairos-adapter/rollup"
 )
@@ -57,4 +58,49 @@ func With(ctx context.Context, h Hint) context.Context {
 func From(ctx context.Context) Hint {
 	h, _ := ctx.Value(key{}).(Hint)
 	return h
+}
+
+// Query is what the parts and shards of one query share: the frontend
+// evaluates a range query as many evaluations, each of which selects the
+// same series again, and the store keeps what it learned about them here
+// (kairosstore/index: the row_keys entries it checked) for the next one.
+// It lives as long as the query's context, so nothing in it outlives the
+// query: whatever the store keeps is at most as old as the query.
+type Query struct {
+	mu   sync.Mutex
+	vals map[any]any
+}
+
+type queryKey struct{}
+
+// WithQuery is ctx carrying a new Query, or ctx itself when it carries one
+// already (a shard inside a part shares its query's).
+func WithQuery(ctx context.Context) context.Context {
+	if QueryFrom(ctx) != nil {
+		return ctx
+	}
+	return context.WithValue(ctx, queryKey{}, &Query{vals: map[any]any{}})
+}
+
+// QueryFrom is the Query ctx carries, nil if none.
+func QueryFrom(ctx context.Context) *Query {
+	q, _ := ctx.Value(queryKey{}).(*Query)
+	return q
+}
+
+// Value is q's value under key, made by mk the first time it is asked for.
+// Keys are the callers' own types, as for context values. A nil q makes a
+// value each time: a query outside the frontend shares nothing.
+func (q *Query) Value(key any, mk func() any) any {
+	if q == nil {
+		return mk()
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	v, ok := q.vals[key]
+	if !ok {
+		v = mk()
+		q.vals[key] = v
+	}
+	return v
 }

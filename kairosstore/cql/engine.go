@@ -13,6 +13,7 @@ import (
 	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 )
@@ -48,6 +49,9 @@ type Engine struct {
 	// limit says Cassandra is overloaded (overload.go).
 	pool  *pool
 	limit *adaptiveLimit
+	// reads counts read statements by table: a query's round trips, which
+	// its latency on a remote node is made of more than its CPU.
+	reads *prometheus.CounterVec
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -63,6 +67,10 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger) (*Engine, error)
 		logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{cfg: cfg, set: set, logger: logger, grouping: defaultGrouping, routes: newRouteCache()}
+	e.reads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "kairos_adapter", Name: "cassandra_reads_total",
+		Help: "Read statements sent to Cassandra, by table (a paged read counts once).",
+	}, []string{"table"})
 
 	boot, _, err := e.connect("")
 	if err != nil {

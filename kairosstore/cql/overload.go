@@ -182,11 +182,12 @@ func (l *adaptiveLimit) Limit() int {
 	return l.current()
 }
 
-// Collectors are the engine's metrics: the adaptive limit, and the
-// requests that found no slot within the queue timeout.
+// Collectors are the engine's metrics: the adaptive limit, the requests
+// that found no slot within the queue timeout, and the reads by table.
 func (e *Engine) Collectors() []prometheus.Collector {
 	l := e.limit
 	return []prometheus.Collector{
+		e.reads,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "kairos_adapter", Name: "cassandra_in_flight_limit",
 			Help: "The adaptive limit of Cassandra requests in flight (at most --cassandra.max-in-flight-requests).",

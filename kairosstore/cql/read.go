@@ -6,6 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"unsafe"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
@@ -114,6 +117,71 @@ func aliasString(b []byte) string { return unsafe.String(unsafe.SliceData(b), le
 func (e *Engine) RowKeyExists(ctx context.Context, metric string, rowTime int64, dataType string, tags []codec.Tag) (bool, error) {
 	_, ok, err := e.scanOne(ctx, "row_keys", selectRowKey, metric, dataPointsTable, rowTime, dataType, tagMap(tags))
 	return ok, err
+}
+
+// maxIn is the most entries one RowKeysExist statement asks for: the
+// index checks at most 256 candidates of a partition (index.maxVerify), so
+// two statements at most, and a coordinator is never asked for thousands
+// of clustering keys at once.
+const maxIn = 128
+
+// RowKeysExist reports which of the row_keys entries (metric, rowTime,
+// dataType, tags[i]) are stored, in one statement per maxIn entries: the
+// index checks a partition's cached candidates with it, where a
+// RowKeyExists each was a round trip per series (BENCHMARKS.md, "Issue
+// #30 on Cassandra: round trips"). Tags may come in any order.
+func (e *Engine) RowKeysExist(ctx context.Context, metric string, rowTime int64, dataType string, tags [][]codec.Tag) ([]bool, error) {
+	exists := make([]bool, len(tags))
+	at := make(map[string][]int, len(tags)) // canonical tags -> positions asked
+	var buf, parsed []codec.Tag
+	for lo := 0; lo < len(tags); lo += maxIn {
+		hi := min(lo+maxIn, len(tags))
+		maps := make([]map[string]string, 0, hi-lo)
+		clear(at)
+		for i := lo; i < hi; i++ {
+			k := canonicalTags(&buf, tags[i])
+			if len(at[k]) == 0 {
+				maps = append(maps, tagMap(tags[i]))
+			}
+			at[k] = append(at[k], i)
+		}
+		var raw rawBytes
+		err := e.scan(ctx, "row_keys", func(sc gocql.Scanner) error {
+			if err := sc.Scan(&raw); err != nil {
+				return scanErr(err)
+			}
+			var err error
+			if parsed, err = parseTagMap(parsed[:0], raw); err != nil {
+				return fmt.Errorf("cassandra: row_keys tags: %w", err)
+			}
+			for _, i := range at[canonicalTags(&buf, parsed)] {
+				exists[i] = true
+			}
+			return nil
+		}, selectRowKeysIn, metric, dataPointsTable, rowTime, dataType, maps)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return exists, nil
+}
+
+// canonicalTags is tags as a string that does not depend on their order,
+// for matching the entries a statement returns to those asked for. buf is
+// scratch.
+func canonicalTags(buf *[]codec.Tag, tags []codec.Tag) string {
+	*buf = append((*buf)[:0], tags...)
+	slices.SortFunc(*buf, func(a, b codec.Tag) int { return strings.Compare(a.Name, b.Name) })
+	var b strings.Builder
+	for _, t := range *buf {
+		b.WriteString(strconv.Itoa(len(t.Name)))
+		b.WriteByte(':')
+		b.WriteString(t.Name)
+		b.WriteString(strconv.Itoa(len(t.Value)))
+		b.WriteByte(':')
+		b.WriteString(t.Value)
+	}
+	return b.String()
 }
 
 // LegacyRowKeys lists row_key_index column1 values with lo <= column1 < hi
@@ -273,6 +341,7 @@ func (e *Engine) scan(ctx context.Context, table string, row func(gocql.Scanner)
 	if err != nil {
 		return err
 	}
+	e.countRead(table)
 	sc := e.read(s, stmt, args...).IterContext(ctx).Scanner()
 	for sc.Next() {
 		if err := row(sc); err != nil {
@@ -293,6 +362,7 @@ func (e *Engine) scanOne(ctx context.Context, table, stmt string, args ...any) (
 		return "", false, err
 	}
 	var v *string
+	e.countRead(table)
 	err = e.read(s, stmt, args...).ScanContext(ctx, &v)
 	switch {
 	case errors.Is(err, gocql.ErrNotFound):
@@ -303,6 +373,13 @@ func (e *Engine) scanOne(ctx context.Context, table, stmt string, args ...any) (
 		return "", false, nil
 	}
 	return *v, true, nil
+}
+
+// countRead counts one read statement of table.
+func (e *Engine) countRead(table string) {
+	if e.reads != nil {
+		e.reads.WithLabelValues(table).Inc()
+	}
 }
 
 func (e *Engine) read(s *gocql.Session, stmt string, args ...any) *gocql.Query {

@@ -110,6 +110,7 @@ const (
 	selectRowTimes   = `SELECT row_time FROM row_key_time_index WHERE metric = ? AND table_name = ? AND row_time >= ? AND row_time <= ?`
 	selectRowKeys    = `SELECT data_type, tags FROM row_keys WHERE metric = ? AND table_name = ? AND row_time = ?`
 	selectRowKey     = `SELECT data_type FROM row_keys WHERE metric = ? AND table_name = ? AND row_time = ? AND data_type = ? AND tags = ?`
+	selectRowKeysIn  = `SELECT tags FROM row_keys WHERE metric = ? AND table_name = ? AND row_time = ? AND data_type = ? AND tags IN ?`
 	selectTagIndexed = `SELECT data_type, tags FROM tag_indexed_row_keys WHERE metric = ? AND table_name = ? AND row_time = ? AND single_tag_pair = ? ORDER BY data_type, tag_collection_hash`
 	selectLegacyKeys = `SELECT column1 FROM row_key_index WHERE key = ? AND column1 >= ? AND column1 < ?`
 	selectCells      = `SELECT column1, value FROM data_points WHERE key = ? AND column1 >= ? AND column1 < ?`

@@ -3,13 +3,9 @@ package index
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"slices"
 	"strings"
 
-	"golang.org/x/sync/errgroup"
-
-	"github.com/kairos-remote/kairos-adapter/internal/querymemo"
 	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
@@ -46,7 +42,9 @@ func (x *Index) keptRowKeys(ctx context.Context, metric string, rowTime int64, p
 	var cands []entry
 	n = l.match(plan, func(dataType string, tags []codec.Tag) {
 		if len(cands) <= maxVerify {
-			cands = append(cands, entry{dataType, slices.Clone(tags)})
+			tags = slices.Clone(tags)
+			codec.SortTags(tags) // as the memo's keys want them
+			cands = append(cands, entry{dataType, tags})
 		}
 	})
 	if len(cands) > maxVerify {
@@ -55,29 +53,9 @@ func (x *Index) keptRowKeys(ctx context.Context, metric string, rowTime int64, p
 	}
 	x.m.ListingLookups.WithLabelValues("hit").Inc()
 	x.refreshLater(metric, rowTime, l)
-	exists := make([]bool, len(cands))
-	// The parts and shards of one query check the same entries: the
-	// first check's answer serves the others (querymemo).
-	memo := querymemo.From(ctx)
-	keys := make([]string, len(cands))
-	if memo != nil {
-		for i, c := range cands {
-			keys[i] = checkKey(metric, rowTime, c)
-		}
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(x.opts.ReadConcurrency)
-	for i, c := range cands {
-		g.Go(func() (err error) {
-			defer recovered.Into(&err, x.opts.Logger, "a row_keys check")
-			exists[i], err = memo.Do(gctx, keys[i], func() (bool, error) {
-				return x.r.RowKeyExists(gctx, metric, rowTime, c.dataType, c.tags)
-			})
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return n, keptMiss, fmt.Errorf("check row_keys of %q: %w", metric, err)
+	exists, err := x.checkRowKeys(ctx, metric, rowTime, cands)
+	if err != nil {
+		return n, keptMiss, err
 	}
 	for i, c := range cands {
 		if exists[i] {
@@ -85,21 +63,6 @@ func (x *Index) keptRowKeys(ctx context.Context, metric string, rowTime int64, p
 		}
 	}
 	return n, keptHit, nil
-}
-
-// checkKey names the row_keys entry c of (metric, rowTime) in a query's
-// memo: each part length-prefixed, tags by name, so that two entries never
-// share a key.
-func checkKey(metric string, rowTime int64, c entry) string {
-	tags := slices.SortedFunc(slices.Values(c.tags), func(a, b codec.Tag) int { return strings.Compare(a.Name, b.Name) })
-	b := binary.AppendUvarint(nil, uint64(len(metric)))
-	b = binary.BigEndian.AppendUint64(append(b, metric...), uint64(rowTime))
-	b = append(binary.AppendUvarint(b, uint64(len(c.dataType))), c.dataType...)
-	for _, t := range tags {
-		b = append(binary.AppendUvarint(b, uint64(len(t.Name))), t.Name...)
-		b = append(binary.AppendUvarint(b, uint64(len(t.Value))), t.Value...)
-	}
-	return string(b)
 }
 
 // keptListing is the kept listing of (metric, rowTime), or nil.
