@@ -46,6 +46,15 @@ func cellWins(a, b *cellblock.Cell) bool {
 // sortCells orders cells by column, the winner of each column first, and
 // keeps only the winners.
 func sortCells(cells []cellblock.Cell) []cellblock.Cell {
+	// Blocks merged in order of their columns, and a scrape's samples, are
+	// usually in order already, with no column twice.
+	ascending := true
+	for i := 1; i < len(cells) && ascending; i++ {
+		ascending = cells[i-1].Column < cells[i].Column
+	}
+	if ascending {
+		return cells
+	}
 	slices.SortStableFunc(cells, func(a, b cellblock.Cell) int {
 		if c := cmp.Compare(a.Column, b.Column); c != 0 {
 			return c
@@ -72,6 +81,11 @@ func decodeBlock(dst []cellblock.Cell, arena *[]byte, block []byte) ([]cellblock
 	if err != nil {
 		return nil, err
 	}
+	return decodeCells(dst, arena, &r)
+}
+
+// decodeCells is decodeBlock from a reader.
+func decodeCells(dst []cellblock.Cell, arena *[]byte, r *cellblock.Reader) ([]cellblock.Cell, error) {
 	for r.Next() {
 		c := r.Cell()
 		if len(c.Value) == 8 {
@@ -124,37 +138,38 @@ func (m *blockMerger) Finish(bool) ([]byte, io.Closer, error) {
 
 // mergeBlocks returns the winning cells of every block, by column.
 func mergeBlocks(blocks [][]byte) ([]cellblock.Cell, error) {
-	// Blocks sorted by their first column usually concatenate into sorted
-	// order (a new window's cells follow the old ones), which the sort then
-	// only checks.
-	slices.SortFunc(blocks, func(a, b []byte) int { return cmp.Compare(firstColumn(a), firstColumn(b)) })
+	// Each block's checksum is checked once, by its one reader; its first
+	// column is read to order the blocks.
+	type source struct {
+		r     cellblock.Reader
+		first uint32
+	}
+	srcs := make([]source, len(blocks))
 	n := 0
-	for _, b := range blocks {
+	for i, b := range blocks {
 		r, err := cellblock.NewReader(b)
 		if err != nil {
 			return nil, err
 		}
 		n += r.Len()
+		srcs[i].r = r
+		if first := r; first.Next() {
+			srcs[i].first = first.Column()
+		}
 	}
+	// Blocks sorted by their first column usually concatenate into sorted
+	// order (a new window's cells follow the old ones), which the sort then
+	// only checks.
+	slices.SortStableFunc(srcs, func(a, b source) int { return cmp.Compare(a.first, b.first) })
 	cells := make([]cellblock.Cell, 0, n)
 	arena := make([]byte, 0, 8*n)
-	for _, b := range blocks {
+	for i := range srcs {
 		var err error
-		if cells, err = decodeBlock(cells, &arena, b); err != nil {
+		if cells, err = decodeCells(cells, &arena, &srcs[i].r); err != nil {
 			return nil, err
 		}
 	}
 	return sortCells(cells), nil
-}
-
-// firstColumn is the first column of a block, 0 if it cannot be read (the
-// merge then reports the block).
-func firstColumn(block []byte) uint32 {
-	r, err := cellblock.NewReader(block)
-	if err != nil || !r.Next() {
-		return 0
-	}
-	return r.Cell().Column
 }
 
 // describeBlockKey names the row key and window of a block key for errors.
