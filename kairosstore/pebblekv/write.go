@@ -34,6 +34,9 @@ type txn struct {
 	// their hash in Engine.marks, and for each whether writeTime is above
 	// its bound there as it was before the transaction.
 	rows map[uint64]bool
+	// newRows holds the partitions written while newest, which rows does
+	// not: writeTime is above all their bounds.
+	newRows []uint64
 	// written holds the entries this transaction already put, for a request
 	// that carries one key twice: the batch is not indexed, so store lookups
 	// do not see them.
@@ -120,6 +123,9 @@ func (e *Engine) commit(writeTime int64, indexed bool, fn func(t *txn) error) (e
 	}
 	// Recorded even if the commit fails: too high a bound only costs lookups.
 	for row := range t.rows {
+		e.marks.recordHash(row, writeTime, max(e.highWater, writeTime))
+	}
+	for _, row := range t.newRows {
 		e.marks.recordHash(row, writeTime, max(e.highWater, writeTime))
 	}
 	if t.b.Empty() {
@@ -290,9 +296,15 @@ func (t *txn) putCell(c *engine.Cell) error {
 // raw load (LoadRaw) carries per cell; writeTime is at most t.writeTime.
 func (t *txn) putCellAt(c *engine.Cell, writeTime, expiry int64) error {
 	sameRow := t.haveRow && bytes.Equal(c.Key, t.blockRow)
-	var h uint64
-	if !sameRow {
-		h = t.e.marks.hash(c.Key)
+	switch {
+	case sameRow:
+	case t.newest:
+		// Above the high-water mark, so above every partition's bound:
+		// the partition is only noted, not looked up.
+		t.newRows = append(t.newRows, t.e.marks.hash(c.Key))
+		t.rowNewer = true
+	default:
+		h := t.e.marks.hash(c.Key)
 		newer, ok := t.rows[h]
 		if !ok {
 			// Newer for an older write time implies newer for t.writeTime, so
