@@ -1,7 +1,6 @@
 package pebblekv
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
 	"io"
@@ -105,33 +104,55 @@ func decodeCells(dst []cellblock.Cell, arena *[]byte, r *cellblock.Reader) ([]ce
 // (purgeBlock), as it removes any expired entry. So a merge is a pure
 // function of its operands, whatever the clock.
 type blockMerger struct {
-	key []byte
-	ops [][]byte
+	// buf holds the key, for errors, then the operands, one after another:
+	// operand i ends at ends[i]. One buffer instead of a copy of each
+	// operand: a flush merges a few small operands into every key.
+	buf    []byte
+	keyLen int
+	ends   []int
+	endsA  [4]int
 }
 
 var merger = &pebble.Merger{
 	Name: mergerName,
 	Merge: func(key, value []byte) (pebble.ValueMerger, error) {
-		return &blockMerger{key: bytes.Clone(key), ops: [][]byte{bytes.Clone(value)}}, nil
+		m := &blockMerger{keyLen: len(key)}
+		m.buf = append(make([]byte, 0, len(key)+2*len(value)), key...)
+		m.ends = m.endsA[:0]
+		m.add(value)
+		return m, nil
 	},
 }
 
+// add keeps a copy of value: Pebble's operands are only valid during the
+// call.
+func (m *blockMerger) add(value []byte) {
+	m.buf = append(m.buf, value...)
+	m.ends = append(m.ends, len(m.buf))
+}
+
 func (m *blockMerger) MergeNewer(value []byte) error {
-	m.ops = append(m.ops, bytes.Clone(value))
+	m.add(value)
 	return nil
 }
 
 func (m *blockMerger) MergeOlder(value []byte) error { return m.MergeNewer(value) }
 
 func (m *blockMerger) Finish(bool) ([]byte, io.Closer, error) {
-	if len(m.ops) == 1 {
-		return m.ops[0], nil, nil
+	ops := make([][]byte, len(m.ends))
+	start := m.keyLen
+	for i, end := range m.ends {
+		ops[i] = m.buf[start:end:end]
+		start = end
 	}
-	cells, err := mergeBlocks(m.ops)
+	if len(ops) == 1 {
+		return ops[0], nil, nil
+	}
+	cells, err := mergeBlocks(ops)
 	if err != nil {
 		// The error stops the read or compaction; the row is named so an
 		// operator can find it.
-		return nil, nil, fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(m.key), err)
+		return nil, nil, fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(m.buf[:m.keyLen]), err)
 	}
 	return cellblock.Append(nil, cells), nil, nil
 }
