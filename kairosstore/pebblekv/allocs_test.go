@@ -1,0 +1,46 @@
+package pebblekv
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
+)
+
+// TestWriteAllocsPerCell bounds the allocations of a known-series write:
+// one cell in each of 2,000 rows, as a remote-write request of one sample
+// per series brings them. Each was its own allocation three times over
+// (the partition's name in the transaction's map, the block's bit stream,
+// its key) before issue #31's third pass; the bound catches one coming back.
+func TestWriteAllocsPerCell(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	opts := DefaultOptions()
+	opts.FS = vfs.NewMem()
+	e := open(t, "store", opts)
+	const rows = 2000
+	batch := &engine.Batch{Cells: make([]engine.Cell, rows)}
+	keys := make([][]byte, rows)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "load_metric_%d\x00\x00\x00\x01\x3c\x69\xda\x9c\x00\x00\x0dkairos_doublehost=server%d:job=node:", i%100, i)
+	}
+	value := []byte{0x40, 0x09, 0x21, 0xfb, 0x54, 0x44, 0x2d, 0x18}
+	column := uint32(0)
+	write := func() {
+		column += 15000
+		batch.WriteTime = time.Now().UnixMilli()
+		for i := range batch.Cells {
+			batch.Cells[i] = engine.Cell{Key: keys[i], Column: column, Value: value}
+		}
+		require.NoError(t, e.Write(t.Context(), batch))
+	}
+	write() // every row known
+	perCell := testing.AllocsPerRun(20, write) / rows
+	t.Logf("%.3f allocations per cell", perCell)
+	require.Less(t, perCell, 0.5)
+}
