@@ -117,7 +117,7 @@ var merger = &pebble.Merger{
 	Name: mergerName,
 	Merge: func(key, value []byte) (pebble.ValueMerger, error) {
 		m := &blockMerger{keyLen: len(key)}
-		m.buf = append(make([]byte, 0, len(key)+2*len(value)), key...)
+		m.buf = append(make([]byte, 0, len(key)+4*len(value)), key...)
 		m.ends = m.endsA[:0]
 		m.add(value)
 		return m, nil
@@ -154,7 +154,8 @@ func (m *blockMerger) Finish(bool) ([]byte, io.Closer, error) {
 		// operator can find it.
 		return nil, nil, fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(m.buf[:m.keyLen]), err)
 	}
-	return cellblock.Append(nil, cells), nil, nil
+	// The merged block is rarely larger than its operands together.
+	return cellblock.Append(make([]byte, 0, len(m.buf)-m.keyLen), cells), nil, nil
 }
 
 // mergeBlocks returns the winning cells of every block, by column.
