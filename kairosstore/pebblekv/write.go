@@ -265,25 +265,26 @@ func (e *Engine) Write(ctx context.Context, b *engine.Batch) error {
 }
 
 // checkTTLs rejects the TTLs Cassandra rejects, before anything is written.
+// Only the errors are collected: a slice of one nil error per cell was a
+// sixth of the CPU of a request of 200,000 samples.
 func checkTTLs(b *engine.Batch) error {
-	check := func(ttl int32) error {
-		if ttl < 0 || ttl > maxTTL {
-			return fmt.Errorf("ttl %d out of range [0, %d]", ttl, maxTTL)
-		}
-		return nil
-	}
 	var errs []error
-	for _, c := range b.Cells {
-		errs = append(errs, check(c.TTL))
+	check := func(ttl int32) {
+		if ttl < 0 || ttl > maxTTL {
+			errs = append(errs, fmt.Errorf("ttl %d out of range [0, %d]", ttl, maxTTL))
+		}
 	}
-	for _, r := range b.RowKeys {
-		errs = append(errs, check(r.TTL))
+	for i := range b.Cells {
+		check(b.Cells[i].TTL)
 	}
-	for _, r := range b.TagIndexed {
-		errs = append(errs, check(r.TTL))
+	for i := range b.RowKeys {
+		check(b.RowKeys[i].TTL)
 	}
-	for _, r := range b.RowTimes {
-		errs = append(errs, check(r.TTL))
+	for i := range b.TagIndexed {
+		check(b.TagIndexed[i].TTL)
+	}
+	for i := range b.RowTimes {
+		check(b.RowTimes[i].TTL)
 	}
 	return errors.Join(errs...)
 }
