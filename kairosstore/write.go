@@ -97,9 +97,9 @@ type appendBuffers struct {
 // maxPooledCells keeps one huge request from pinning its buffers: at most
 // 16 MiB of cells and 2 MiB of values per buffer, which sync.Pool drops
 // after two collections without use. Requests of 200,000 samples (a
-// backfill's, the year load of BENCHMARKS.md) were above the 65,536 of
-// before and allocated their buffers anew each time: 0.13-0.14 against 0.10
-// CPU-s per M samples, and a higher peak RSS, not a lower one.
+// backfill's, the year load of BENCHMARKS.md) allocating their buffers anew
+// each time cost more CPU and a higher peak RSS, not a lower one
+// (BENCHMARKS.md, "Issue #31, third pass").
 const maxPooledCells = 256 << 10
 
 // release hands the appender's buffers back. The engine has returned, and

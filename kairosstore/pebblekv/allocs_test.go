@@ -17,9 +17,9 @@ import (
 
 // TestWriteAllocsPerCell bounds the allocations of a known-series write:
 // one cell in each of 2,000 rows, as a remote-write request of one sample
-// per series brings them. Each was its own allocation three times over
-// (the partition's name in the transaction's map, the block's bit stream,
-// its key) before issue #31's third pass; the bound catches one coming back.
+// per series brings them. Each cell was several allocations before issue
+// #31's third pass (the partition's name in the transaction's map, the
+// block's bit stream); the bound catches one coming back.
 func TestWriteAllocsPerCell(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own")
@@ -51,8 +51,8 @@ func TestWriteAllocsPerCell(t *testing.T) {
 
 // TestMergeAllocs bounds the allocations of the merge operator folding
 // the operands a flush finds under a known series' block: eight blocks of
-// one cell, newest first. c041004 made 29 (a copy of each operand, the
-// result grown from nothing), this branch 9.
+// one cell, newest first. A copy of each operand, or a result grown from
+// nothing, goes over the bound.
 func TestMergeAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own")
@@ -83,9 +83,8 @@ func TestMergeAllocs(t *testing.T) {
 
 // TestWriteBytesPerCell bounds the bytes a write of large requests
 // allocates, the year load's shape: 20 rows of 10,000 cells in one batch.
-// c041004 allocated 107 bytes a cell, 104 of this branch's bytes with its
-// old TTL check (a nil error kept per cell, in a slice grown by doubling),
-// this branch 14.
+// A TTL check that keeps a nil error per cell, in a slice grown by
+// doubling, goes over the bound.
 func TestWriteBytesPerCell(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own")

@@ -15,8 +15,8 @@ const maxMarks = 1 << 18
 // the store-wide high-water mark alone would send to the slow path.
 //
 // Partitions are known by a 64-bit hash of their row key, not the row key
-// itself: two row keys of about 200 bytes hashed and compared in a map for
-// every sample were a tenth of the CPU of a known-series write. Partitions
+// itself, which is about 200 bytes to hash and compare in a map for every
+// sample of a known series (BENCHMARKS.md, "Issue #31, third pass"). Partitions
 // that share a hash share one bound, the higher, which is still a bound of
 // both.
 //

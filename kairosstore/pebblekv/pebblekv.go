@@ -213,9 +213,9 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 		// request well below the large-batch threshold (half of it). Each
 		// flush merges the operands of every block written since the last
 		// one, and each L0 file of many series spans the key space, so its
-		// compaction rewrites the blocks below: 128 MiB rather than 64 took
-		// 13 % off the CPU of a known-series write, for about 100 MiB more
-		// peak RSS (BENCHMARKS.md, issue #31, third pass).
+		// compaction rewrites the blocks below: 128 MiB rather than 64 costs
+		// a known-series write less CPU for more peak RSS (BENCHMARKS.md,
+		// "Issue #31, third pass").
 		MemTableSize:  128 << 20,
 		Logger:        pebbleLogger{logger},
 		EventListener: eventListener(logger),

@@ -265,8 +265,9 @@ func (e *Engine) Write(ctx context.Context, b *engine.Batch) error {
 }
 
 // checkTTLs rejects the TTLs Cassandra rejects, before anything is written.
-// Only the errors are collected: a slice of one nil error per cell was a
-// sixth of the CPU of a request of 200,000 samples.
+// Only the errors are collected: a nil error kept per cell made a large
+// request's check cost more than its blocks (BENCHMARKS.md, "Issue #31,
+// third pass").
 func checkTTLs(b *engine.Batch) error {
 	var errs []error
 	check := func(ttl int32) {
