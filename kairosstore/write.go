@@ -94,8 +94,13 @@ type appendBuffers struct {
 	values []byte
 }
 
-// maxPooledCells keeps one huge request from pinning its buffers.
-const maxPooledCells = 64 << 10
+// maxPooledCells keeps one huge request from pinning its buffers: at most
+// 16 MiB of cells and 2 MiB of values per buffer, which sync.Pool drops
+// after two collections without use. Requests of 200,000 samples (a
+// backfill's, the year load of BENCHMARKS.md) allocating their buffers anew
+// each time cost more CPU and a higher peak RSS, not a lower one
+// (BENCHMARKS.md, "Issue #31, third pass").
+const maxPooledCells = 256 << 10
 
 // release hands the appender's buffers back. The engine has returned, and
 // engines keep nothing of a batch after Write.

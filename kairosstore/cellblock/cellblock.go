@@ -73,8 +73,11 @@ func Append(dst []byte, cells []Cell) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(cells)))
 	dst = append(dst, flags)
 
-	var w bitWriter
-	w.b = make([]byte, 0, len(cells)*2+16)
+	// The bit stream is written in place after the header, then moved up
+	// by the length of its length: no buffer of its own per block, which
+	// cost an allocation per sample when every block is one cell.
+	bitStart := len(dst)
+	w := bitWriter{b: dst}
 	var x xorState
 	for i := range cells {
 		c := &cells[i]
@@ -111,8 +114,12 @@ func Append(dst []byte, cells []Cell) []byte {
 			x.write(&w, binary.BigEndian.Uint64(c.Value))
 		}
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(w.b)))
-	dst = append(dst, w.b...)
+	dst = w.b
+	var lb [binary.MaxVarintLen64]byte
+	k := binary.PutUvarint(lb[:], uint64(len(dst)-bitStart))
+	dst = append(dst, lb[:k]...)
+	copy(dst[bitStart+k:], dst[bitStart:len(dst)-k])
+	copy(dst[bitStart:], lb[:k])
 	if flags&flagFixed8 == 0 {
 		for i := range cells {
 			dst = binary.AppendUvarint(dst, uint64(len(cells[i].Value)))

@@ -1,7 +1,6 @@
 package pebblekv
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
 	"io"
@@ -46,6 +45,15 @@ func cellWins(a, b *cellblock.Cell) bool {
 // sortCells orders cells by column, the winner of each column first, and
 // keeps only the winners.
 func sortCells(cells []cellblock.Cell) []cellblock.Cell {
+	// Blocks merged in order of their columns, and a scrape's samples, are
+	// usually in order already, with no column twice.
+	ascending := true
+	for i := 1; i < len(cells) && ascending; i++ {
+		ascending = cells[i-1].Column < cells[i].Column
+	}
+	if ascending {
+		return cells
+	}
 	slices.SortStableFunc(cells, func(a, b cellblock.Cell) int {
 		if c := cmp.Compare(a.Column, b.Column); c != 0 {
 			return c
@@ -72,6 +80,11 @@ func decodeBlock(dst []cellblock.Cell, arena *[]byte, block []byte) ([]cellblock
 	if err != nil {
 		return nil, err
 	}
+	return decodeCells(dst, arena, &r)
+}
+
+// decodeCells is decodeBlock from a reader.
+func decodeCells(dst []cellblock.Cell, arena *[]byte, r *cellblock.Reader) ([]cellblock.Cell, error) {
 	for r.Next() {
 		c := r.Cell()
 		if len(c.Value) == 8 {
@@ -91,70 +104,94 @@ func decodeBlock(dst []cellblock.Cell, arena *[]byte, block []byte) ([]cellblock
 // (purgeBlock), as it removes any expired entry. So a merge is a pure
 // function of its operands, whatever the clock.
 type blockMerger struct {
-	key []byte
-	ops [][]byte
+	// buf holds the key, for errors, then the operands, one after another:
+	// operand i ends at ends[i]. One buffer instead of a copy of each
+	// operand: a flush merges a few small operands into every key.
+	buf    []byte
+	keyLen int
+	ends   []int
+	endsA  [4]int
 }
 
 var merger = &pebble.Merger{
 	Name: mergerName,
 	Merge: func(key, value []byte) (pebble.ValueMerger, error) {
-		return &blockMerger{key: bytes.Clone(key), ops: [][]byte{bytes.Clone(value)}}, nil
+		m := &blockMerger{keyLen: len(key)}
+		m.buf = append(make([]byte, 0, len(key)+4*len(value)), key...)
+		m.ends = m.endsA[:0]
+		m.add(value)
+		return m, nil
 	},
 }
 
+// add keeps a copy of value: Pebble's operands are only valid during the
+// call.
+func (m *blockMerger) add(value []byte) {
+	m.buf = append(m.buf, value...)
+	m.ends = append(m.ends, len(m.buf))
+}
+
 func (m *blockMerger) MergeNewer(value []byte) error {
-	m.ops = append(m.ops, bytes.Clone(value))
+	m.add(value)
 	return nil
 }
 
 func (m *blockMerger) MergeOlder(value []byte) error { return m.MergeNewer(value) }
 
 func (m *blockMerger) Finish(bool) ([]byte, io.Closer, error) {
-	if len(m.ops) == 1 {
-		return m.ops[0], nil, nil
+	ops := make([][]byte, len(m.ends))
+	start := m.keyLen
+	for i, end := range m.ends {
+		ops[i] = m.buf[start:end:end]
+		start = end
 	}
-	cells, err := mergeBlocks(m.ops)
+	if len(ops) == 1 {
+		return ops[0], nil, nil
+	}
+	cells, err := mergeBlocks(ops)
 	if err != nil {
 		// The error stops the read or compaction; the row is named so an
 		// operator can find it.
-		return nil, nil, fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(m.key), err)
+		return nil, nil, fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(m.buf[:m.keyLen]), err)
 	}
-	return cellblock.Append(nil, cells), nil, nil
+	// The merged block is rarely larger than its operands together.
+	return cellblock.Append(make([]byte, 0, len(m.buf)-m.keyLen), cells), nil, nil
 }
 
 // mergeBlocks returns the winning cells of every block, by column.
 func mergeBlocks(blocks [][]byte) ([]cellblock.Cell, error) {
-	// Blocks sorted by their first column usually concatenate into sorted
-	// order (a new window's cells follow the old ones), which the sort then
-	// only checks.
-	slices.SortFunc(blocks, func(a, b []byte) int { return cmp.Compare(firstColumn(a), firstColumn(b)) })
+	// Each block's checksum is checked once, by its one reader; its first
+	// column is read to order the blocks.
+	type source struct {
+		r     cellblock.Reader
+		first uint32
+	}
+	srcs := make([]source, len(blocks))
 	n := 0
-	for _, b := range blocks {
+	for i, b := range blocks {
 		r, err := cellblock.NewReader(b)
 		if err != nil {
 			return nil, err
 		}
 		n += r.Len()
+		srcs[i].r = r
+		if first := r; first.Next() {
+			srcs[i].first = first.Column()
+		}
 	}
+	// Blocks sorted by their first column usually concatenate into sorted
+	// order (a new window's cells follow the old ones), which the sort then
+	// only checks.
+	slices.SortStableFunc(srcs, func(a, b source) int { return cmp.Compare(a.first, b.first) })
 	cells := make([]cellblock.Cell, 0, n)
 	arena := make([]byte, 0, 8*n)
-	for _, b := range blocks {
+	for i := range srcs {
 		var err error
-		if cells, err = decodeBlock(cells, &arena, b); err != nil {
+		if cells, err = decodeCells(cells, &arena, &srcs[i].r); err != nil {
 			return nil, err
 		}
 	}
 	return sortCells(cells), nil
-}
-
-// firstColumn is the first column of a block, 0 if it cannot be read (the
-// merge then reports the block).
-func firstColumn(block []byte) uint32 {
-	r, err := cellblock.NewReader(block)
-	if err != nil || !r.Next() {
-		return 0
-	}
-	return r.Cell().Column
 }
 
 // describeBlockKey names the row key and window of a block key for errors.

@@ -76,7 +76,7 @@ func (e *Engine) Delete(ctx context.Context, d *engine.Deletes) error {
 // included: its batch is indexed) and Set without those cells, which
 // replaces its operands.
 func (t *txn) deleteCells(rowKey []byte, lo, hi uint32, tomb entry) (err error) {
-	t.rows[string(rowKey)] = false
+	t.rows[t.e.marks.hash(rowKey)] = false
 	lower := appendBlockKey(nil, rowKey, window(lo))
 	upper := prefixEnd(appendBlockKey(nil, rowKey, window(hi)))
 	it, err := t.b.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})

@@ -1,6 +1,9 @@
 package pebblekv
 
-// maxMarks bounds the partitions marks remembers (about 100 bytes each).
+import "hash/maphash"
+
+// maxMarks bounds the partitions marks remembers (16 bytes each, and the
+// map's overhead).
 const maxMarks = 1 << 18
 
 // marks bounds the write times stored in each data_points partition, so
@@ -11,26 +14,40 @@ const maxMarks = 1 << 18
 // requests reach the lock out of order or in the same millisecond, which
 // the store-wide high-water mark alone would send to the slow path.
 //
+// Partitions are known by a 64-bit hash of their row key, not the row key
+// itself, which is about 200 bytes to hash and compare in a map for every
+// sample of a known series (BENCHMARKS.md, "Issue #31, third pass"). Partitions
+// that share a hash share one bound, the higher, which is still a bound of
+// both.
+//
 // Invariant: every write time stored in partition p is <= base, or <=
-// byRow[p] when p is present. Bounds may be too high (a failed commit), which
-// only costs lookups. Guarded by Engine.mu.
+// byRow[hash(p)] when that is present. Bounds may be too high (a failed
+// commit, a shared hash), which only costs lookups. Guarded by Engine.mu.
 type marks struct {
+	seed  maphash.Seed
 	base  int64
-	byRow map[string]int64
+	byRow map[uint64]int64
 	limit int // entries of byRow before it is dropped
 }
 
 func newMarks(base int64) marks {
-	return marks{base: base, byRow: map[string]int64{}, limit: maxMarks}
+	return marks{seed: maphash.MakeSeed(), base: base, byRow: map[uint64]int64{}, limit: maxMarks}
 }
+
+// hash is the name of rowKey's partition in marks.
+func (m *marks) hash(rowKey []byte) uint64 { return maphash.Bytes(m.seed, rowKey) }
 
 // newer reports whether writeTime is above every write time stored in the
 // partition of rowKey.
 func (m *marks) newer(rowKey []byte, writeTime int64) bool {
+	return m.newerHash(m.hash(rowKey), writeTime)
+}
+
+func (m *marks) newerHash(h uint64, writeTime int64) bool {
 	if writeTime <= m.base {
 		return false
 	}
-	bound, ok := m.byRow[string(rowKey)]
+	bound, ok := m.byRow[h]
 	return !ok || writeTime > bound
 }
 
@@ -38,11 +55,15 @@ func (m *marks) newer(rowKey []byte, writeTime int64) bool {
 // highWater must be >= every write time stored; when the map is full it is
 // dropped and base rises to highWater, which keeps the invariant.
 func (m *marks) record(rowKey string, writeTime, highWater int64) {
+	m.recordHash(maphash.String(m.seed, rowKey), writeTime, highWater)
+}
+
+func (m *marks) recordHash(h uint64, writeTime, highWater int64) {
 	if writeTime <= m.base {
 		return
 	}
-	if bound, ok := m.byRow[rowKey]; ok {
-		m.byRow[rowKey] = max(bound, writeTime)
+	if bound, ok := m.byRow[h]; ok {
+		m.byRow[h] = max(bound, writeTime)
 		return
 	}
 	if len(m.byRow) >= m.limit {
@@ -50,5 +71,5 @@ func (m *marks) record(rowKey string, writeTime, highWater int64) {
 		m.base = highWater
 		return
 	}
-	m.byRow[rowKey] = writeTime
+	m.byRow[h] = writeTime
 }

@@ -210,8 +210,13 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 		Lock:               lock,
 		FormatMajorVersion: formatVersion,
 		// A larger memtable than the 4 MiB default keeps one remote-write
-		// request well below the large-batch threshold (half of it).
-		MemTableSize:  64 << 20,
+		// request well below the large-batch threshold (half of it). Each
+		// flush merges the operands of every block written since the last
+		// one, and each L0 file of many series spans the key space, so its
+		// compaction rewrites the blocks below: 128 MiB rather than 64 costs
+		// a known-series write less CPU for more peak RSS (BENCHMARKS.md,
+		// "Issue #31, third pass").
+		MemTableSize:  128 << 20,
 		Logger:        pebbleLogger{logger},
 		EventListener: eventListener(logger),
 		Merger:        merger,

@@ -30,10 +30,13 @@ type txn struct {
 	// this transaction and lookups in the store are skipped. Cells use the
 	// finer per-partition marks instead.
 	newest bool
-	// rows holds the data_points partitions the transaction writes to, and
-	// for each whether writeTime is above its bound in Engine.marks as it was
-	// before the transaction.
-	rows map[string]bool
+	// rows holds the data_points partitions the transaction writes to, by
+	// their hash in Engine.marks, and for each whether writeTime is above
+	// its bound there as it was before the transaction.
+	rows map[uint64]bool
+	// newRows holds the partitions written while newest, which rows does
+	// not: writeTime is above all their bounds.
+	newRows []uint64
 	// written holds the entries this transaction already put, for a request
 	// that carries one key twice: the batch is not indexed, so store lookups
 	// do not see them.
@@ -48,9 +51,12 @@ type txn struct {
 	tombRow  []byte
 	tombs    []rangeTomb
 
-	// The data_points cells of the block being built (putCell).
+	// The data_points cells of the block being built (putCell), and
+	// rows' answer for its row, kept for the row's next cells.
 	block       []cellblock.Cell
 	blockRow    []byte
+	haveRow     bool
+	rowNewer    bool
 	blockWindow uint32
 }
 
@@ -104,7 +110,7 @@ func (e *Engine) commit(writeTime int64, indexed bool, fn func(t *txn) error) (e
 		writeTime: writeTime,
 		newest:    writeTime > e.highWater,
 		written:   map[string]entry{},
-		rows:      map[string]bool{},
+		rows:      map[uint64]bool{},
 	}
 	defer func() {
 		if t.tombIter != nil {
@@ -117,7 +123,10 @@ func (e *Engine) commit(writeTime int64, indexed bool, fn func(t *txn) error) (e
 	}
 	// Recorded even if the commit fails: too high a bound only costs lookups.
 	for row := range t.rows {
-		e.marks.record(row, writeTime, max(e.highWater, writeTime))
+		e.marks.recordHash(row, writeTime, max(e.highWater, writeTime))
+	}
+	for _, row := range t.newRows {
+		e.marks.recordHash(row, writeTime, max(e.highWater, writeTime))
 	}
 	if t.b.Empty() {
 		return nil
@@ -256,25 +265,27 @@ func (e *Engine) Write(ctx context.Context, b *engine.Batch) error {
 }
 
 // checkTTLs rejects the TTLs Cassandra rejects, before anything is written.
+// Only the errors are collected: a nil error kept per cell made a large
+// request's check cost more than its blocks (BENCHMARKS.md, "Issue #31,
+// third pass").
 func checkTTLs(b *engine.Batch) error {
-	check := func(ttl int32) error {
-		if ttl < 0 || ttl > maxTTL {
-			return fmt.Errorf("ttl %d out of range [0, %d]", ttl, maxTTL)
-		}
-		return nil
-	}
 	var errs []error
-	for _, c := range b.Cells {
-		errs = append(errs, check(c.TTL))
+	check := func(ttl int32) {
+		if ttl < 0 || ttl > maxTTL {
+			errs = append(errs, fmt.Errorf("ttl %d out of range [0, %d]", ttl, maxTTL))
+		}
 	}
-	for _, r := range b.RowKeys {
-		errs = append(errs, check(r.TTL))
+	for i := range b.Cells {
+		check(b.Cells[i].TTL)
 	}
-	for _, r := range b.TagIndexed {
-		errs = append(errs, check(r.TTL))
+	for i := range b.RowKeys {
+		check(b.RowKeys[i].TTL)
 	}
-	for _, r := range b.RowTimes {
-		errs = append(errs, check(r.TTL))
+	for i := range b.TagIndexed {
+		check(b.TagIndexed[i].TTL)
+	}
+	for i := range b.RowTimes {
+		check(b.RowTimes[i].TTL)
 	}
 	return errors.Join(errs...)
 }
@@ -286,14 +297,28 @@ func (t *txn) putCell(c *engine.Cell) error {
 // putCellAt is putCell with the cell's own write time and expiry, which a
 // raw load (LoadRaw) carries per cell; writeTime is at most t.writeTime.
 func (t *txn) putCellAt(c *engine.Cell, writeTime, expiry int64) error {
-	newer, ok := t.rows[string(c.Key)]
-	if !ok || writeTime != t.writeTime {
-		// Newer for an older write time implies newer for t.writeTime, so
-		// the entry cached for the partition stays a safe answer for it.
-		newer = t.e.marks.newer(c.Key, writeTime)
+	sameRow := t.haveRow && bytes.Equal(c.Key, t.blockRow)
+	switch {
+	case sameRow:
+	case t.newest:
+		// Above the high-water mark, so above every partition's bound:
+		// the partition is only noted, not looked up.
+		t.newRows = append(t.newRows, t.e.marks.hash(c.Key))
+		t.rowNewer = true
+	default:
+		h := t.e.marks.hash(c.Key)
+		newer, ok := t.rows[h]
 		if !ok {
-			t.rows[string(c.Key)] = newer
+			// Newer for an older write time implies newer for t.writeTime, so
+			// the entry cached for the partition stays a safe answer for it.
+			newer = t.e.marks.newerHash(h, writeTime)
+			t.rows[h] = newer
 		}
+		t.rowNewer = newer
+	}
+	newer := t.rowNewer
+	if writeTime != t.writeTime {
+		newer = t.e.marks.newer(c.Key, writeTime)
 	}
 	if !newer {
 		shadowed, err := t.cellShadowed(c.Key, c.Column, writeTime)
@@ -304,12 +329,14 @@ func (t *txn) putCellAt(c *engine.Cell, writeTime, expiry int64) error {
 	// Cells come grouped by row key, so a block is usually built from
 	// consecutive cells; a row and window seen again later in the batch is
 	// one more merge operand, which the merge operator reconciles the same.
-	if t.block == nil || window(c.Column) != t.blockWindow || !bytes.Equal(c.Key, t.blockRow) {
+	if !sameRow || window(c.Column) != t.blockWindow {
 		if err := t.flushBlock(); err != nil {
 			return err
 		}
-		t.block = t.block[:0]
-		t.blockRow = append(t.blockRow[:0], c.Key...)
+		if !sameRow {
+			t.blockRow = append(t.blockRow[:0], c.Key...)
+			t.haveRow = true
+		}
 		t.blockWindow = window(c.Column)
 	}
 	t.block = append(t.block, cellblock.Cell{Column: c.Column, WriteTime: writeTime, Expiry: expiry, Value: c.Value})

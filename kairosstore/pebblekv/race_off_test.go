@@ -1,0 +1,5 @@
+//go:build !race
+
+package pebblekv
+
+const raceEnabled = false
