@@ -25,11 +25,7 @@ func (s *Store) readSeries(ctx context.Context, ref *index.Series, start, end in
 // readSeriesIn is readSeries over the samples in spans (sorted, disjoint)
 // only.
 func (s *Store) readSeriesIn(ctx context.Context, ref *index.Series, spans []span, sizeHint int, budget *sampleBudget) (*listSeries, error) {
-	out := &listSeries{lset: ref.Labels}
-	sizeHint = int(min(int64(sizeHint), budget.left()))
-	if sizeHint > 0 {
-		out.ts, out.vs = make([]int64, 0, sizeHint), make([]float64, 0, sizeHint)
-	}
+	out := s.newListSeries(ref.Labels, int(min(int64(sizeHint), budget.left())))
 	sorted := true
 	var customValues []float64 // the last custom bucket bounds, shared while they repeat
 	// The row's type, compared once per row, not per cell.
