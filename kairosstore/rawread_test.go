@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/stretchr/testify/require"
 
-	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/internal/timeparam"
+	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 )
 
 // TestRawReadsMatchModel holds the raw read path, whose series reuse the
