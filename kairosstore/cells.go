@@ -51,9 +51,9 @@ func (s *Store) readSeriesIn(ctx context.Context, ref *index.Series, spans []spa
 		switch dataType {
 		case codec.TypeDouble:
 			// The rows the adapter writes: an 8-byte double (§4.2), here
-			// without DecodeValue's calls and switch on the type per cell,
-			// a sixth of a raw read's CPU. Any other length goes the
-			// general way, which counts it as undecodable.
+			// without DecodeValue's calls and switch on the type per cell
+			// (BENCHMARKS.md, "The raw read path"). Any other length goes
+			// the general way, which counts it as undecodable.
 			if len(value) == 8 {
 				v = math.Float64frombits(binary.BigEndian.Uint64(value))
 				break

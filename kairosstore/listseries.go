@@ -33,15 +33,16 @@ const minPooledFit = 1 << 12
 // newListSeries is an empty series with room for n samples, in the slices
 // of a series iterated before when they hold n and are not far larger (a
 // read ahead keeps its slices until it is consumed, so the memory of the
-// reads ahead still follows their samples). A query of many short series
-// (a year split into days) allocated, cleared and collected slices for
-// each, a sixth of its CPU (BENCHMARKS.md, "The raw read path").
+// reads ahead still follows their samples). Slices that do not fit are
+// dropped, not kept for another read: kept, they added to the heap the
+// collector paces itself by, and a query's peak RSS grew. A query of many
+// short series (a year split into days) allocated, cleared and collected
+// slices for each (BENCHMARKS.md, "The raw read path").
 func (s *Store) newListSeries(lset labels.Labels, n int) *listSeries {
 	if l, ok := s.samples.Get().(*listSeries); ok {
 		if c := cap(l.ts); c >= n && c <= max(4*n, minPooledFit) {
 			return &listSeries{lset: lset, ts: l.ts[:0], vs: l.vs[:0], pooled: true}
 		}
-		s.samples.Put(l)
 	}
 	if n <= 0 {
 		return &listSeries{lset: lset, pooled: true}
