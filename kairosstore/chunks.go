@@ -100,7 +100,9 @@ func (s *Store) readChunks(ctx context.Context, ref *index.Series, start, end in
 	if err := it.Err(); err != nil {
 		return nil, 0, fmt.Errorf("encode chunks of %s: %w", ref.Labels, err)
 	}
-	return chks, len(ls.ts), nil
+	n := len(ls.ts)
+	s.recycle(ls) // the chunks hold copies
+	return chks, n, nil
 }
 
 // floatsInOrder reports whether the rows of a series (sorted by row time,

@@ -17,6 +17,46 @@ type listSeries struct {
 	vs   []float64
 	hs   []*histogram.Histogram
 	fhs  []*histogram.FloatHistogram
+	// pooled: ts and vs came from Store.samples and nothing else refers
+	// to them, so they go back there when the series' iterator moves on.
+	pooled bool
+}
+
+// maxPooledSamples bounds the slices kept for reuse (16 bytes a sample),
+// so that one long series does not stay in memory for short ones.
+const maxPooledSamples = 1 << 18
+
+// minPooledFit is the capacity any read may be handed, whatever it expects:
+// the first series of a query has no length to go by.
+const minPooledFit = 1 << 12
+
+// newListSeries is an empty series with room for n samples, in the slices
+// of a series iterated before when they hold n and are not far larger (a
+// read ahead keeps its slices until it is consumed, so the memory of the
+// reads ahead still follows their samples). Slices that do not fit are
+// dropped, not kept for another read: kept, they added to the heap the
+// collector paces itself by, and a query's peak RSS grew. A query of many
+// short series (a year split into days) allocated, cleared and collected
+// slices for each (BENCHMARKS.md, "The raw read path").
+func (s *Store) newListSeries(lset labels.Labels, n int) *listSeries {
+	if l, ok := s.samples.Get().(*listSeries); ok {
+		if c := cap(l.ts); c >= n && c <= max(4*n, minPooledFit) {
+			return &listSeries{lset: lset, ts: l.ts[:0], vs: l.vs[:0], pooled: true}
+		}
+	}
+	if n <= 0 {
+		return &listSeries{lset: lset, pooled: true}
+	}
+	return &listSeries{lset: lset, ts: make([]int64, 0, n), vs: make([]float64, 0, n), pooled: true}
+}
+
+// recycle hands the slices of l to later reads; l must not be used after.
+func (s *Store) recycle(l *listSeries) {
+	if l == nil || !l.pooled || cap(l.ts) == 0 || cap(l.ts) > maxPooledSamples || cap(l.vs) != cap(l.ts) {
+		return
+	}
+	s.samples.Put(&listSeries{ts: l.ts[:0], vs: l.vs[:0]})
+	*l = listSeries{}
 }
 
 // add appends one sample: a float v, or the histogram h or fh.

@@ -213,16 +213,20 @@ type lazySeries struct {
 func (l *lazySeries) Labels() labels.Labels { return l.lset }
 
 // Iterator reads the series' samples (or takes them from the read ahead)
-// into an iterator; reusing it drops the samples of the series it iterated
-// before. A read error is the iterator's Err.
+// into an iterator; reusing it hands the samples of the series it iterated
+// before to later reads (chunkenc.Iterator's contract: the caller is done
+// with it). A read error is the iterator's Err.
 func (l *lazySeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
+	li, ok := it.(*listIterator)
+	if ok {
+		l.set.s.recycle(li.s)
+		li.s = nil
+	} else {
+		li = &listIterator{}
+	}
 	r := l.set.take(l.i)
 	if r.err != nil {
 		r.series = &listSeries{lset: l.lset}
-	}
-	li, ok := it.(*listIterator)
-	if !ok {
-		li = &listIterator{}
 	}
 	*li = listIterator{s: r.series, i: -1, err: r.err}
 	return li

@@ -127,6 +127,7 @@ type Store struct {
 	refs       *refTable                             // of the series, for Appender refs
 	meta       *lru.Cache[string, metadata.Metadata] // by metric family
 	bufs       sync.Pool                             // *appendBuffers
+	samples    sync.Pool                             // *listSeries whose slices a read may fill again (listseries.go)
 	// idx answers which series and rows a selector selects, and keeps
 	// the row_keys listings (index/).
 	idx *index.Index
