@@ -199,7 +199,7 @@ func TestWholeQueryDeadline(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			inner := slowParts{queryAPIWith(store, queryapi.Options{Timeout: c.apiTimeout})}
-			f := New(inner, Options{SplitInterval: 10 * time.Minute, MaxParts: 100, Parallelism: 1, Shards: 1}, prometheus.NewRegistry(), nil)
+			f := New(inner, Options{SplitInterval: 10 * time.Minute, MaxParts: 100, UncachedParts: 100, Parallelism: 1, Shards: 1}, prometheus.NewRegistry(), nil)
 			form := maps.Clone(form)
 			if c.param != "" {
 				form.Set("timeout", c.param)

@@ -52,6 +52,17 @@ type Options struct {
 	// splits, so that a year is a few dozen parts, not 365, each of
 	// which costs its own parse, plan and evaluation. Default 16.
 	MaxParts int
+	// UncachedParts bounds the parts of a query whose answer is not
+	// cached (the cache off, or bypassed: Cache-Control: no-store,
+	// nocache=1). Such parts only spread the query over the cores, and
+	// each costs its own parse, plan, series lookup and row_keys checks,
+	// so twice as many as Parallelism (the parts are not equally dear)
+	// do what 16 did, for 11-20 % less CPU on a year panel of rollups;
+	// in return a raw query holds more of its range at once, about twice
+	// the memory for a raw year (BENCHMARKS.md, "Issue #30: the panels'
+	// CPU outside the store"). Default 2·Parallelism+2, at most MaxParts;
+	// at least 3.
+	UncachedParts int
 	// Parallelism is how many sub-queries of one query run at once;
 	// default GOMAXPROCS.
 	Parallelism int
@@ -115,6 +126,13 @@ func New(inner Inner, opts Options, reg prometheus.Registerer, logger *slog.Logg
 	opts.SplitInterval = cmp.Or(opts.SplitInterval, 24*time.Hour)
 	opts.MaxParts = max(cmp.Or(opts.MaxParts, 16), 3)
 	opts.Parallelism = max(cmp.Or(opts.Parallelism, procs), 1)
+	if opts.UncachedParts <= 0 {
+		opts.UncachedParts = opts.MaxParts
+		if opts.Parallelism < opts.MaxParts { // and so 2·Parallelism+2 cannot overflow
+			opts.UncachedParts = 2*opts.Parallelism + 2
+		}
+	}
+	opts.UncachedParts = max(min(opts.UncachedParts, opts.MaxParts), 3)
 	opts.Shards = max(opts.Shards, 0)
 	opts.CacheFreshness = max(cmp.Or(opts.CacheFreshness, 10*time.Minute), 0)
 	opts.CacheTTL = cmp.Or(opts.CacheTTL, time.Hour)
@@ -187,7 +205,11 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.inner.ServeHTTP(w, replay())
 		return
 	}
-	q.interval = partInterval(q.start, q.end, f.opts.SplitInterval.Milliseconds(), f.opts.MaxParts)
+	maxParts := f.opts.MaxParts
+	if f.cache == nil || q.noCache {
+		maxParts = f.opts.UncachedParts
+	}
+	q.interval = partInterval(q.start, q.end, f.opts.SplitInterval.Milliseconds(), maxParts)
 	q.parts = splitParts(q.start, q.end, q.step, q.interval)
 	f.shardParts(q)
 	if len(q.parts) == 1 && q.shard == nil && (f.cache == nil || q.noCache) {

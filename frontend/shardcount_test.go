@@ -27,14 +27,15 @@ func TestAutoShardsFillIdleCoresOnly(t *testing.T) {
 		opts              Options
 		parts, subQueries float64
 	}{
-		// 20m parts: 10 of them, on 2 cores.
-		{"parts fill the cores", Options{SplitInterval: 20 * time.Minute, Parallelism: 2}, 10, 10},
+		// 20m parts: 10 of them, on 2 cores (uncached, as many as the
+		// cached would be).
+		{"parts fill the cores", Options{SplitInterval: 20 * time.Minute, Parallelism: 2, UncachedParts: 16}, 10, 10},
 		{"one part, two cores", Options{SplitInterval: -1, Parallelism: 2}, 1, 2},
 		{"two parts, three cores", Options{SplitInterval: 24 * time.Hour, Parallelism: 3}, 2, 4},
 		// Nothing to split or shard: the query API answers it whole.
 		{"one core", Options{SplitInterval: -1, Parallelism: 1}, 0, 0},
 		// A count set by the operator is kept, whatever the parts.
-		{"shards set", Options{SplitInterval: 20 * time.Minute, Parallelism: 2, Shards: 3}, 10, 30},
+		{"shards set", Options{SplitInterval: 20 * time.Minute, Parallelism: 2, Shards: 3, UncachedParts: 16}, 10, 30},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
