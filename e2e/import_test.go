@@ -19,8 +19,8 @@ import (
 )
 
 // importScrapeFor is how long the Prometheus of the import tests scrapes:
-// a minute of data at 1 s.
-const importScrapeFor = 60 * time.Second
+// three minutes of data at 1 s ("scrapes for some minutes", issue #32).
+const importScrapeFor = 3 * time.Minute
 
 // TestImportMatchesPrometheus: a real Prometheus scrapes the e2e targets
 // for a minute and takes a snapshot through its admin API; the snapshot is
