@@ -127,40 +127,17 @@ func BenchmarkPipeline(b *testing.B) {
 			var ls lazyStore
 			ls.set(s)
 			h := adapter.New(&ls, adapter.Options{}, nil, nil)
-			post := func(body []byte) {
-				req := httptest.NewRequest(http.MethodPost, "/api/v1/write", nil)
-				req.Header.Set("Content-Type", contentType)
-				req.Header.Set("Content-Encoding", "snappy")
-				req.Body = &bodyReader{b: body}
-				req.ContentLength = int64(len(body))
-				w := &nullResponse{h: http.Header{}}
-				h.ServeHTTP(w, req)
-				if w.code != http.StatusNoContent {
-					b.Fatalf("status %d", w.code)
-				}
-			}
+			post := writePoster(b, h, contentType)
 			// One round first, so the index rows are cached as in a
 			// long-running adapter.
 			for _, body := range bodies[:reqRounds] {
 				post(body)
 			}
 			eng.cells = 0
-			b.ReportAllocs()
-			n := 0
-			cpu0 := processCPU(b)
-			for b.Loop() {
-				post(bodies[n%len(bodies)])
-				n++
-			}
-			cpu := processCPU(b) - cpu0
-			samples := float64(n * perReq)
+			n := measureWrites(b, post, bodies, perReq)
 			if eng.cells != n*perReq {
 				b.Fatalf("engine got %d cells for %d samples", eng.cells, n*perReq)
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/samples, "ns/sample")
-			// CPU time, garbage collection included: on a shared machine
-			// it moves less than wall time when other jobs take the cores.
-			b.ReportMetric(float64(cpu.Nanoseconds())/samples, "cpu-ns/sample")
 			b.ReportMetric(allocsPerSample(b, post, bodies, perReq), "allocs/sample")
 		})
 	}
@@ -250,9 +227,21 @@ func BenchmarkIngestKnown(b *testing.B) {
 	var ls lazyStore
 	ls.set(s)
 	h := adapter.New(&ls, adapter.Options{}, nil, nil)
-	post := func(body []byte) {
+	post := writePoster(b, h, "application/x-protobuf")
+	// The first round makes every series known.
+	first := nSeries / perReq
+	for _, body := range bodies[:first] {
+		post(body)
+	}
+	measureWrites(b, post, bodies[first:], perReq)
+}
+
+// writePoster is a function that sends one snappy-compressed remote-write
+// body of contentType to h and fails b unless h answers 204.
+func writePoster(b *testing.B, h http.Handler, contentType string) func([]byte) {
+	return func(body []byte) {
 		req := httptest.NewRequest(http.MethodPost, "/api/v1/write", nil)
-		req.Header.Set("Content-Type", "application/x-protobuf")
+		req.Header.Set("Content-Type", contentType)
 		req.Header.Set("Content-Encoding", "snappy")
 		req.Body = &bodyReader{b: body}
 		req.ContentLength = int64(len(body))
@@ -262,21 +251,23 @@ func BenchmarkIngestKnown(b *testing.B) {
 			b.Fatalf("status %d", w.code)
 		}
 	}
-	// The first round makes every series known.
-	first := nSeries / perReq
-	for _, body := range bodies[:first] {
-		post(body)
-	}
-	known := bodies[first:]
+}
+
+// measureWrites posts bodies in turn for b's loop, reports the wall and
+// CPU time per sample, and returns how many bodies it posted. CPU time,
+// garbage collection included: on a shared machine it moves less than
+// wall time when other jobs take the cores.
+func measureWrites(b *testing.B, post func([]byte), bodies [][]byte, perReq int) int {
 	b.ReportAllocs()
 	n := 0
 	cpu0 := processCPU(b)
 	for b.Loop() {
-		post(known[n%len(known)])
+		post(bodies[n%len(bodies)])
 		n++
 	}
 	cpu := processCPU(b) - cpu0
 	samples := float64(n * perReq)
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/samples, "ns/sample")
 	b.ReportMetric(float64(cpu.Nanoseconds())/samples, "cpu-ns/sample")
+	return n
 }
