@@ -32,11 +32,8 @@ func TestSlowWriteBelowTheDoneRange(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			engines(t, func(t *testing.T, open func(t *testing.T) engine.Engine) {
-				clk := &clock{}
-				clk.set(t0)
-				data := testData()
 				eng := open(t)
-				seed(t, eng, clk, data)
+				clk, data := seeded(t, eng)
 				gate := newGate(eng)
 				a := newNode(t, gate, clk, "a")
 				a.run(t)
@@ -111,11 +108,8 @@ func TestHoldAndKill(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			engines(t, func(t *testing.T, open func(t *testing.T) engine.Engine) {
-				clk := &clock{}
-				clk.set(t0)
-				data := testData()
 				eng := open(t)
-				seed(t, eng, clk, data)
+				clk, data := seeded(t, eng)
 				a := newNode(t, eng, clk, "a")
 				a.run(t)
 				from, _, _ := done(t, a.store, m5)
@@ -161,11 +155,8 @@ func TestHoldAndKill(t *testing.T) {
 // and then rolls every sample up in a few steps, not a step per unit of the
 // 2.5·10^12 hours the mark covers.
 func TestHoldOfHostileTimes(t *testing.T) {
-	clk := &clock{}
-	clk.set(t0)
-	data := testData()
 	eng := openPebble(t)
-	seed(t, eng, clk, data)
+	clk, data := seeded(t, eng)
 	a := newNode(t, eng, clk, "a")
 	a.run(t)
 	from, _, _ := done(t, a.store, m5)

@@ -131,6 +131,16 @@ func newNode(t *testing.T, eng engine.Engine, clk *clock, owner string, mod ...f
 
 // seed writes data through a store without a job, as KairosDB or an
 // adapter before rollups would have.
+// seeded is the clock at t0 and testData written into eng, the start of
+// most tests here.
+func seeded(t *testing.T, eng engine.Engine) (*clock, []series) {
+	clk := &clock{}
+	clk.set(t0)
+	data := testData()
+	seed(t, eng, clk, data)
+	return clk, data
+}
+
 func seed(t *testing.T, eng engine.Engine, clk *clock, data []series) {
 	t.Helper()
 	st, err := kairosstore.Open(t.Context(), eng, kairosstore.Options{Now: clk.Now}, nil, prometheus.NewRegistry())
@@ -434,11 +444,8 @@ func settle(clk *clock) { clk.set(clk.ms.Load() + 31*time.Second.Milliseconds())
 // the others overwritten in place.
 func TestLateWriteAndDelete(t *testing.T) {
 	engines(t, func(t *testing.T, open func(t *testing.T) engine.Engine) {
-		clk := &clock{}
-		clk.set(t0)
-		data := testData()
 		eng := open(t)
-		seed(t, eng, clk, data)
+		clk, data := seeded(t, eng)
 		n := newNode(t, eng, clk, "a")
 		n.run(t)
 		require.Equal(t, expected(data, 1000*hour), stored(t, n.store, "x", "y"))
@@ -611,11 +618,8 @@ func openPebble(t *testing.T) engine.Engine {
 // from 22:54).
 func TestUnknownMetricBackfilledAtOnce(t *testing.T) {
 	engines(t, func(t *testing.T, open func(t *testing.T) engine.Engine) {
-		clk := &clock{}
-		clk.set(t0)
-		data := testData()
 		eng := open(t)
-		seed(t, eng, clk, data)
+		clk, data := seeded(t, eng)
 		n := newNode(t, eng, clk, "a")
 		n.run(t)
 		require.Equal(t, expected(data, 1000*hour), stored(t, n.store, "x", "y"))

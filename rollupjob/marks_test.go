@@ -235,11 +235,8 @@ func TestWriteInFlightAsUnitCloses(t *testing.T) {
 // job start the range over: the new samples may be in units it has done.
 func TestMarkOutlivesItsRecomputation(t *testing.T) {
 	engines(t, func(t *testing.T, open func(t *testing.T) engine.Engine) {
-		clk := &clock{}
-		clk.set(t0)
-		data := testData()
 		eng := open(t)
-		seed(t, eng, clk, data)
+		clk, data := seeded(t, eng)
 		gate := newGate(eng)
 		n := newNode(t, gate, clk, "a", func(c *rollupjob.Config) { c.Span = time.Hour })
 		n.run(t)
@@ -282,11 +279,8 @@ func TestMarkOutlivesItsRecomputation(t *testing.T) {
 // again), and a write of the present stores no mark at all: the common
 // case costs no round trip.
 func TestFailedMarkFailsWrite(t *testing.T) {
-	clk := &clock{}
-	clk.set(t0)
-	data := testData()
 	eng := openPebble(t)
-	seed(t, eng, clk, data)
+	clk, data := seeded(t, eng)
 	gate := newGate(eng)
 	n := newNode(t, gate, clk, "a")
 	n.run(t)
@@ -333,11 +327,8 @@ func TestFailedMarkFailsWrite(t *testing.T) {
 // 2.5·10^12 hours before them one by one. A write at the maximum time
 // marks nothing.
 func TestMarkOfHostileTimes(t *testing.T) {
-	clk := &clock{}
-	clk.set(t0)
-	data := testData()
 	eng := openPebble(t)
-	seed(t, eng, clk, data)
+	clk, data := seeded(t, eng)
 	gate := newGate(eng)
 	n := newNode(t, gate, clk, "a")
 	n.run(t)
