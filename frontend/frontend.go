@@ -57,11 +57,10 @@ type Options struct {
 	// nocache=1). Such parts only spread the query over the cores, and
 	// each costs its own parse, plan, series lookup and row_keys checks,
 	// so twice as many as Parallelism (the parts are not equally dear)
-	// do what 16 did, for 11-20 % less CPU on a year panel of rollups;
-	// in return a raw query holds more of its range at once, about twice
-	// the memory for a raw year (BENCHMARKS.md, "Issue #30: the panels'
-	// CPU outside the store"). Default 2·Parallelism+2, at most MaxParts;
-	// at least 3.
+	// do what 16 did, for less CPU; in return a raw query holds more of
+	// its range at once, and more memory (both measured in BENCHMARKS.md,
+	// "Issue #30: the panels' CPU outside the store"). Default
+	// 2·Parallelism+2, at most MaxParts; at least 3.
 	UncachedParts int
 	// Parallelism is how many sub-queries of one query run at once;
 	// default GOMAXPROCS.
