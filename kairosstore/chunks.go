@@ -19,8 +19,8 @@ import (
 // series come as XOR chunks of at most chunkSamples samples, what a
 // streamed remote read sends (docs/remote-protocols.md §5.4). The chunks of
 // a float series are encoded while its cells are read, without keeping its
-// samples first: keeping them, then iterating them into chunks, cost about
-// a fifth of the adapter's CPU in such a read.
+// samples first: keeping them, then iterating them into chunks, was a
+// large part of the adapter's CPU in such a read.
 func (s *Store) ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
 	return &chunkQuerier{querier: &querier{s: s, mint: mint, maxt: maxt}}, nil
 }

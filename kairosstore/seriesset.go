@@ -51,8 +51,8 @@ type seriesSet struct {
 	lastLen atomic.Int64
 	// measured: a read has completed and set lastLen. Until then reads
 	// ahead are not launched: each would grow its samples from nothing,
-	// and copying them as they grow was a fifth of a raw year panel's CPU
-	// (BENCHMARKS.md, "Issue #31, second pass").
+	// and copying them as they grow was a large part of a raw year
+	// panel's CPU (BENCHMARKS.md, "Issue #31, second pass").
 	measured atomic.Bool
 }
 
