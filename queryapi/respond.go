@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/prometheus/prometheus/promql"
@@ -151,9 +153,24 @@ func compress(w http.ResponseWriter, r *http.Request) (_ http.ResponseWriter, do
 	}
 	w.Header().Set("Content-Encoding", "gzip")
 	w.Header().Add("Vary", "Accept-Encoding")
-	gz := gzip.NewWriter(w)
-	return gzipWriter{ResponseWriter: w, w: gz}, func() { _ = gz.Close() }
+	gz, _ := gzipWriters.Get().(*gzip.Writer)
+	if gz == nil {
+		gz = gzip.NewWriter(w)
+	} else {
+		gz.Reset(w)
+	}
+	return gzipWriter{ResponseWriter: w, w: gz}, func() {
+		_ = gz.Close()
+		gz.Reset(io.Discard) // no answer's writer stays reachable from the pool
+		gzipWriters.Put(gz)
+	}
 }
+
+// gzipWriters are the writers of finished answers: a new one allocates its
+// compressor's tables, some hundreds of KiB, which cost a small answer more
+// than compressing it. A writer is only a cache of those tables; Reset
+// leaves nothing of the answer before.
+var gzipWriters sync.Pool
 
 func acceptsGzip(r *http.Request) bool {
 	for _, enc := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
