@@ -351,7 +351,7 @@ func (s *Store) readCounter(ctx context.Context, ref *index.Series, rkey rollupK
 	if p.rng > 0 && p.rng <= math.MaxInt64-r {
 		reach = (p.rng + r - 1) / r * r
 	}
-	mid := &listSeries{lset: ref.Labels}
+	mid := &listSeries{lset: ref.Labels, ts: make([]int64, 0, len(all.ts)), vs: make([]float64, 0, len(all.ts))}
 	var rawEnds []span // bucket ends read raw
 	keep := spanFilter{spans: clip(p.spans, p.rollFrom, p.rollTo)}
 	for i, e := range all.ts {
