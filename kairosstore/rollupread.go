@@ -203,14 +203,19 @@ func addSat(a, b int64) int64 {
 	return s
 }
 
-// clip is the parts of spans within [lo, hi].
+// clip is the parts of spans (sorted, disjoint) within [lo, hi], in a
+// slice of their number.
 func clip(spans []span, lo, hi int64) []span {
-	var out []span
-	for _, sp := range spans {
-		if l, h := max(sp.lo, lo), min(sp.hi, hi); l <= h {
-			out = append(out, span{l, h})
-		}
+	if lo > hi {
+		return nil
 	}
+	in := overlapping(spans, lo, hi)
+	if len(in) == 0 {
+		return nil
+	}
+	out := slices.Clone(in)
+	out[0].lo = max(out[0].lo, lo)
+	out[len(out)-1].hi = min(out[len(out)-1].hi, hi)
 	return out
 }
 
@@ -305,6 +310,9 @@ func (s *Store) readPlanned(ctx context.Context, ref *index.Series, p *plannedRe
 	}
 	if p.Aggregate == rollup.Count {
 		before, after = ones(before), ones(after)
+	}
+	if len(before.ts) == 0 && len(after.ts) == 0 {
+		return mid, nil // mostly so, in the parts of a split query: no copy
 	}
 	out := &listSeries{lset: ref.Labels}
 	out.ts = slices.Concat(before.ts, mid.ts, after.ts)
