@@ -203,14 +203,19 @@ func addSat(a, b int64) int64 {
 	return s
 }
 
-// clip is the parts of spans within [lo, hi].
+// clip is the parts of spans (sorted, disjoint) within [lo, hi], in a
+// slice of their number.
 func clip(spans []span, lo, hi int64) []span {
-	var out []span
-	for _, sp := range spans {
-		if l, h := max(sp.lo, lo), min(sp.hi, hi); l <= h {
-			out = append(out, span{l, h})
-		}
+	if lo > hi {
+		return nil
 	}
+	in := overlapping(spans, lo, hi)
+	if len(in) == 0 {
+		return nil
+	}
+	out := slices.Clone(in)
+	out[0].lo = max(out[0].lo, lo)
+	out[len(out)-1].hi = min(out[len(out)-1].hi, hi)
 	return out
 }
 
@@ -306,6 +311,9 @@ func (s *Store) readPlanned(ctx context.Context, ref *index.Series, p *plannedRe
 	if p.Aggregate == rollup.Count {
 		before, after = ones(before), ones(after)
 	}
+	if len(before.ts) == 0 && len(after.ts) == 0 {
+		return mid, nil // mostly so, in the parts of a split query: no copy
+	}
 	out := &listSeries{lset: ref.Labels}
 	out.ts = slices.Concat(before.ts, mid.ts, after.ts)
 	out.vs = slices.Concat(before.vs, mid.vs, after.vs)
@@ -351,7 +359,7 @@ func (s *Store) readCounter(ctx context.Context, ref *index.Series, rkey rollupK
 	if p.rng > 0 && p.rng <= math.MaxInt64-r {
 		reach = (p.rng + r - 1) / r * r
 	}
-	mid := &listSeries{lset: ref.Labels}
+	mid := &listSeries{lset: ref.Labels, ts: make([]int64, 0, len(all.ts)), vs: make([]float64, 0, len(all.ts))}
 	var rawEnds []span // bucket ends read raw
 	keep := spanFilter{spans: clip(p.spans, p.rollFrom, p.rollTo)}
 	for i, e := range all.ts {
@@ -359,10 +367,12 @@ func (s *Store) readCounter(ctx context.Context, ref *index.Series, rkey rollupK
 			continue
 		}
 		mid.ts, mid.vs = append(mid.ts, e), append(mid.vs, all.vs[i])
-		if !present(e - r) {
+		// A neighbour read is present: all.ts holds only times in seen, so
+		// most buckets are answered without searching seen and all.ts.
+		if !(i > 0 && all.ts[i-1] == e-r) && !present(e-r) {
 			rawEnds = append(rawEnds, span{e, min(addSat(e, reach), p.rollTo)})
 		}
-		if !present(addSat(e, r)) {
+		if !(i+1 < len(all.ts) && all.ts[i+1] == addSat(e, r)) && !present(addSat(e, r)) {
 			rawEnds = append(rawEnds, span{max(addSat(e, -reach), p.rollFrom), e})
 		}
 	}
@@ -682,6 +692,9 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 	defer s.observe("data_points_rollup", t0)
 	read := 0
 	defer func() { s.m.cellsRead.WithLabelValues("rollup").Add(float64(read)) }()
+	if n := rollupCap(spans, res.Millis()); n > 0 {
+		out.ts, out.vs = make([]int64, 0, n), make([]float64, 0, n)
+	}
 	w := s.spec.WidthMillis()
 	var key []byte
 	rollupRow := index.Row{DataType: codec.TypeDouble} // rollups are kairos_double rows
@@ -725,4 +738,31 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 		return nil, fmt.Errorf("read rollups of %s: %w", ref.Labels, err)
 	}
 	return out, nil
+}
+
+// maxRollupCap bounds the points readRollup sizes its answer for before
+// reading: a year of hourly buckets. Beyond it the answer grows as it is
+// read, so spans over centuries of missing rows allocate nothing.
+const maxRollupCap = 8784
+
+// rollupCap is the number of bucket ends of width r within spans, at most
+// maxRollupCap: the points a read of spans answers where every bucket has
+// one.
+func rollupCap(spans []span, r int64) int {
+	if r <= 0 {
+		return 0
+	}
+	n := uint64(0)
+	for _, sp := range spans {
+		// sp.lo <= sp.hi, so the width never overflows as uint64; each
+		// term is checked before it is added, so n never wraps.
+		k := (uint64(sp.hi) - uint64(sp.lo)) / uint64(r)
+		if k >= maxRollupCap {
+			return maxRollupCap
+		}
+		if n += k + 1; n >= maxRollupCap {
+			return maxRollupCap
+		}
+	}
+	return int(n)
 }

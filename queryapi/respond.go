@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -151,9 +152,32 @@ func compress(w http.ResponseWriter, r *http.Request) (_ http.ResponseWriter, do
 	}
 	w.Header().Set("Content-Encoding", "gzip")
 	w.Header().Add("Vary", "Accept-Encoding")
-	gz := gzip.NewWriter(w)
-	return gzipWriter{ResponseWriter: w, w: gz}, func() { _ = gz.Close() }
+	var gz *gzip.Writer
+	select {
+	case gz = <-gzipWriters:
+		gz.Reset(w)
+	default:
+		gz = gzip.NewWriter(w)
+	}
+	return gzipWriter{ResponseWriter: w, w: gz}, func() {
+		_ = gz.Close()
+		gz.Reset(io.Discard) // no answer's writer stays reachable from the free list
+		select {
+		case gzipWriters <- gz:
+		default:
+		}
+	}
 }
+
+// gzipWriters are writers of finished answers, kept for the next: a new
+// one allocates its compressor's tables, about 1 MiB, which cost a small
+// answer more than compressing it. A sync.Pool lost them at every other
+// garbage collection, which a busy query API runs every few answers; this
+// list keeps gzipFree of them (gzipFree MiB) for good. A writer is only a
+// cache of those tables: Reset leaves nothing of the answer before.
+var gzipWriters = make(chan *gzip.Writer, gzipFree)
+
+const gzipFree = 4
 
 func acceptsGzip(r *http.Request) bool {
 	for _, enc := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {

@@ -2,10 +2,12 @@ package queryapi
 
 import (
 	"compress/gzip"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,5 +96,51 @@ func TestRespondDoesNotParseItsAnswer(t *testing.T) {
 	}
 	if string(got) != want {
 		t.Errorf("gzipped answer differs from the plain one (%d against %d bytes)", len(got), len(want))
+	}
+}
+
+// TestGzipWriterReused: a gzipped answer reuses a finished answer's
+// compressor instead of allocating its tables (about 1 MiB) again, which
+// cost a small answer more than compressing it, also across garbage
+// collections; and the reused writer keeps nothing of the answer before.
+func TestGzipWriterReused(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	zipped := httptest.NewRequest(http.MethodGet, "/api/v1/query_range", nil)
+	zipped.Header.Set("Accept-Encoding", "gzip")
+	answer := func(data string) string {
+		rec := httptest.NewRecorder()
+		Respond(rec, zipped, logger, RangeAnswer{Data: json.RawMessage(data)})
+		zr, err := gzip.NewReader(rec.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(got)
+	}
+	a, b := answer(`{"resultType":"vector","result":[]}`), answer(`{"resultType":"scalar","result":[0,"1"]}`)
+	if !strings.Contains(a, `"vector"`) || !strings.Contains(b, `"scalar"`) || strings.Contains(b, "vector") {
+		t.Fatalf("answers %q and %q", a, b)
+	}
+
+	data := json.RawMessage(`{"resultType":"vector","result":[]}`)
+	const n = 50
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		if i%10 == 0 {
+			// A busy API collects every few answers; a sync.Pool would
+			// have dropped its writers after these two.
+			runtime.GC()
+			runtime.GC()
+		}
+		Respond(&discardWriter{h: http.Header{}}, zipped, logger, RangeAnswer{Data: data})
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 64<<10 {
+		t.Errorf("a gzipped empty answer allocated %d bytes, want at most 64 KiB", per)
 	}
 }

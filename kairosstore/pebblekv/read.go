@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -140,6 +141,59 @@ func (e *Engine) RowKeys(ctx context.Context, metric string, rowTime int64, fn f
 func (e *Engine) RowKeyExists(ctx context.Context, metric string, rowTime int64, dataType string, tags []codec.Tag) (bool, error) {
 	_, ok, err := e.get(ctx, appendRowKeysKey(nil, metric, rowTime, dataType, canonicalTags(nil, tags)))
 	return ok, err
+}
+
+// RowKeysExist reports which of the row_keys entries (metric, rowTime,
+// dataType, tags[i]) are visible, as RowKeyExists each, through one
+// iterator over the partition: the index checks a kept listing's
+// candidates with it, where a point read per candidate cost a lookup of
+// every level's sstables each (BENCHMARKS.md, "Issue #30: the embedded
+// panels"). The entries are sought in key order, so the iterator only
+// moves forward.
+func (e *Engine) RowKeysExist(ctx context.Context, metric string, rowTime int64, dataType string, tags [][]codec.Tag) (_ []bool, err error) {
+	exists := make([]bool, len(tags))
+	if len(tags) == 0 {
+		return exists, nil
+	}
+	if err := e.usable(ctx); err != nil {
+		return nil, err
+	}
+	prefix := appendRowKeysPrefix(nil, metric, rowTime)
+	keys := make([][]byte, len(tags))
+	var scratch []codec.Tag
+	for i, t := range tags {
+		scratch = canonicalTags(scratch, t)
+		keys[i] = appendRowKeysKey(nil, metric, rowTime, dataType, scratch)
+	}
+	order := make([]int, len(tags))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(keys[a], keys[b]) })
+	it, err := e.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, it.Close()) }()
+	now := e.now().Unix()
+	for _, i := range order {
+		if !it.SeekGE(keys[i]) || !bytes.Equal(it.Key(), keys[i]) {
+			if err := it.Error(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, err
+		}
+		ent, err := decodeEntry(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: key %x", err, keys[i])
+		}
+		exists[i] = ent.visible(now)
+	}
+	return exists, nil
 }
 
 // TagIndexedRowKeys lists the tag_indexed_row_keys entries of (metric,
