@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
 
+	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
 	"github.com/kairos-remote/kairos-adapter/readhint"
@@ -683,32 +684,40 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 	read := 0
 	defer func() { s.m.cellsRead.WithLabelValues("rollup").Add(float64(read)) }()
 	w := s.spec.WidthMillis()
-	var key []byte
-	rollupRow := index.Row{DataType: codec.TypeDouble} // rollups are kairos_double rows
+	// An engine without a rows reader (Cassandra) answers each row in a
+	// round trip of its own: its rows are read a batch at once, so a year
+	// of 3-week rows waits for 3 round trips in a row, not 18.
+	_, serial := s.eng.(rowsReader)
+	var batch []rollupRowRead
+	flush := func(cells cellsFunc) error {
+		err := s.readRollupRows(ctx, ref, cells, batch, out)
+		for i := range batch {
+			read += batch[i].read
+		}
+		batch = batch[:0]
+		return err
+	}
 	// A rollup row holds a cell per bucket end at most, so a gap of
 	// sliceCells buckets between windows is read through, not around: at a
 	// step of 6h, the 1h buckets of a year are a slice per row, not one per
 	// window (1,460).
 	err := s.cellsOfRows(ctx, func(cells cellsFunc) error {
 		for _, sl := range coalesce(spans, sliceCells*res.Millis()) {
-			keep := spanFilter{spans: overlapping(spans, sl.lo, sl.hi)}
+			keep := overlapping(spans, sl.lo, sl.hi)
 			for t := sl.lo; t <= sl.hi; {
 				rt := s.spec.RowTime(t)
-				key = codec.AppendRowKey(key[:0], codec.RowKey{Metric: k.metric, RowTime: rt, DataType: codec.TypeDouble, Tags: k.tags})
-				lo, hi := s.spec.SliceBounds(rt, sl.lo, sl.hi)
-				err := cells(key, lo, hi, func(col uint32, b []byte) error {
-					read++
-					ts := s.spec.Timestamp(rt, col)
-					if ts < sl.lo || ts > sl.hi || !keep.in(ts) {
-						return nil
+				if len(batch) == cap(batch) {
+					batch = slices.Grow(batch, 1)
+				}
+				batch = batch[:len(batch)+1]
+				r := &batch[len(batch)-1]
+				r.key = codec.AppendRowKey(r.key[:0], codec.RowKey{Metric: k.metric, RowTime: rt, DataType: codec.TypeDouble, Tags: k.tags})
+				r.rt, r.sl, r.keep, r.read = rt, sl, overlapping(keep, max(sl.lo, rt), min(sl.hi, addSat(rt, w-1))), 0
+				r.lo, r.hi = s.spec.SliceBounds(rt, sl.lo, sl.hi)
+				if serial || len(batch) == rollupRowsAtOnce {
+					if err := flush(cells); err != nil {
+						return err
 					}
-					if v, ok := s.floatCell(&rollupRow, col, b); ok {
-						out.ts, out.vs = append(out.ts, ts), append(out.vs, v)
-					}
-					return nil
-				})
-				if err != nil {
-					return err
 				}
 				if rt > math.MaxInt64-w {
 					break // the last row window: rt + w would wrap
@@ -716,7 +725,7 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 				t = rt + w
 			}
 		}
-		return nil
+		return flush(cells)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read rollups of %s: %w", ref.Labels, err)
@@ -725,4 +734,68 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 		return nil, fmt.Errorf("read rollups of %s: %w", ref.Labels, err)
 	}
 	return out, nil
+}
+
+// rollupRowsAtOnce bounds the rows of one rollup series read at once where
+// each is a round trip (Cassandra); the store's read-ahead runs up to
+// ReadConcurrency series at once, each with this many rows.
+const rollupRowsAtOnce = 8
+
+// rollupRowRead is one row slice of a rollup read.
+type rollupRowRead struct {
+	key    []byte
+	rt     int64
+	lo, hi uint32
+	sl     span   // the slice's range
+	keep   []span // the spans within sl
+	read   int    // cells read
+	ts     []int64
+	vs     []float64
+	err    error
+}
+
+// readRollupRows reads the rows of batch and appends their points to out
+// in batch order: one row in place, several at once, each into its own
+// slices. Every goroutine has ended when it returns.
+func (s *Store) readRollupRows(ctx context.Context, ref *index.Series, cells cellsFunc, batch []rollupRowRead, out *listSeries) error {
+	rollupRow := index.Row{DataType: codec.TypeDouble} // rollups are kairos_double rows
+	readRow := func(r *rollupRowRead, ts *[]int64, vs *[]float64) error {
+		keep := spanFilter{spans: r.keep}
+		return cells(r.key, r.lo, r.hi, func(col uint32, b []byte) error {
+			r.read++
+			t := s.spec.Timestamp(r.rt, col)
+			if t < r.sl.lo || t > r.sl.hi || !keep.in(t) {
+				return nil
+			}
+			if v, ok := s.floatCell(&rollupRow, col, b); ok {
+				*ts, *vs = append(*ts, t), append(*vs, v)
+			}
+			return nil
+		})
+	}
+	if len(batch) == 1 {
+		return readRow(&batch[0], &out.ts, &out.vs)
+	}
+	var wg sync.WaitGroup
+	for i := range batch {
+		r := &batch[i]
+		r.ts, r.vs, r.err = r.ts[:0], r.vs[:0], nil
+		wg.Go(func() {
+			// A panic here would end the process, not the query.
+			defer func() {
+				if p := recover(); p != nil {
+					r.err = recovered.Err(s.log, "read of rollups of "+ref.Labels.String(), p)
+				}
+			}()
+			r.err = readRow(r, &r.ts, &r.vs)
+		})
+	}
+	wg.Wait()
+	for i := range batch {
+		if err := batch[i].err; err != nil {
+			return err
+		}
+		out.ts, out.vs = append(out.ts, batch[i].ts...), append(out.vs, batch[i].vs...)
+	}
+	return nil
 }
