@@ -714,6 +714,15 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 				r.key = codec.AppendRowKey(r.key[:0], codec.RowKey{Metric: k.metric, RowTime: rt, DataType: codec.TypeDouble, Tags: k.tags})
 				r.rt, r.sl, r.keep, r.read = rt, sl, overlapping(keep, max(sl.lo, rt), min(sl.hi, addSat(rt, w-1))), 0
 				r.lo, r.hi = s.spec.SliceBounds(rt, sl.lo, sl.hi)
+				// A row read whole joins the statement of the whole rows
+				// beside it, where the buckets it reads beyond sl cost less
+				// than a statement.
+				if _, ok := s.eng.(keysReader); ok {
+					over := uint64(max(sl.lo, rt)-rt) + uint64(addSat(rt, w-1)-min(sl.hi, addSat(rt, w-1)))
+					if over/uint64(res.Millis()) <= sliceCells {
+						r.lo, r.hi = s.spec.SliceBounds(rt, rt, addSat(rt, w))
+					}
+				}
 				if serial || len(batch) == rollupRowsAtOnce {
 					if err := flush(cells); err != nil {
 						return err
@@ -734,6 +743,12 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 		return nil, fmt.Errorf("read rollups of %s: %w", ref.Labels, err)
 	}
 	return out, nil
+}
+
+// keysReader is an engine that reads rows of the same bounds in one
+// statement (cql.Engine.CellsOfKeys).
+type keysReader interface {
+	CellsOfKeys(ctx context.Context, keys [][]byte, lo, hi uint32, fn func(row int, column uint32, value []byte) error) error
 }
 
 // rollupRowsAtOnce bounds the rows of one rollup series read at once where
@@ -776,19 +791,52 @@ func (s *Store) readRollupRows(ctx context.Context, ref *index.Series, cells cel
 	if len(batch) == 1 {
 		return readRow(&batch[0], &out.ts, &out.vs)
 	}
-	var wg sync.WaitGroup
 	for i := range batch {
 		r := &batch[i]
 		r.ts, r.vs, r.err = r.ts[:0], r.vs[:0], nil
+	}
+	// Rows of the same bounds (whole rows, between a slice's first and
+	// last) go in one statement where the engine has one for several.
+	kr, _ := s.eng.(keysReader)
+	var wg sync.WaitGroup
+	read := func(rows []rollupRowRead) {
 		wg.Go(func() {
 			// A panic here would end the process, not the query.
 			defer func() {
 				if p := recover(); p != nil {
-					r.err = recovered.Err(s.log, "read of rollups of "+ref.Labels.String(), p)
+					rows[0].err = recovered.Err(s.log, "read of rollups of "+ref.Labels.String(), p)
 				}
 			}()
-			r.err = readRow(r, &r.ts, &r.vs)
+			if len(rows) == 1 {
+				rows[0].err = readRow(&rows[0], &rows[0].ts, &rows[0].vs)
+				return
+			}
+			keys := make([][]byte, len(rows))
+			keeps := make([]spanFilter, len(rows))
+			for i := range rows {
+				keys[i], keeps[i] = rows[i].key, spanFilter{spans: rows[i].keep}
+			}
+			rows[0].err = kr.CellsOfKeys(ctx, keys, rows[0].lo, rows[0].hi, func(i int, col uint32, b []byte) error {
+				r := &rows[i]
+				r.read++
+				t := s.spec.Timestamp(r.rt, col)
+				if t < r.sl.lo || t > r.sl.hi || !keeps[i].in(t) {
+					return nil
+				}
+				if v, ok := s.floatCell(&rollupRow, col, b); ok {
+					r.ts, r.vs = append(r.ts, t), append(r.vs, v)
+				}
+				return nil
+			})
 		})
+	}
+	for i := 0; i < len(batch); {
+		j := i + 1
+		for kr != nil && j < len(batch) && batch[j].lo == batch[i].lo && batch[j].hi == batch[i].hi {
+			j++
+		}
+		read(batch[i:j])
+		i = j
 	}
 	wg.Wait()
 	for i := range batch {
