@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
 
+	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
 	"github.com/kairos-remote/kairos-adapter/readhint"
@@ -696,32 +697,49 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 		out.ts, out.vs = make([]int64, 0, n), make([]float64, 0, n)
 	}
 	w := s.spec.WidthMillis()
-	var key []byte
-	rollupRow := index.Row{DataType: codec.TypeDouble} // rollups are kairos_double rows
+	// An engine without a rows reader (Cassandra) answers each row in a
+	// round trip of its own: its rows are read a batch at once, so a year
+	// of 3-week rows waits for 3 round trips in a row, not 18.
+	_, serial := s.eng.(rowsReader)
+	var batch []rollupRowRead
+	flush := func(cells cellsFunc) error {
+		err := s.readRollupRows(ctx, ref, cells, batch, out)
+		for i := range batch {
+			read += batch[i].read
+		}
+		batch = batch[:0]
+		return err
+	}
 	// A rollup row holds a cell per bucket end at most, so a gap of
 	// sliceCells buckets between windows is read through, not around: at a
 	// step of 6h, the 1h buckets of a year are a slice per row, not one per
 	// window (1,460).
 	err := s.cellsOfRows(ctx, func(cells cellsFunc) error {
 		for _, sl := range coalesce(spans, sliceCells*res.Millis()) {
-			keep := spanFilter{spans: overlapping(spans, sl.lo, sl.hi)}
+			keep := overlapping(spans, sl.lo, sl.hi)
 			for t := sl.lo; t <= sl.hi; {
 				rt := s.spec.RowTime(t)
-				key = codec.AppendRowKey(key[:0], codec.RowKey{Metric: k.metric, RowTime: rt, DataType: codec.TypeDouble, Tags: k.tags})
-				lo, hi := s.spec.SliceBounds(rt, sl.lo, sl.hi)
-				err := cells(key, lo, hi, func(col uint32, b []byte) error {
-					read++
-					ts := s.spec.Timestamp(rt, col)
-					if ts < sl.lo || ts > sl.hi || !keep.in(ts) {
-						return nil
+				if len(batch) == cap(batch) {
+					batch = slices.Grow(batch, 1)
+				}
+				batch = batch[:len(batch)+1]
+				r := &batch[len(batch)-1]
+				r.key = codec.AppendRowKey(r.key[:0], codec.RowKey{Metric: k.metric, RowTime: rt, DataType: codec.TypeDouble, Tags: k.tags})
+				r.rt, r.sl, r.keep, r.read = rt, sl, overlapping(keep, max(sl.lo, rt), min(sl.hi, addSat(rt, w-1))), 0
+				r.lo, r.hi = s.spec.SliceBounds(rt, sl.lo, sl.hi)
+				// A row read whole joins the statement of the whole rows
+				// beside it, where the buckets it reads beyond sl cost less
+				// than a statement.
+				if _, ok := s.eng.(keysReader); ok {
+					over := uint64(max(sl.lo, rt)-rt) + uint64(addSat(rt, w-1)-min(sl.hi, addSat(rt, w-1)))
+					if over/uint64(res.Millis()) <= sliceCells {
+						r.lo, r.hi = s.spec.SliceBounds(rt, rt, addSat(rt, w))
 					}
-					if v, ok := s.floatCell(&rollupRow, col, b); ok {
-						out.ts, out.vs = append(out.ts, ts), append(out.vs, v)
+				}
+				if serial || len(batch) == rollupRowsAtOnce {
+					if err := flush(cells); err != nil {
+						return err
 					}
-					return nil
-				})
-				if err != nil {
-					return err
 				}
 				if rt > math.MaxInt64-w {
 					break // the last row window: rt + w would wrap
@@ -729,7 +747,7 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 				t = rt + w
 			}
 		}
-		return nil
+		return flush(cells)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read rollups of %s: %w", ref.Labels, err)
@@ -765,4 +783,107 @@ func rollupCap(spans []span, r int64) int {
 		}
 	}
 	return int(n)
+}
+
+// keysReader is an engine that reads rows of the same bounds in one
+// statement (cql.Engine.CellsOfKeys).
+type keysReader interface {
+	CellsOfKeys(ctx context.Context, keys [][]byte, lo, hi uint32, fn func(row int, column uint32, value []byte) error) error
+}
+
+// rollupRowsAtOnce bounds the rows of one rollup series read at once where
+// each is a round trip (Cassandra); the store's read-ahead runs up to
+// ReadConcurrency series at once, each with this many rows.
+const rollupRowsAtOnce = 8
+
+// rollupRowRead is one row slice of a rollup read.
+type rollupRowRead struct {
+	key    []byte
+	rt     int64
+	lo, hi uint32
+	sl     span   // the slice's range
+	keep   []span // the spans within sl
+	read   int    // cells read
+	ts     []int64
+	vs     []float64
+	err    error
+}
+
+// readRollupRows reads the rows of batch and appends their points to out
+// in batch order: one row in place, several at once, each into its own
+// slices. Every goroutine has ended when it returns.
+func (s *Store) readRollupRows(ctx context.Context, ref *index.Series, cells cellsFunc, batch []rollupRowRead, out *listSeries) error {
+	rollupRow := index.Row{DataType: codec.TypeDouble} // rollups are kairos_double rows
+	readRow := func(r *rollupRowRead, ts *[]int64, vs *[]float64) error {
+		keep := spanFilter{spans: r.keep}
+		return cells(r.key, r.lo, r.hi, func(col uint32, b []byte) error {
+			r.read++
+			t := s.spec.Timestamp(r.rt, col)
+			if t < r.sl.lo || t > r.sl.hi || !keep.in(t) {
+				return nil
+			}
+			if v, ok := s.floatCell(&rollupRow, col, b); ok {
+				*ts, *vs = append(*ts, t), append(*vs, v)
+			}
+			return nil
+		})
+	}
+	if len(batch) == 1 {
+		return readRow(&batch[0], &out.ts, &out.vs)
+	}
+	for i := range batch {
+		r := &batch[i]
+		r.ts, r.vs, r.err = r.ts[:0], r.vs[:0], nil
+	}
+	// Rows of the same bounds (whole rows, between a slice's first and
+	// last) go in one statement where the engine has one for several.
+	kr, _ := s.eng.(keysReader)
+	var wg sync.WaitGroup
+	read := func(rows []rollupRowRead) {
+		wg.Go(func() {
+			// A panic here would end the process, not the query.
+			defer func() {
+				if p := recover(); p != nil {
+					rows[0].err = recovered.Err(s.log, "read of rollups of "+ref.Labels.String(), p)
+				}
+			}()
+			if len(rows) == 1 {
+				rows[0].err = readRow(&rows[0], &rows[0].ts, &rows[0].vs)
+				return
+			}
+			keys := make([][]byte, len(rows))
+			keeps := make([]spanFilter, len(rows))
+			for i := range rows {
+				keys[i], keeps[i] = rows[i].key, spanFilter{spans: rows[i].keep}
+			}
+			rows[0].err = kr.CellsOfKeys(ctx, keys, rows[0].lo, rows[0].hi, func(i int, col uint32, b []byte) error {
+				r := &rows[i]
+				r.read++
+				t := s.spec.Timestamp(r.rt, col)
+				if t < r.sl.lo || t > r.sl.hi || !keeps[i].in(t) {
+					return nil
+				}
+				if v, ok := s.floatCell(&rollupRow, col, b); ok {
+					r.ts, r.vs = append(r.ts, t), append(r.vs, v)
+				}
+				return nil
+			})
+		})
+	}
+	for i := 0; i < len(batch); {
+		j := i + 1
+		for kr != nil && j < len(batch) && batch[j].lo == batch[i].lo && batch[j].hi == batch[i].hi {
+			j++
+		}
+		read(batch[i:j])
+		i = j
+	}
+	wg.Wait()
+	for i := range batch {
+		if err := batch[i].err; err != nil {
+			return err
+		}
+		out.ts, out.vs = append(out.ts, batch[i].ts...), append(out.vs, batch[i].vs...)
+	}
+	return nil
 }

@@ -82,6 +82,12 @@ func newSeriesSet(ctx context.Context, s *Store, refs []*index.Series, start, en
 		})
 	}
 	ss := &seriesSet{ctx: ctx, s: s, refs: refs, start: start, end: end, budget: budgetOf(ctx), chunked: chunked, planned: planned, ahead: map[int]chan fetched{}, reads: reads}
+	// A read of rollups sizes nothing by lastLen, and on Cassandra waiting
+	// for the first series alone is a series' round trips in a row: its
+	// reads ahead start with it.
+	if planned != nil && planned.rolled && !chunked {
+		ss.measured.Store(true)
+	}
 	ss.mu.Lock()
 	ss.fill(0)
 	ss.mu.Unlock()

@@ -224,6 +224,36 @@ func (e *Engine) Cells(ctx context.Context, rowKey []byte, lo, hi uint32, fn fun
 	}, selectCells, rowKey, column(lo), column(hi))
 }
 
+// CellsOfKeys is Cells of several rows with the same bounds in one
+// statement (key IN ?): one request where a row each is one per row, and
+// the node's cost of a read is mostly the request's, not its cells'. fn
+// gets the index in keys of each cell's row; the rows may come in any
+// order, the cells of a row in column order.
+func (e *Engine) CellsOfKeys(ctx context.Context, keys [][]byte, lo, hi uint32, fn func(row int, column uint32, value []byte) error) error {
+	if lo >= hi || len(keys) == 0 {
+		return nil
+	}
+	var key, col, value rawBytes
+	dest := []any{&key, &col, &value}
+	row := 0
+	return e.scan(ctx, "data_points", func(sc gocql.Scanner) error {
+		if err := sc.Scan(dest...); err != nil {
+			return scanErr(err)
+		}
+		if len(col) != 4 {
+			return fmt.Errorf("cassandra: data_points column1 of %d bytes, want 4 (§3.2)", len(col))
+		}
+		// A row's cells come together: the last row matched is checked first.
+		if !bytes.Equal(keys[row], key) {
+			row = slices.IndexFunc(keys, func(k []byte) bool { return bytes.Equal(k, key) })
+			if row < 0 {
+				return fmt.Errorf("cassandra: data_points row %x not asked for", []byte(key))
+			}
+		}
+		return fn(row, binary.BigEndian.Uint32(col), value)
+	}, selectCellsIn, keys, column(lo), column(hi))
+}
+
 // FirstCell is the first column of rowKey with lo <= column1 < hi.
 func (e *Engine) FirstCell(ctx context.Context, rowKey []byte, lo, hi uint32) (uint32, bool, error) {
 	var first uint32

@@ -114,6 +114,7 @@ const (
 	selectTagIndexed = `SELECT data_type, tags FROM tag_indexed_row_keys WHERE metric = ? AND table_name = ? AND row_time = ? AND single_tag_pair = ? ORDER BY data_type, tag_collection_hash`
 	selectLegacyKeys = `SELECT column1 FROM row_key_index WHERE key = ? AND column1 >= ? AND column1 < ?`
 	selectCells      = `SELECT column1, value FROM data_points WHERE key = ? AND column1 >= ? AND column1 < ?`
+	selectCellsIn    = `SELECT key, column1, value FROM data_points WHERE key IN ? AND column1 >= ? AND column1 < ?`
 	selectFirstCell  = `SELECT column1 FROM data_points WHERE key = ? AND column1 >= ? AND column1 < ? LIMIT 1`
 	selectNames      = `SELECT column1 FROM string_index WHERE key = ?`
 )
