@@ -113,6 +113,7 @@ type Frontend struct {
 	cache   *cache // nil when off
 	metrics *metrics
 	logger  *slog.Logger
+	gzip    *queryapi.Compressor
 }
 
 // New builds a frontend in front of inner, the query API's query_range
@@ -144,7 +145,7 @@ func New(inner Inner, opts Options, reg prometheus.Registerer, logger *slog.Logg
 	if p == nil {
 		p = parser.NewParser(parser.Options{})
 	}
-	f := &Frontend{inner: inner, opts: opts, parser: p, metrics: m, logger: logger}
+	f := &Frontend{inner: inner, opts: opts, parser: p, metrics: m, logger: logger, gzip: queryapi.NewCompressor()}
 	if opts.CacheBytes > 0 {
 		f.cache = newCache(opts.CacheBytes, opts.CacheTTL, opts.Now, m)
 	}

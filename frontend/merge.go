@@ -207,7 +207,7 @@ func (f *Frontend) respond(w http.ResponseWriter, r *http.Request, m *matrix) {
 	}
 	s.WriteRaw(`]}`)
 	// The stream only appends to its buffer, which sets no error.
-	queryapi.Respond(w, r, f.logger, queryapi.RangeAnswer{Data: stdjson.RawMessage(s.Buffer()), Warnings: m.warnings, Infos: m.infos})
+	f.gzip.Respond(w, r, f.logger, queryapi.RangeAnswer{Data: stdjson.RawMessage(s.Buffer()), Warnings: m.warnings, Infos: m.infos})
 }
 
 // answerSize is about the length of m's data as respond writes it: each

@@ -132,6 +132,7 @@ type API struct {
 	parser        parser.Parser
 	prepared      *prepared // the engine's parser
 	logger        *slog.Logger
+	gzip          *Compressor
 	now           func() time.Time
 	// What rollups.go plans reads with.
 	lookback    time.Duration
@@ -197,7 +198,7 @@ func New(store Store, opts Options, logger *slog.Logger, reg prometheus.Register
 	}
 	return &API{
 		store: store, maxSamples: max(opts.MaxSamples, 0), sampleLimit: opts.SampleLimit, limits: opts.Limits.withDefaults(), timeout: opts.Timeout,
-		evalInterval: interval, gate: g, adminAPI: opts.EnableAdminAPI, rangeFrontend: opts.RangeFrontend, runtime: opts.Runtime, rollups: opts.Rollups, snapshot: opts.Snapshot, engine: eng, parser: p, prepared: prep, logger: logger, now: time.Now,
+		evalInterval: interval, gate: g, adminAPI: opts.EnableAdminAPI, rangeFrontend: opts.RangeFrontend, runtime: opts.Runtime, rollups: opts.Rollups, snapshot: opts.Snapshot, engine: eng, parser: p, prepared: prep, logger: logger, gzip: NewCompressor(), now: time.Now,
 		lookback: opts.LookbackDelta, resolutions: sortResolutions(opts.RollupResolutions), sourceRes: src,
 	}
 }
@@ -288,7 +289,7 @@ func (a *API) handler(f func(*http.Request) (any, annotations.Annotations, *apiE
 		// A delete answers 204, with no body to compress.
 		if name != "delete_series" {
 			var done func()
-			w, done = compress(w, r)
+			w, done = a.gzip.compress(w, r)
 			defer done()
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxFormBytes)

@@ -141,20 +141,43 @@ func respondError(w http.ResponseWriter, logger *slog.Logger, e *apiError, ann a
 	write(w, logger, e.typ.status(), &response{Status: "error", ErrorType: e.typ, Error: e.err.Error(), Warnings: warn, Infos: info})
 }
 
-// compress is w gzipped when r accepts gzip, as Prometheus compresses its
-// answers: a range query over many series answers megabytes of JSON that
-// compresses tenfold. With Prometheus's compressor (klauspost's gzip at
-// its default level), not the standard library's, which took twice the
-// CPU for the same answer (BenchmarkRespond). done ends the stream.
-func compress(w http.ResponseWriter, r *http.Request) (_ http.ResponseWriter, done func()) {
+// Compressor gzips answers when the request accepts gzip, as Prometheus
+// compresses its answers: a range query over many series answers megabytes
+// of JSON that compresses tenfold. With Prometheus's compressor (klauspost's
+// gzip at its default level), not the standard library's, which took twice
+// the CPU for the same answer (BenchmarkRespond).
+//
+// It keeps the writers of finished answers for the next: a new one
+// allocates its compressor's tables, about 1 MiB, which cost a small answer
+// more than compressing it. A sync.Pool lost them at every other garbage
+// collection, which a busy query API runs every few answers; this list
+// keeps gzipFree of them (gzipFree MiB) for good. A writer is only a cache
+// of those tables: Reset leaves nothing of the answer before. Each part
+// that answers (the query API, the frontend) owns one; a nil Compressor
+// keeps none (error answers, which are small and rare).
+type Compressor struct{ free chan *gzip.Writer }
+
+const gzipFree = 4
+
+// NewCompressor is a Compressor that keeps gzipFree writers.
+func NewCompressor() *Compressor {
+	return &Compressor{free: make(chan *gzip.Writer, gzipFree)}
+}
+
+// compress is w gzipped when r accepts gzip; done ends the stream.
+func (c *Compressor) compress(w http.ResponseWriter, r *http.Request) (_ http.ResponseWriter, done func()) {
 	if !acceptsGzip(r) {
 		return w, func() {}
 	}
 	w.Header().Set("Content-Encoding", "gzip")
 	w.Header().Add("Vary", "Accept-Encoding")
+	var free chan *gzip.Writer
+	if c != nil {
+		free = c.free
+	}
 	var gz *gzip.Writer
 	select {
-	case gz = <-gzipWriters:
+	case gz = <-free:
 		gz.Reset(w)
 	default:
 		gz = gzip.NewWriter(w)
@@ -163,21 +186,11 @@ func compress(w http.ResponseWriter, r *http.Request) (_ http.ResponseWriter, do
 		_ = gz.Close()
 		gz.Reset(io.Discard) // no answer's writer stays reachable from the free list
 		select {
-		case gzipWriters <- gz:
+		case free <- gz:
 		default:
 		}
 	}
 }
-
-// gzipWriters are writers of finished answers, kept for the next: a new
-// one allocates its compressor's tables, about 1 MiB, which cost a small
-// answer more than compressing it. A sync.Pool lost them at every other
-// garbage collection, which a busy query API runs every few answers; this
-// list keeps gzipFree of them (gzipFree MiB) for good. A writer is only a
-// cache of those tables: Reset leaves nothing of the answer before.
-var gzipWriters = make(chan *gzip.Writer, gzipFree)
-
-const gzipFree = 4
 
 func acceptsGzip(r *http.Request) bool {
 	for _, enc := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {

@@ -44,13 +44,14 @@ func BenchmarkRespond(b *testing.B) {
 	r := httptest.NewRequest(http.MethodGet, "/api/v1/query_range", nil)
 	r.Header.Set("Accept-Encoding", "gzip, deflate")
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c := NewCompressor()
 	b.ReportAllocs()
 	for b.Loop() {
 		data, err := encodeResult(m, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		Respond(&discardWriter{h: http.Header{}}, r, logger, RangeAnswer{Data: data})
+		c.Respond(&discardWriter{h: http.Header{}}, r, logger, RangeAnswer{Data: data})
 	}
 }
 
@@ -65,16 +66,17 @@ func TestRespondDoesNotParseItsAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c := NewCompressor()
 	plain := httptest.NewRequest(http.MethodGet, "/api/v1/query_range", nil)
 	allocs := testing.AllocsPerRun(3, func() {
-		Respond(&discardWriter{h: http.Header{}}, plain, logger, RangeAnswer{Data: data})
+		c.Respond(&discardWriter{h: http.Header{}}, plain, logger, RangeAnswer{Data: data})
 	})
 	if allocs > 100 {
 		t.Errorf("writing a 29,220-point answer took %.0f allocations, want at most 100", allocs)
 	}
 
 	rec := httptest.NewRecorder()
-	Respond(rec, plain, logger, RangeAnswer{Data: data})
+	c.Respond(rec, plain, logger, RangeAnswer{Data: data})
 	want := rec.Body.String()
 	if !strings.HasPrefix(want, `{"status":"success","data":{"resultType":"matrix","result":[{"metric":`) {
 		t.Fatalf("answer starts %.80q", want)
@@ -82,7 +84,7 @@ func TestRespondDoesNotParseItsAnswer(t *testing.T) {
 	zipped := httptest.NewRequest(http.MethodGet, "/api/v1/query_range", nil)
 	zipped.Header.Set("Accept-Encoding", "gzip")
 	rec = httptest.NewRecorder()
-	Respond(rec, zipped, logger, RangeAnswer{Data: data})
+	c.Respond(rec, zipped, logger, RangeAnswer{Data: data})
 	if got := rec.Header().Get("Content-Encoding"); got != "gzip" {
 		t.Fatalf("Content-Encoding %q, want gzip", got)
 	}
@@ -105,11 +107,12 @@ func TestRespondDoesNotParseItsAnswer(t *testing.T) {
 // collections; and the reused writer keeps nothing of the answer before.
 func TestGzipWriterReused(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c := NewCompressor()
 	zipped := httptest.NewRequest(http.MethodGet, "/api/v1/query_range", nil)
 	zipped.Header.Set("Accept-Encoding", "gzip")
 	answer := func(data string) string {
 		rec := httptest.NewRecorder()
-		Respond(rec, zipped, logger, RangeAnswer{Data: json.RawMessage(data)})
+		c.Respond(rec, zipped, logger, RangeAnswer{Data: json.RawMessage(data)})
 		zr, err := gzip.NewReader(rec.Body)
 		if err != nil {
 			t.Fatal(err)
@@ -137,7 +140,7 @@ func TestGzipWriterReused(t *testing.T) {
 			runtime.GC()
 			runtime.GC()
 		}
-		Respond(&discardWriter{h: http.Header{}}, zipped, logger, RangeAnswer{Data: data})
+		c.Respond(&discardWriter{h: http.Header{}}, zipped, logger, RangeAnswer{Data: data})
 	}
 	runtime.ReadMemStats(&after)
 	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 64<<10 {

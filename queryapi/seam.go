@@ -54,7 +54,7 @@ func ErrorOf(err error) *Error { return &Error{api: classify(err)} }
 // code, error type and message, and the annotations, gzipped when r
 // accepts it.
 func (e *Error) Respond(w http.ResponseWriter, r *http.Request) {
-	w, done := compress(w, r)
+	w, done := (*Compressor)(nil).compress(w, r)
 	defer done()
 	// An envelope of strings always encodes: nothing to log.
 	write(w, slog.New(slog.DiscardHandler), e.api.typ.status(), &response{Status: "error", ErrorType: e.api.typ, Error: e.api.err.Error(), Warnings: e.warnings, Infos: e.infos})
@@ -62,9 +62,9 @@ func (e *Error) Respond(w http.ResponseWriter, r *http.Request) {
 
 // Respond writes ans, whose Data encodes as the "data" of the answer (the
 // frontend's merged matrix, already JSON), as the handler writes a
-// success: Prometheus's envelope, gzipped when r accepts it.
-func Respond(w http.ResponseWriter, r *http.Request, logger *slog.Logger, ans RangeAnswer) {
-	w, done := compress(w, r)
+// success: Prometheus's envelope, gzipped through c when r accepts it.
+func (c *Compressor) Respond(w http.ResponseWriter, r *http.Request, logger *slog.Logger, ans RangeAnswer) {
+	w, done := c.compress(w, r)
 	defer done()
 	write(w, logger, http.StatusOK, &response{Status: "success", Data: ans.Data, Warnings: ans.Warnings, Infos: ans.Infos})
 }
