@@ -814,17 +814,21 @@ type rollupRowRead struct {
 // slices. Every goroutine has ended when it returns.
 func (s *Store) readRollupRows(ctx context.Context, ref *index.Series, cells cellsFunc, batch []rollupRowRead, out *listSeries) error {
 	rollupRow := index.Row{DataType: codec.TypeDouble} // rollups are kairos_double rows
+	// add takes one cell of r: counted, and kept when keep (r's spans) holds it.
+	add := func(r *rollupRowRead, keep *spanFilter, ts *[]int64, vs *[]float64, col uint32, b []byte) {
+		r.read++
+		t := s.spec.Timestamp(r.rt, col)
+		if t < r.sl.lo || t > r.sl.hi || !keep.in(t) {
+			return
+		}
+		if v, ok := s.floatCell(&rollupRow, col, b); ok {
+			*ts, *vs = append(*ts, t), append(*vs, v)
+		}
+	}
 	readRow := func(r *rollupRowRead, ts *[]int64, vs *[]float64) error {
 		keep := spanFilter{spans: r.keep}
 		return cells(r.key, r.lo, r.hi, func(col uint32, b []byte) error {
-			r.read++
-			t := s.spec.Timestamp(r.rt, col)
-			if t < r.sl.lo || t > r.sl.hi || !keep.in(t) {
-				return nil
-			}
-			if v, ok := s.floatCell(&rollupRow, col, b); ok {
-				*ts, *vs = append(*ts, t), append(*vs, v)
-			}
+			add(r, &keep, ts, vs, col, b)
 			return nil
 		})
 	}
@@ -858,14 +862,7 @@ func (s *Store) readRollupRows(ctx context.Context, ref *index.Series, cells cel
 			}
 			rows[0].err = kr.CellsOfKeys(ctx, keys, rows[0].lo, rows[0].hi, func(i int, col uint32, b []byte) error {
 				r := &rows[i]
-				r.read++
-				t := s.spec.Timestamp(r.rt, col)
-				if t < r.sl.lo || t > r.sl.hi || !keeps[i].in(t) {
-					return nil
-				}
-				if v, ok := s.floatCell(&rollupRow, col, b); ok {
-					r.ts, r.vs = append(r.ts, t), append(r.vs, v)
-				}
+				add(r, &keeps[i], &r.ts, &r.vs, col, b)
 				return nil
 			})
 		})
