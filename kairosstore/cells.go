@@ -34,7 +34,11 @@ func (s *Store) readSeriesIn(ctx context.Context, ref *index.Series, spans []spa
 		row      *index.Row
 		dataType string
 	)
-	err := s.eachCellIn(ctx, ref, spans, budget, func(r *index.Row, t int64, col uint32, value []byte) (bool, error) {
+	var bulk *bulkRead
+	if dc, ok := s.eng.(doubleCells); ok {
+		bulk = &bulkRead{eng: dc, out: out, sorted: &sorted}
+	}
+	err := s.eachCellIn(ctx, ref, spans, budget, bulk, func(r *index.Row, t int64, col uint32, value []byte) (bool, error) {
 		var (
 			v   float64
 			h   *histogram.Histogram
@@ -102,7 +106,7 @@ func (s *Store) readSeriesIn(ctx context.Context, ref *index.Series, spans []spa
 // budgetStep samples a read; one already over it reads nothing. An error of
 // cell stops the read and is returned wrapped.
 func (s *Store) eachCell(ctx context.Context, ref *index.Series, start, end int64, budget *sampleBudget, cell func(r *index.Row, t int64, col uint32, value []byte) (bool, error)) error {
-	return s.eachCellIn(ctx, ref, []span{{start, end}}, budget, cell)
+	return s.eachCellIn(ctx, ref, []span{{start, end}}, budget, nil, cell)
 }
 
 // span is an inclusive time range, ms.
@@ -111,8 +115,9 @@ type span struct{ lo, hi int64 }
 // eachCellIn is eachCell over the cells in spans (sorted, disjoint), so
 // that a read limited to the windows a query evaluates skips the cells
 // between them: a data_points slice per row and span that overlap, or per
-// run of spans with few cells between them.
-func (s *Store) eachCellIn(ctx context.Context, ref *index.Series, spans []span, budget *sampleBudget, cell func(r *index.Row, t int64, col uint32, value []byte) (bool, error)) error {
+// run of spans with few cells between them. With bulk, the rows of doubles
+// go into bulk's series without a call of cell per sample.
+func (s *Store) eachCellIn(ctx context.Context, ref *index.Series, spans []span, budget *sampleBudget, bulk *bulkRead, cell func(r *index.Row, t int64, col uint32, value []byte) (bool, error)) error {
 	if budget.left() < 0 {
 		return fmt.Errorf("read data_points of %s: %w", ref.Labels, ErrTooManySamples)
 	}
@@ -150,7 +155,7 @@ func (s *Store) eachCellIn(ctx context.Context, ref *index.Series, spans []span,
 				spanMillis += uint64(hi) - uint64(lo) + 1
 			}
 			lo, hi := s.spec.SliceBounds(r.RowTime, sl.lo, sl.hi)
-			err := s.eng.Cells(ctx, r.Key, lo, hi, func(col uint32, value []byte) error {
+			fn := func(col uint32, value []byte) error {
 				read++
 				t := s.spec.Timestamp(r.RowTime, col)
 				if t < sl.lo || t > sl.hi || filtered && !keep.in(t) {
@@ -164,7 +169,13 @@ func (s *Store) eachCellIn(ctx context.Context, ref *index.Series, spans []span,
 					return budget.take(budgetStep)
 				}
 				return nil
-			})
+			}
+			var err error
+			if bulk != nil && !r.Legacy && (r.DataType == codec.TypeDouble || r.DataType == codec.TypeNull) {
+				err = bulk.cells(ctx, s, r, lo, hi, sl, filtered, &keep, &read, &uncounted, budget, fn)
+			} else {
+				err = s.eng.Cells(ctx, r.Key, lo, hi, fn)
+			}
 			if err != nil {
 				return fmt.Errorf("read data_points of %s: %w", ref.Labels, err)
 			}
@@ -201,4 +212,65 @@ func internBounds(bounds, last []float64) (use, next []float64) {
 		return last, last
 	}
 	return bounds, bounds
+}
+
+// doubleCells is an engine that hands over a row's 8-byte cells in bulk,
+// appended to a series' slices, and only its other cells one call each
+// (pebblekv.Engine.CellDoubles): a call per cell, through three closures,
+// was a quarter of a raw year panel's CPU (BENCHMARKS.md, "The raw read
+// path"). The Cassandra engine has none; its cells come in pages anyway.
+type doubleCells interface {
+	CellDoubles(ctx context.Context, rowKey []byte, lo, hi uint32, cols *[]int64, vals *[]float64, flush func() error, other func(column uint32, value []byte) error) error
+}
+
+// bulkRead is readSeriesIn's series, filled through doubleCells.
+type bulkRead struct {
+	eng    doubleCells
+	out    *listSeries
+	sorted *bool
+}
+
+// cells reads the slice [lo, hi) of row r into b.out: the engine appends
+// columns to out.ts, which flush turns into timestamps in place, keeping
+// those in sl (and in keep when filtered) as the per-cell path does, and
+// counting them against budget. The row's other cells go to other, which
+// is the per-cell path.
+func (b *bulkRead) cells(ctx context.Context, s *Store, r *index.Row, lo, hi uint32, sl span, filtered bool, keep *spanFilter, read *int, uncounted *int64, budget *sampleBudget, other func(col uint32, value []byte) error) error {
+	out := b.out
+	k := len(out.ts) // out.ts[k:] are columns not yet flushed
+	flush := func() error {
+		ts, vs := out.ts, out.vs
+		j := k
+		for i := k; i < len(ts); i++ {
+			t := s.spec.Timestamp(r.RowTime, uint32(ts[i]))
+			if t < sl.lo || t > sl.hi || filtered && !keep.in(t) {
+				continue
+			}
+			if j > 0 && t <= ts[j-1] {
+				*b.sorted = false
+			}
+			ts[j], vs[j] = t, vs[i]
+			j++
+		}
+		*read += len(ts) - k
+		*uncounted += int64(j - k)
+		out.ts, out.vs = ts[:j], vs[:j]
+		for out.hs != nil && len(out.hs) < j {
+			out.hs = append(out.hs, nil)
+			out.fhs = append(out.fhs, nil)
+		}
+		k = j
+		if *uncounted >= budgetStep {
+			n := *uncounted
+			*uncounted = 0
+			return budget.take(n)
+		}
+		return nil
+	}
+	return b.eng.CellDoubles(ctx, r.Key, lo, hi, &out.ts, &out.vs, flush, func(col uint32, value []byte) error {
+		err := other(col, value) // after a flush of every column before it
+
+		k = len(out.ts)
+		return err
+	})
 }

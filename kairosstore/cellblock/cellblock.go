@@ -273,6 +273,14 @@ func (r *Reader) Value() []byte {
 	return r.bytes[r.vlo:r.vhi:r.vhi]
 }
 
+// Fixed8 reports whether every value of the block is 8 bytes, which Bits
+// then returns without a slice.
+func (r *Reader) Fixed8() bool { return r.flags&flagFixed8 != 0 }
+
+// Bits is the value of the cell Next decoded, as a big-endian uint64, in a
+// Fixed8 block.
+func (r *Reader) Bits() uint64 { return r.xor.prev }
+
 // HasExpiry reports whether some cell of the block has an expiry.
 func (r *Reader) HasExpiry() bool { return r.flags&flagExpiry != 0 }
 

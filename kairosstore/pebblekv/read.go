@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -305,29 +306,122 @@ func (e *Engine) blockCells(ctx context.Context, it *pebble.Iterator, ok bool, r
 		if *r, err = cellblock.NewReader(v); err != nil {
 			return fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(it.Key()), err)
 		}
-		expiring := r.HasExpiry()
-		for r.Next() {
-			if n++; n%ctxCheckEvery == 0 {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-			}
-			col := r.Column()
-			if col < lo || expiring && r.Expiry() != 0 && r.Expiry() <= now {
-				continue
-			}
-			if col >= hi {
-				break
-			}
-			if err := fn(col, r.Value()); err != nil {
-				return err
-			}
+		if err := readerCells(ctx, r, now, lo, hi, &n, fn); err != nil {
+			return err
 		}
 		if err := r.Err(); err != nil {
 			return fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(it.Key()), err)
 		}
 	}
 	return it.Error()
+}
+
+// readerCells calls fn for the cells of r with lo <= column1 < hi that
+// have not expired at now; n counts the cells decoded, for the context
+// checks.
+func readerCells(ctx context.Context, r *cellblock.Reader, now int64, lo, hi uint32, n *int, fn func(column uint32, value []byte) error) error {
+	expiring := r.HasExpiry()
+	for r.Next() {
+		if *n++; *n%ctxCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		col := r.Column()
+		if col < lo || expiring && r.Expiry() != 0 && r.Expiry() <= now {
+			continue
+		}
+		if col >= hi {
+			break
+		}
+		if err := fn(col, r.Value()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CellDoubles reads the cells of rowKey with lo <= column1 < hi as Cells
+// does, without a call per cell where a block's values are all 8 bytes
+// (the rows of doubles the adapter writes): each such cell's column and
+// value (the 8 bytes as a big-endian float64) are appended to *cols and
+// *vals, and flush is called after every block and every ctxCheckEvery
+// cells appended, so that the caller turns them into samples and counts
+// them; flush may shorten both slices. The cells of any other block go to
+// other, one call each, in column order with the rest: flush has taken
+// every cell appended before them. A callback's error stops the read and
+// is returned.
+func (e *Engine) CellDoubles(ctx context.Context, rowKey []byte, lo, hi uint32, cols *[]int64, vals *[]float64, flush func() error, other func(column uint32, value []byte) error) (err error) {
+	if err := e.usable(ctx); err != nil {
+		return err
+	}
+	if lo >= hi {
+		return nil
+	}
+	lower := appendBlockKey(nil, rowKey, window(lo))
+	upper := toPrefixEnd(appendBlockKey(nil, rowKey, window(hi-1)))
+	it, err := e.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, it.Close()) }()
+	now := e.now().Unix()
+	var r cellblock.Reader
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		if r, err = cellblock.NewReader(v); err != nil {
+			return fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(it.Key()), err)
+		}
+		if r.Fixed8() {
+			err = fixed8Cells(ctx, &r, now, lo, hi, cols, vals, flush)
+		} else {
+			err = readerCells(ctx, &r, now, lo, hi, &n, other)
+		}
+		if err != nil {
+			return err
+		}
+		if err := r.Err(); err != nil {
+			return fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(it.Key()), err)
+		}
+	}
+	return it.Error()
+}
+
+// fixed8Cells is CellDoubles' loop over one block of 8-byte values.
+func fixed8Cells(ctx context.Context, r *cellblock.Reader, now int64, lo, hi uint32, cols *[]int64, vals *[]float64, flush func() error) error {
+	expiring := r.HasExpiry()
+	cs, vs := *cols, *vals
+	pending := 0
+	for r.Next() {
+		col := r.Column()
+		if col < lo || expiring && r.Expiry() != 0 && r.Expiry() <= now {
+			continue
+		}
+		if col >= hi {
+			break
+		}
+		cs = append(cs, int64(col))
+		vs = append(vs, math.Float64frombits(r.Bits()))
+		if pending++; pending == ctxCheckEvery {
+			*cols, *vals = cs, vs
+			if err := flush(); err != nil {
+				return err
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			cs, vs, pending = *cols, *vals, 0
+		}
+	}
+	*cols, *vals = cs, vs
+	if pending == 0 {
+		return nil
+	}
+	return flush()
 }
 
 // FirstCell is the first column of rowKey with lo <= column1 < hi: the
