@@ -394,6 +394,24 @@ func (e *Engine) CellDoubles(ctx context.Context, rowKey []byte, lo, hi uint32, 
 // fixed8Cells is CellDoubles' loop over one block of 8-byte values.
 func fixed8Cells(ctx context.Context, r *cellblock.Reader, now int64, lo, hi uint32, cols *[]int64, vals *[]float64, flush func() error) error {
 	expiring := r.HasExpiry()
+	if !expiring {
+		for {
+			n := len(*cols)
+			var full bool
+			*cols, *vals, full = r.AppendFloats(*cols, *vals, lo, hi, ctxCheckEvery)
+			if len(*cols) > n {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			if !full {
+				return nil
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+	}
 	cs, vs := *cols, *vals
 	pending := 0
 	for r.Next() {
