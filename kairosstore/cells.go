@@ -217,8 +217,8 @@ func internBounds(bounds, last []float64) (use, next []float64) {
 // doubleCells is an engine that hands over a row's 8-byte cells in bulk,
 // appended to a series' slices, and only its other cells one call each
 // (pebblekv.Engine.CellDoubles): a call per cell, through three closures,
-// was a quarter of a raw year panel's CPU (BENCHMARKS.md, "The raw read
-// path"). The Cassandra engine has none; its cells come in pages anyway.
+// cost a raw read more than decoding the cell (BENCHMARKS.md, "The raw
+// read path, in bulk"). The Cassandra engine has none.
 type doubleCells interface {
 	CellDoubles(ctx context.Context, rowKey []byte, lo, hi uint32, cols *[]int64, vals *[]float64, flush func() error, other func(column uint32, value []byte) error) error
 }

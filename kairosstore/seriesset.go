@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
@@ -129,7 +130,7 @@ func (ss *seriesSet) launch(i int) chan fetched {
 	n := ss.lastLen.Load()
 	hint := int(min(n+n/8, maxSizeHint))
 	ss.reads.Add(1)
-	go func() {
+	ss.s.readers.run(func() {
 		defer ss.reads.Done()
 		// A read runs on its own goroutine, where a panic (a cell no codec
 		// expected, written by another process, or a bug) would end the
@@ -160,8 +161,48 @@ func (ss *seriesSet) launch(i int) chan fetched {
 			ss.measured.Store(true)
 		}
 		ch <- fetched{series: series, err: err}
-	}()
+	})
 	return ch
+}
+
+// readerIdle is how long a reader goroutine waits for another read before
+// it ends.
+const readerIdle = time.Second
+
+// readers runs the reads ahead on goroutines that stay for readerIdle after
+// a read, for the next one: a read's stack grows to the depth of Pebble's
+// iterators, which a new goroutine per read grew (and copied) again each
+// time (BENCHMARKS.md, "The raw read path, in bulk"). There are never more
+// of them than reads running at once, and none once reads stop. A read
+// recovers its own panics (launch).
+type readers struct {
+	once sync.Once
+	idle chan func() // unbuffered: a send succeeds only if a reader waits
+}
+
+// run runs f on an idle reader, or on a new one.
+func (rs *readers) run(f func()) {
+	rs.once.Do(func() { rs.idle = make(chan func()) })
+	select {
+	case rs.idle <- f:
+	default:
+		go rs.reader(f)
+	}
+}
+
+func (rs *readers) reader(f func()) {
+	t := time.NewTimer(readerIdle)
+	defer t.Stop()
+	for {
+		f()
+		f = nil // not kept while idle
+		t.Reset(readerIdle)
+		select {
+		case f = <-rs.idle:
+		case <-t.C:
+			return
+		}
+	}
 }
 
 // take returns the samples of series i: the read launched ahead of it, or

@@ -128,6 +128,7 @@ type Store struct {
 	meta       *lru.Cache[string, metadata.Metadata] // by metric family
 	bufs       sync.Pool                             // *appendBuffers
 	samples    sync.Pool                             // *listSeries whose slices a read may fill again (listseries.go)
+	readers    readers                               // the goroutines of reads ahead (seriesset.go)
 	// idx answers which series and rows a selector selects, and keeps
 	// the row_keys listings (index/).
 	idx *index.Index
