@@ -269,7 +269,6 @@ func (b *bulkRead) cells(ctx context.Context, s *Store, r *index.Row, lo, hi uin
 	}
 	return b.eng.CellDoubles(ctx, r.Key, lo, hi, &out.ts, &out.vs, flush, func(col uint32, value []byte) error {
 		err := other(col, value) // after a flush of every column before it
-
 		k = len(out.ts)
 		return err
 	})
