@@ -38,7 +38,7 @@ type perCell struct{ engine.Engine }
 // the same series, negative times, samples written again (last write
 // wins), deleted ranges, and cells of other value lengths written behind
 // the store's back into its rows (blocks of mixed lengths, and
-// undecodable doubles).
+// undecodable doubles), and a series at the ends of Prometheus's times.
 func TestBulkReadMatchesPerCell(t *testing.T) {
 	ctx := context.Background()
 	eng, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
@@ -87,6 +87,16 @@ func TestBulkReadMatchesPerCell(t *testing.T) {
 				require.NoError(t, err)
 			}
 		}
+		if round == 0 {
+			// The ends of Prometheus's times, a step of 1 ms, and steps
+			// of 300 years.
+			ls := labels.FromStrings("__name__", "bulk", "i", "extremes")
+			const minT, maxT, y300 = int64(-9223309901257974), int64(9223309901257974), int64(300 * 365.25 * 24 * hour)
+			for _, ts := range []int64{minT, minT + 1, minT + 2, -2 * y300, -y300, -1, 0, 1, y300, 2 * y300, maxT - 2, maxT - 1, maxT} {
+				_, err := app.Append(0, ls, ts, odd[rng.IntN(len(odd))])
+				require.NoError(t, err, "time %d", ts)
+			}
+		}
 		require.NoError(t, app.Commit(ctx))
 		for range 3 {
 			lo := rng.Int64N(8*hour) - 3*hour
@@ -110,8 +120,14 @@ func TestBulkReadMatchesPerCell(t *testing.T) {
 		require.NoError(t, eng.Write(ctx, b))
 
 		for _, ref := range sel.Series {
-			for range 8 {
+			for k := range 10 {
 				spans := randomSpans(rng, -4*hour, 6*hour)
+				switch k {
+				case 8:
+					spans = []span{{-9223309901257974, -9223309901257973}, {-1, 1}, {9223309901257973, 9223309901257974}}
+				case 9:
+					spans = []span{{-9223309901257974, 9223309901257974}}
+				}
 				var limit int64
 				if rng.IntN(3) == 0 {
 					limit = rng.Int64N(3000)
@@ -132,6 +148,9 @@ func TestBulkReadMatchesPerCell(t *testing.T) {
 					continue
 				}
 				requireSameSeries(t, want, got, where)
+				if k == 9 && ref.Labels.Get("i") == "extremes" && limit == 0 {
+					require.Len(t, got.ts, 13, where)
+				}
 				bulk.recycle(got)
 			}
 		}
