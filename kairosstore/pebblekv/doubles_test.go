@@ -201,3 +201,32 @@ func TestCellDoublesStops(t *testing.T) {
 	err = e.CellDoubles(cancelled, []byte("r"), 0, math.MaxUint32, &cols, &vals, func() error { return nil }, nil)
 	require.ErrorIs(t, err, context.Canceled)
 }
+
+// TestCellDoublesAllocs bounds the allocations of reading a row of 20,000
+// doubles (18 windows' blocks) into slices with room for them: Pebble's
+// iterator allocates a few per block it reads, CellDoubles none per cell.
+func TestCellDoublesAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	opts := DefaultOptions()
+	opts.FS = vfs.NewMem()
+	e := open(t, "db", opts)
+	const n = 20_000
+	b := &engine.Batch{WriteTime: time.Now().UnixMilli()}
+	for i := range n {
+		b.Cells = append(b.Cells, engine.Cell{Key: []byte("row\x00key"), Column: uint32(i) * 15_000, Value: binary.BigEndian.AppendUint64(nil, math.Float64bits(float64(i/4)))})
+	}
+	require.NoError(t, e.Write(t.Context(), b))
+	require.NoError(t, e.db.Flush())
+	cols, vals := make([]int64, 0, n), make([]float64, 0, n)
+	flush := func() error { return nil }
+	read := func() {
+		cols, vals = cols[:0], vals[:0]
+		require.NoError(t, e.CellDoubles(t.Context(), []byte("row\x00key"), 0, math.MaxUint32, &cols, &vals, flush, nil))
+	}
+	allocs := testing.AllocsPerRun(20, read)
+	require.Len(t, cols, n)
+	t.Logf("%.0f allocations per read of %d cells", allocs, n)
+	require.Less(t, allocs/n, 0.01)
+}
