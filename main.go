@@ -281,6 +281,7 @@ func frontendOptions(cfg *config.Config) frontend.Options {
 		CacheTTL:       time.Duration(cfg.Query.ResultsCacheTTL),
 		AlignSteps:     cfg.Query.AlignSteps,
 		LookbackDelta:  time.Duration(cfg.Query.LookbackDelta),
+		RowAlign:       time.Duration(cfg.KairosDB.RowWidth),
 	}
 }
 

@@ -62,6 +62,10 @@ type Options struct {
 	// "Issue #30: the panels' CPU outside the store"). Default
 	// 2·Parallelism+2, at most MaxParts; at least 3.
 	UncachedParts int
+	// RowAlign is the store's row width: where the parts of an uncached
+	// query are longer than it, they start at multiples of it, so that no
+	// row is read by two parts (alignInterval). 0 leaves them as they are.
+	RowAlign time.Duration
 	// Parallelism is how many sub-queries of one query run at once;
 	// default GOMAXPROCS.
 	Parallelism int
@@ -205,11 +209,12 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.inner.ServeHTTP(w, replay())
 		return
 	}
-	maxParts := f.opts.MaxParts
+	split := f.opts.SplitInterval.Milliseconds()
 	if f.cache == nil || q.noCache {
-		maxParts = f.opts.UncachedParts
+		q.interval = alignInterval(partInterval(q.start, q.end, split, f.opts.UncachedParts), split, f.opts.RowAlign.Milliseconds())
+	} else {
+		q.interval = partInterval(q.start, q.end, split, f.opts.MaxParts)
 	}
-	q.interval = partInterval(q.start, q.end, f.opts.SplitInterval.Milliseconds(), maxParts)
 	q.parts = splitParts(q.start, q.end, q.step, q.interval)
 	f.shardParts(q)
 	if len(q.parts) == 1 && q.shard == nil && (f.cache == nil || q.noCache) {
