@@ -63,8 +63,9 @@ type Options struct {
 	// 2·Parallelism+2, at most MaxParts; at least 3.
 	UncachedParts int
 	// RowAlign is the store's row width: where the parts of an uncached
-	// query are longer than it, they start at multiples of it, so that no
-	// row is read by two parts (alignInterval). 0 leaves them as they are.
+	// query are longer than it and its evaluations read no further back
+	// than a step, they start at multiples of it, so that no row is read
+	// by two parts (alignInterval). 0 leaves them as they are.
 	RowAlign time.Duration
 	// Parallelism is how many sub-queries of one query run at once;
 	// default GOMAXPROCS.
@@ -211,7 +212,15 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	split := f.opts.SplitInterval.Milliseconds()
 	if f.cache == nil || q.noCache {
-		q.interval = alignInterval(partInterval(q.start, q.end, split, f.opts.UncachedParts), split, f.opts.RowAlign.Milliseconds())
+		q.interval = partInterval(q.start, q.end, split, f.opts.UncachedParts)
+		// Where an evaluation reads further back than a step, the windows
+		// either side of any boundary overlap and both parts read the row
+		// that holds the overlap wherever the boundary is: aligned, the
+		// later part's few buckets of the row before only cost a statement
+		// of their own.
+		if d := dependsOn(q.expr, q.lookback); d.after == 0 && d.before <= q.step {
+			q.interval = alignInterval(q.interval, split, f.opts.RowAlign.Milliseconds())
+		}
 	} else {
 		q.interval = partInterval(q.start, q.end, split, f.opts.MaxParts)
 	}

@@ -45,8 +45,15 @@ func TestUncachedQueriesInFewerParts(t *testing.T) {
 		{"cache off", Options{SplitInterval: 10 * time.Minute, Parallelism: 2}, nil, nil, 6, 4},
 		{"one core", Options{SplitInterval: 10 * time.Minute, Parallelism: 1}, nil, nil, 4, 3},
 		{"set", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, UncachedParts: 12}, nil, nil, 12, 8},
-		// Parts of 60m at rows of 40m: 80m, from -2h at -160m: 4 parts.
-		{"row aligned", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, RowAlign: 40 * time.Minute}, nil, nil, 4, 4},
+		// Parts of 60m at rows of 40m: 80m, 4 parts instead of 5 (+2h
+		// alone in the fifth), where an evaluation reads
+		// no further back than a step (5m); at a step of 1m its windows
+		// overlap the step before, a row is read twice anyway, and the
+		// parts stay as they were.
+		{"row aligned", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, Shards: 1, RowAlign: 40 * time.Minute}, func() map[string][]string {
+			return rangeForm(q, midnight.Add(-2*time.Hour), midnight.Add(2*time.Hour), 5*time.Minute)
+		}, nil, 4, 4},
+		{"windows overlap", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, Shards: 1, RowAlign: 40 * time.Minute}, nil, nil, 5, 5},
 		{"cached", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, CacheBytes: 16 << 20, Now: now}, nil, nil, 16, 13},
 		// Parallelism far above MaxParts: MaxParts bounds, no overflow.
 		{"huge parallelism", Options{SplitInterval: 10 * time.Minute, Parallelism: 1 << 62, Shards: 1}, nil, nil, 16, 13},

@@ -804,9 +804,10 @@ const maxColumnsIn = 512
 
 // rollupColumns is the columns of the bucket ends (multiples of m) that
 // r.keep holds within [lo, hi] (inside r's row), to read by name where the
-// engine can and they are at most half of the slice's buckets: a rate's
-// windows every 6 h need 3 of each 6 hourly buckets, which a slice reads
-// through. nil means read the slice. The columns are counted before they
+// engine can and they are at most three quarters of the slice's buckets: a
+// rate's windows every 6 h need 3 of each 6 hourly buckets, which a slice
+// reads through (at half, a part's last row, 251 of 499, was still a
+// slice). nil means read the slice. The columns are counted before they
 // are kept, so no plan holds more than maxColumnsIn.
 func (s *Store) rollupColumns(r *rollupRowRead, m, lo, hi int64) []uint32 {
 	if _, ok := s.eng.(columnsReader); !ok || s.spec.Unit != codec.Milliseconds || r.rt < 0 || m <= 0 || lo > hi || r.lo >= r.hi {
@@ -829,7 +830,7 @@ func (s *Store) rollupColumns(r *rollupRowRead, m, lo, hi int64) []uint32 {
 			continue
 		}
 		n := (b-first)/m + 1
-		if uint64(len(cols))+uint64(n) > maxColumnsIn || 2*(uint64(len(cols))+uint64(n)) > slice {
+		if uint64(len(cols))+uint64(n) > maxColumnsIn || 4*(uint64(len(cols))+uint64(n)) > 3*slice {
 			return nil
 		}
 		for off := first; off <= b; off += m {
