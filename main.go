@@ -103,7 +103,11 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) int {
 	// and cached. The store's change notices invalidate the cache, so the
 	// frontend exists before the store opens.
 	api := queryapi.New(&p.store, queryAPIOptions(cfg, p), logger, reg)
-	p.front = frontend.New(api.RangeHandler(), frontendOptions(cfg), reg, logger)
+	fo := frontendOptions(cfg)
+	for _, r := range rolls.Resolutions() {
+		fo.AlignGrain = max(fo.AlignGrain, time.Duration(r))
+	}
+	p.front = frontend.New(api.RangeHandler(), fo, reg, logger)
 	p.adapter = adapter.NewHandlers(&p.store, adapter.Options{
 		MaxRequestBytes:       int64(cfg.Web.MaxRequestBytes),
 		MaxConcurrentWrites:   cfg.Web.MaxConcurrentWrites,

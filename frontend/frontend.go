@@ -67,6 +67,14 @@ type Options struct {
 	// than a step, they start at multiples of it, so that no row is read
 	// by two parts (alignInterval). 0 leaves them as they are.
 	RowAlign time.Duration
+	// AlignGrain is the largest rollup resolution (0: rollups off): parts
+	// are aligned to rows only for a query whose step is a multiple of it
+	// and whose start is a multiple of the step. Every window of such a
+	// query ends on a bucket end of every resolution, so a part reads the
+	// same buckets and answers the same wherever it starts; elsewhere a
+	// part's first windows can be read raw where the whole query's were
+	// read from rollups, and moving the cut would change those answers.
+	AlignGrain time.Duration
 	// Parallelism is how many sub-queries of one query run at once;
 	// default GOMAXPROCS.
 	Parallelism int
@@ -218,7 +226,9 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// that holds the overlap wherever the boundary is: aligned, the
 		// later part's few buckets of the row before only cost a statement
 		// of their own.
-		if d := dependsOn(q.expr, q.lookback); d.after == 0 && d.before <= q.step {
+		grain := f.opts.AlignGrain.Milliseconds()
+		onGrid := grain <= 0 || q.step%grain == 0 && q.start%q.step == 0
+		if d := dependsOn(q.expr, q.lookback); onGrid && d.after == 0 && d.before <= q.step {
 			q.interval = alignInterval(q.interval, split, f.opts.RowAlign.Milliseconds())
 		}
 	} else {

@@ -54,6 +54,17 @@ func TestUncachedQueriesInFewerParts(t *testing.T) {
 			return rangeForm(q, midnight.Add(-2*time.Hour), midnight.Add(2*time.Hour), 5*time.Minute)
 		}, nil, 4, 4},
 		{"windows overlap", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, Shards: 1, RowAlign: 40 * time.Minute}, nil, nil, 5, 5},
+		// A step that is a multiple of the largest resolution: aligned; one
+		// that is not (its windows end inside buckets): as before.
+		{"on the grain", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, Shards: 1, RowAlign: 40 * time.Minute, AlignGrain: 5 * time.Minute}, func() map[string][]string {
+			return rangeForm(q, midnight.Add(-2*time.Hour), midnight.Add(2*time.Hour), 5*time.Minute)
+		}, nil, 4, 4},
+		{"off the grain", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, Shards: 1, RowAlign: 40 * time.Minute, AlignGrain: 10 * time.Minute}, func() map[string][]string {
+			return rangeForm(q, midnight.Add(-2*time.Hour), midnight.Add(2*time.Hour), 5*time.Minute)
+		}, nil, 5, 5},
+		{"start off the step", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, Shards: 1, RowAlign: 40 * time.Minute, AlignGrain: 5 * time.Minute}, func() map[string][]string {
+			return rangeForm(q, midnight.Add(-2*time.Hour+time.Second), midnight.Add(2*time.Hour+time.Second), 5*time.Minute)
+		}, nil, 5, 5},
 		{"cached", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, CacheBytes: 16 << 20, Now: now}, nil, nil, 16, 13},
 		// Parallelism far above MaxParts: MaxParts bounds, no overflow.
 		{"huge parallelism", Options{SplitInterval: 10 * time.Minute, Parallelism: 1 << 62, Shards: 1}, nil, nil, 16, 13},
