@@ -285,8 +285,19 @@ func frontendOptions(cfg *config.Config) frontend.Options {
 		CacheTTL:       time.Duration(cfg.Query.ResultsCacheTTL),
 		AlignSteps:     cfg.Query.AlignSteps,
 		LookbackDelta:  time.Duration(cfg.Query.LookbackDelta),
-		RowAlign:       time.Duration(cfg.KairosDB.RowWidth),
+		RowAlign:       rowAlign(cfg),
 	}
+}
+
+// rowAlign is the frontend's RowAlign: the row width on Cassandra, where a
+// row read twice costs the node a partition read; none on the embedded
+// engine, where a row costs a seek and parts of equal length keep the cores
+// evenly busy (BENCHMARKS.md, "Issue #30 on Cassandra: rows read once").
+func rowAlign(cfg *config.Config) time.Duration {
+	if cfg.Storage.Type != "cassandra" {
+		return 0
+	}
+	return time.Duration(cfg.KairosDB.RowWidth)
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
