@@ -103,7 +103,11 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) int {
 	// and cached. The store's change notices invalidate the cache, so the
 	// frontend exists before the store opens.
 	api := queryapi.New(&p.store, queryAPIOptions(cfg, p), logger, reg)
-	p.front = frontend.New(api.RangeHandler(), frontendOptions(cfg), reg, logger)
+	fo := frontendOptions(cfg)
+	for _, r := range rolls.Resolutions() {
+		fo.AlignGrain = max(fo.AlignGrain, time.Duration(r))
+	}
+	p.front = frontend.New(api.RangeHandler(), fo, reg, logger)
 	p.adapter = adapter.NewHandlers(&p.store, adapter.Options{
 		MaxRequestBytes:       int64(cfg.Web.MaxRequestBytes),
 		MaxConcurrentWrites:   cfg.Web.MaxConcurrentWrites,
@@ -281,7 +285,19 @@ func frontendOptions(cfg *config.Config) frontend.Options {
 		CacheTTL:       time.Duration(cfg.Query.ResultsCacheTTL),
 		AlignSteps:     cfg.Query.AlignSteps,
 		LookbackDelta:  time.Duration(cfg.Query.LookbackDelta),
+		RowAlign:       rowAlign(cfg),
 	}
+}
+
+// rowAlign is the frontend's RowAlign: the row width on Cassandra, where a
+// row read twice costs the node a partition read; none on the embedded
+// engine, where a row costs a seek and parts of equal length keep the cores
+// evenly busy (BENCHMARKS.md, "Issue #30 on Cassandra: rows read once").
+func rowAlign(cfg *config.Config) time.Duration {
+	if cfg.Storage.Type != "cassandra" {
+		return 0
+	}
+	return time.Duration(cfg.KairosDB.RowWidth)
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {

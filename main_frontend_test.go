@@ -27,5 +27,9 @@ func TestFrontendOptionsZeroMeansNone(t *testing.T) {
 		o := frontendOptions(cfg)
 		require.Equal(t, tc.split, o.SplitInterval, tc.args)
 		require.Equal(t, tc.freshness, o.CacheFreshness, tc.args)
+		require.Zero(t, o.RowAlign, "embedded: parts of equal length, not aligned to rows")
 	}
+	cfg, err := config.Parse(kingpin.New("t", ""), []string{"--storage=cassandra", "--kairosdb.row-width=1w"})
+	require.NoError(t, err)
+	require.Equal(t, 7*24*time.Hour, frontendOptions(cfg).RowAlign, "Cassandra: parts aligned to its rows")
 }

@@ -62,6 +62,19 @@ type Options struct {
 	// "Issue #30: the panels' CPU outside the store"). Default
 	// 2·Parallelism+2, at most MaxParts; at least 3.
 	UncachedParts int
+	// RowAlign is the store's row width: where the parts of an uncached
+	// query are longer than it and its evaluations read no further back
+	// than a step, they start at multiples of it, so that no row is read
+	// by two parts (alignInterval). 0 leaves them as they are.
+	RowAlign time.Duration
+	// AlignGrain is the largest rollup resolution (0: rollups off): parts
+	// are aligned to rows only for a query whose step is a multiple of it
+	// and whose start is a multiple of the step. Every window of such a
+	// query ends on a bucket end of every resolution, so a part reads the
+	// same buckets and answers the same wherever it starts; elsewhere a
+	// part's first windows can be read raw where the whole query's were
+	// read from rollups, and moving the cut would change those answers.
+	AlignGrain time.Duration
 	// Parallelism is how many sub-queries of one query run at once;
 	// default GOMAXPROCS.
 	Parallelism int
@@ -205,11 +218,22 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.inner.ServeHTTP(w, replay())
 		return
 	}
-	maxParts := f.opts.MaxParts
+	split := f.opts.SplitInterval.Milliseconds()
 	if f.cache == nil || q.noCache {
-		maxParts = f.opts.UncachedParts
+		q.interval = partInterval(q.start, q.end, split, f.opts.UncachedParts)
+		// Where an evaluation reads further back than a step, the windows
+		// either side of any boundary overlap and both parts read the row
+		// that holds the overlap wherever the boundary is: aligned, the
+		// later part's few buckets of the row before only cost a statement
+		// of their own.
+		grain := f.opts.AlignGrain.Milliseconds()
+		onGrid := grain <= 0 || q.step%grain == 0 && q.start%q.step == 0
+		if d := dependsOn(q.expr, q.lookback); onGrid && d.after == 0 && d.before <= q.step {
+			q.interval = alignInterval(q.interval, split, f.opts.RowAlign.Milliseconds())
+		}
+	} else {
+		q.interval = partInterval(q.start, q.end, split, f.opts.MaxParts)
 	}
-	q.interval = partInterval(q.start, q.end, f.opts.SplitInterval.Milliseconds(), maxParts)
 	q.parts = splitParts(q.start, q.end, q.step, q.interval)
 	f.shardParts(q)
 	if len(q.parts) == 1 && q.shard == nil && (f.cache == nil || q.noCache) {

@@ -67,6 +67,25 @@ func partInterval(start, end, interval int64, maxParts int) int64 {
 	return interval * int64(k)
 }
 
+// alignInterval is iv (a multiple of interval, from partInterval) rounded
+// up to a multiple of align where iv is at least align and align is a
+// multiple of interval: the parts then start at multiples of align since
+// the epoch, the store's row windows (KairosDB's rows, three weeks by
+// default), and a row is read by one part instead of by the two whose
+// boundary falls inside it. A larger interval never makes more parts, and
+// an answer does not depend on where the parts start. iv where no such
+// multiple holds in int64.
+func alignInterval(iv, interval, align int64) int64 {
+	if iv <= 0 || interval <= 0 || align <= 0 || iv < align || align%interval != 0 || iv%align == 0 {
+		return iv
+	}
+	k := uint64(iv)/uint64(align) + 1
+	if k > uint64(math.MaxInt64)/uint64(align) {
+		return iv
+	}
+	return int64(k * uint64(align))
+}
+
 // splittable reports whether every step of e is evaluated on its own, so
 // that parts of the range give the same answers as the whole. In PromQL
 // each step of a range query is evaluated independently: selectors, range

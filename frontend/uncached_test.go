@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"testing"
 	"time"
@@ -44,6 +45,26 @@ func TestUncachedQueriesInFewerParts(t *testing.T) {
 		{"cache off", Options{SplitInterval: 10 * time.Minute, Parallelism: 2}, nil, nil, 6, 4},
 		{"one core", Options{SplitInterval: 10 * time.Minute, Parallelism: 1}, nil, nil, 4, 3},
 		{"set", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, UncachedParts: 12}, nil, nil, 12, 8},
+		// Parts of 60m at rows of 40m: 80m, 4 parts instead of 5 (+2h
+		// alone in the fifth), where an evaluation reads
+		// no further back than a step (5m); at a step of 1m its windows
+		// overlap the step before, a row is read twice anyway, and the
+		// parts stay as they were.
+		{"row aligned", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, Shards: 1, RowAlign: 40 * time.Minute}, func() map[string][]string {
+			return rangeForm(q, midnight.Add(-2*time.Hour), midnight.Add(2*time.Hour), 5*time.Minute)
+		}, nil, 4, 4},
+		{"windows overlap", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, Shards: 1, RowAlign: 40 * time.Minute}, nil, nil, 5, 5},
+		// A step that is a multiple of the largest resolution: aligned; one
+		// that is not (its windows end inside buckets): as before.
+		{"on the grain", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, Shards: 1, RowAlign: 40 * time.Minute, AlignGrain: 5 * time.Minute}, func() map[string][]string {
+			return rangeForm(q, midnight.Add(-2*time.Hour), midnight.Add(2*time.Hour), 5*time.Minute)
+		}, nil, 4, 4},
+		{"off the grain", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, Shards: 1, RowAlign: 40 * time.Minute, AlignGrain: 10 * time.Minute}, func() map[string][]string {
+			return rangeForm(q, midnight.Add(-2*time.Hour), midnight.Add(2*time.Hour), 5*time.Minute)
+		}, nil, 5, 5},
+		{"start off the step", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, Shards: 1, RowAlign: 40 * time.Minute, AlignGrain: 5 * time.Minute}, func() map[string][]string {
+			return rangeForm(q, midnight.Add(-2*time.Hour+time.Second), midnight.Add(2*time.Hour+time.Second), 5*time.Minute)
+		}, nil, 5, 5},
 		{"cached", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, CacheBytes: 16 << 20, Now: now}, nil, nil, 16, 13},
 		// Parallelism far above MaxParts: MaxParts bounds, no overflow.
 		{"huge parallelism", Options{SplitInterval: 10 * time.Minute, Parallelism: 1 << 62, Shards: 1}, nil, nil, 16, 13},
@@ -64,6 +85,7 @@ func TestUncachedQueriesInFewerParts(t *testing.T) {
 	// Prometheus's bounds and steps of 1 ms and 300 years, uncached: the
 	// same answers (or refusals) as the query API's.
 	f := New(whole, Options{}, prometheus.NewRegistry(), nil)
+	aligned := New(whole, Options{Parallelism: 2, RowAlign: 3 * 7 * 24 * time.Hour}, prometheus.NewRegistry(), nil)
 	secs := func(t time.Time) string { return formatTime(t.UnixMilli()) }
 	for _, r := range []struct{ start, end, step string }{
 		{secs(timeparam.Min), secs(timeparam.Max), "9467280000"},
@@ -73,6 +95,59 @@ func TestUncachedQueriesInFewerParts(t *testing.T) {
 		{secs(midnight.Add(-2 * time.Hour)), secs(midnight.Add(2 * time.Hour)), "60"},
 	} {
 		form := map[string][]string{"query": {q}, "start": {r.start}, "end": {r.end}, "step": {r.step}}
-		sameAnswer(t, fmt.Sprint(r), ask(t, whole, form, nil), ask(t, f, form, noStore))
+		want := ask(t, whole, form, nil)
+		sameAnswer(t, fmt.Sprint(r), want, ask(t, f, form, noStore))
+		sameAnswer(t, fmt.Sprint("row aligned ", r), want, ask(t, aligned, form, noStore))
 	}
+}
+
+// TestPartsAlignedToRows: an uncached query's parts longer than a row
+// start at multiples of the row width, so no row window holds evaluation
+// times of two parts, with no more parts than before and every evaluation
+// time in exactly one; at Prometheus's bounds, steps of 1 ms and 300
+// years and ranges of 1 ms nothing overflows.
+func TestPartsAlignedToRows(t *testing.T) {
+	day := int64(24 * time.Hour / time.Millisecond)
+	row := 21 * day
+	minMs, maxMs := timeparam.Min.UnixMilli(), timeparam.Max.UnixMilli()
+	y300 := 300 * 365 * day
+	year := (1_764_115_200_000 / day) * day // a UTC midnight in 2025
+	for _, c := range []struct{ start, end, step int64 }{
+		{year, year + 365*day, 6 * 3600_000},
+		{year + 1, year + 365*day - 7, 6 * 3600_000},
+		{year, year + 90*day, 60_000},
+		{year, year + 30*day, 3600_000},
+		{year, year + 1, 1},
+		{year, year, 1},
+		{minMs, maxMs, y300},
+		{minMs, minMs + 400*day, day},
+		{maxMs - 400*day, maxMs, day},
+		{maxMs - 5000, maxMs, 1},
+	} {
+		iv := partInterval(c.start, c.end, day, 6)
+		aligned := alignInterval(iv, day, row)
+		before, after := splitParts(c.start, c.end, c.step, iv), splitParts(c.start, c.end, c.step, aligned)
+		require.LessOrEqual(t, len(after), len(before), "%+v", c)
+		require.LessOrEqual(t, len(after), 6, "%+v", c)
+		next := c.start
+		for i, p := range after {
+			require.Equal(t, next, p.start, "%+v: every time in one part", c)
+			if i > 0 && iv >= row {
+				require.Zero(t, floorDiv(p.start, row)*row%aligned, "%+v: a part starts in the row window of its interval", c)
+				require.Less(t, floorDiv(after[i-1].end, row), floorDiv(p.start, row), "%+v: two parts in one row window", c)
+			}
+			if p.end > math.MaxInt64-c.step {
+				next = p.end
+				break
+			}
+			next = p.end + c.step
+		}
+	}
+	require.Equal(t, 105*day, alignInterval(92*day, day, row), "a year in at most 6 parts: 92 days, then 5 rows")
+	require.Equal(t, 42*day, alignInterval(42*day, day, row), "already aligned")
+	require.Equal(t, 5*day, alignInterval(5*day, day, row), "parts shorter than a row are left as they are")
+	require.Equal(t, 30*day, alignInterval(30*day, 2*day, row), "a row that is no multiple of the interval")
+	require.Equal(t, int64(math.MaxInt64-1), alignInterval(math.MaxInt64-1, 1, 1<<62+1), "no multiple holds")
+	require.Equal(t, int64(-1), alignInterval(-1, day, row), "splitting off stays off")
+	require.Equal(t, 92*day, alignInterval(92*day, day, 0), "no rows given")
 }

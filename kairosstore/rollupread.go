@@ -727,10 +727,11 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 				r.key = codec.AppendRowKey(r.key[:0], codec.RowKey{Metric: k.metric, RowTime: rt, DataType: codec.TypeDouble, Tags: k.tags})
 				r.rt, r.sl, r.keep, r.read = rt, sl, overlapping(keep, max(sl.lo, rt), min(sl.hi, addSat(rt, w-1))), 0
 				r.lo, r.hi = s.spec.SliceBounds(rt, sl.lo, sl.hi)
+				r.cols = s.rollupColumns(r, res.Millis(), max(sl.lo, rt), min(sl.hi, addSat(rt, w-1)))
 				// A row read whole joins the statement of the whole rows
 				// beside it, where the buckets it reads beyond sl cost less
 				// than a statement.
-				if _, ok := s.eng.(keysReader); ok {
+				if _, ok := s.eng.(keysReader); ok && r.cols == nil {
 					over := uint64(max(sl.lo, rt)-rt) + uint64(addSat(rt, w-1)-min(sl.hi, addSat(rt, w-1)))
 					if over/uint64(res.Millis()) <= sliceCells {
 						r.lo, r.hi = s.spec.SliceBounds(rt, rt, addSat(rt, w))
@@ -791,6 +792,57 @@ type keysReader interface {
 	CellsOfKeys(ctx context.Context, keys [][]byte, lo, hi uint32, fn func(row int, column uint32, value []byte) error) error
 }
 
+// columnsReader is an engine that reads given columns of rows in one
+// statement (cql.Engine.CellsOfColumns).
+type columnsReader interface {
+	CellsOfColumns(ctx context.Context, keys [][]byte, cols []uint32, fn func(row int, column uint32, value []byte) error) error
+}
+
+// maxColumnsIn bounds the columns of a row read by name rather than as a
+// slice: a row of 1h rollups holds 504 buckets, one of 5m 6,048.
+const maxColumnsIn = 512
+
+// rollupColumns is the columns of the bucket ends (multiples of m) that
+// r.keep holds within [lo, hi] (inside r's row), to read by name where the
+// engine can and they are at most three quarters of the slice's buckets: a
+// rate's windows every 6 h need 3 of each 6 hourly buckets, which a slice
+// reads through (at half, a part's last row, 251 of 499, was still a
+// slice). nil means read the slice. The columns are counted before they
+// are kept, so no plan holds more than maxColumnsIn.
+func (s *Store) rollupColumns(r *rollupRowRead, m, lo, hi int64) []uint32 {
+	if _, ok := s.eng.(columnsReader); !ok || s.spec.Unit != codec.Milliseconds || r.rt < 0 || m <= 0 || lo > hi || r.lo >= r.hi {
+		// A row before 1970 does not start at a multiple of the row width
+		// (codec.RowSpec.RowTime), so its columns are not offsets from a
+		// floor: slices only, as rare as they are.
+		return nil
+	}
+	slice := uint64(r.hi-r.lo) / uint64(m) // the buckets a slice would read, about
+	rtm := r.rt % m
+	cols := r.cols[:0]
+	for _, sp := range r.keep {
+		// Offsets in the row: lo >= rt, and hi < rt + width <= rt + 2^31.
+		a, b := max(sp.lo, lo)-r.rt, min(sp.hi, hi)-r.rt
+		if a > b {
+			continue
+		}
+		first := a + (m-(a+rtm)%m)%m // the first offset whose time is a multiple of m
+		if first > b {
+			continue
+		}
+		n := (b-first)/m + 1
+		if uint64(len(cols))+uint64(n) > maxColumnsIn || 4*(uint64(len(cols))+uint64(n)) > 3*slice {
+			return nil
+		}
+		for off := first; off <= b; off += m {
+			cols = append(cols, uint32(off))
+		}
+	}
+	if cols == nil {
+		cols = []uint32{} // no bucket of r is needed: nothing to read
+	}
+	return cols
+}
+
 // rollupRowsAtOnce bounds the rows of one rollup series read at once where
 // each is a round trip (Cassandra); the store's read-ahead runs up to
 // ReadConcurrency series at once, each with this many rows.
@@ -801,9 +853,10 @@ type rollupRowRead struct {
 	key    []byte
 	rt     int64
 	lo, hi uint32
-	sl     span   // the slice's range
-	keep   []span // the spans within sl
-	read   int    // cells read
+	cols   []uint32 // non-nil: the columns to read, by name, instead of [lo, hi)
+	sl     span     // the slice's range
+	keep   []span   // the spans within sl
+	read   int      // cells read
 	ts     []int64
 	vs     []float64
 	err    error
@@ -825,8 +878,15 @@ func (s *Store) readRollupRows(ctx context.Context, ref *index.Series, cells cel
 			*ts, *vs = append(*ts, t), append(*vs, v)
 		}
 	}
+	cr, _ := s.eng.(columnsReader)
 	readRow := func(r *rollupRowRead, ts *[]int64, vs *[]float64) error {
 		keep := spanFilter{spans: r.keep}
+		if r.cols != nil {
+			return cr.CellsOfColumns(ctx, [][]byte{r.key}, r.cols, func(_ int, col uint32, b []byte) error {
+				add(r, &keep, ts, vs, col, b)
+				return nil
+			})
+		}
 		return cells(r.key, r.lo, r.hi, func(col uint32, b []byte) error {
 			add(r, &keep, ts, vs, col, b)
 			return nil
@@ -860,19 +920,35 @@ func (s *Store) readRollupRows(ctx context.Context, ref *index.Series, cells cel
 			for i := range rows {
 				keys[i], keeps[i] = rows[i].key, spanFilter{spans: rows[i].keep}
 			}
-			rows[0].err = kr.CellsOfKeys(ctx, keys, rows[0].lo, rows[0].hi, func(i int, col uint32, b []byte) error {
+			fn := func(i int, col uint32, b []byte) error {
 				r := &rows[i]
 				add(r, &keeps[i], &r.ts, &r.vs, col, b)
 				return nil
-			})
+			}
+			if rows[0].cols != nil {
+				rows[0].err = cr.CellsOfColumns(ctx, keys, rows[0].cols, fn)
+				return
+			}
+			rows[0].err = kr.CellsOfKeys(ctx, keys, rows[0].lo, rows[0].hi, fn)
 		})
+	}
+	// Rows read by name go together where their columns are the same (a
+	// row width that is a multiple of the step gives every whole row the
+	// same), and rows with no column needed are not read.
+	same := func(a, b *rollupRowRead) bool {
+		if a.cols != nil || b.cols != nil {
+			return a.cols != nil && b.cols != nil && slices.Equal(a.cols, b.cols)
+		}
+		return kr != nil && a.lo == b.lo && a.hi == b.hi
 	}
 	for i := 0; i < len(batch); {
 		j := i + 1
-		for kr != nil && j < len(batch) && batch[j].lo == batch[i].lo && batch[j].hi == batch[i].hi {
+		for j < len(batch) && same(&batch[i], &batch[j]) {
 			j++
 		}
-		read(batch[i:j])
+		if batch[i].cols == nil || len(batch[i].cols) > 0 {
+			read(batch[i:j])
+		}
 		i = j
 	}
 	wg.Wait()

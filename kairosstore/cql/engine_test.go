@@ -232,6 +232,27 @@ func TestWriteAndRead(t *testing.T) {
 		require.Empty(t, collectCells(t, e, []byte("nope"), 0, 0xffffffff))
 		require.Equal(t, []cell{{7, ""}}, collectCells(t, e, []byte("sys.cpu\x00B"), 0, 100), "empty value")
 	})
+	t.Run("cells by name", func(t *testing.T) {
+		keys := [][]byte{[]byte("sys.cpu\x00A"), []byte("sys.cpu\x00B"), []byte("nope")}
+		var got []string
+		read := func(keys [][]byte, cols []uint32) error {
+			got = got[:0]
+			return e.CellsOfColumns(ctx, keys, cols, func(row int, c uint32, v []byte) error {
+				got = append(got, fmt.Sprintf("%d:%x=%x", row, c, v))
+				return nil
+			})
+		}
+		require.NoError(t, read(keys, []uint32{1, 7, 0xd84b17fe, 0xffffffff}))
+		require.ElementsMatch(t, []string{"0:1=02", "0:d84b17fe=04", "1:7="}, got, "only the columns named, of each row")
+		require.NoError(t, read(keys, nil))
+		require.Empty(t, got)
+		require.NoError(t, read(nil, []uint32{1}))
+		require.Empty(t, got)
+		// Bounded before anything is sent: a coordinator looks up each
+		// row and column pair.
+		require.ErrorContains(t, read(keys, make([]uint32, cql.MaxColumnsIn+1)), "at most")
+		require.ErrorContains(t, read(make([][]byte, cql.MaxKeysIn+1), []uint32{1}), "at most")
+	})
 	t.Run("row times", func(t *testing.T) {
 		require.Equal(t, []int64{-2, rt, rt + 1814400000}, collectRowTimes(t, e, "sys.cpu", -9223372035360000000, 1<<62))
 		require.Equal(t, []int64{rt}, collectRowTimes(t, e, "sys.cpu", rt, rt+1814400000-1), "hi is inclusive")

@@ -233,6 +233,39 @@ func (e *Engine) CellsOfKeys(ctx context.Context, keys [][]byte, lo, hi uint32, 
 	if lo >= hi || len(keys) == 0 {
 		return nil
 	}
+	return e.scanKeys(ctx, keys, fn, selectCellsIn, keys, column(lo), column(hi))
+}
+
+// MaxColumnsIn and MaxKeysIn bound one CellsOfColumns statement: its
+// columns and rows, whose product a coordinator looks up one by one.
+const (
+	MaxColumnsIn = 1024
+	MaxKeysIn    = 64
+)
+
+// CellsOfColumns is the cells of columns cols (ascending, no two equal) of
+// each row of keys, in one statement (key IN ? AND column1 IN ?): where a
+// read needs only some buckets of a row, the node reads and sends those
+// instead of every cell of a slice. fn is called as by CellsOfKeys.
+func (e *Engine) CellsOfColumns(ctx context.Context, keys [][]byte, cols []uint32, fn func(row int, column uint32, value []byte) error) error {
+	if len(keys) == 0 || len(cols) == 0 {
+		return nil
+	}
+	if len(cols) > MaxColumnsIn || len(keys) > MaxKeysIn {
+		return fmt.Errorf("cassandra: a read of %d columns of %d rows, at most %d of %d", len(cols), len(keys), MaxColumnsIn, MaxKeysIn)
+	}
+	bound := make([][]byte, len(cols))
+	buf := make([]byte, 0, 4*len(cols))
+	for i, c := range cols {
+		buf = binary.BigEndian.AppendUint32(buf, c)
+		bound[i] = buf[4*i : 4*i+4 : 4*i+4]
+	}
+	return e.scanKeys(ctx, keys, fn, selectColumnsIn, keys, bound)
+}
+
+// scanKeys runs a data_points read of key, column1, value over keys and
+// calls fn with each cell's row in keys.
+func (e *Engine) scanKeys(ctx context.Context, keys [][]byte, fn func(row int, column uint32, value []byte) error, stmt string, args ...any) error {
 	var key, col, value rawBytes
 	dest := []any{&key, &col, &value}
 	row := 0
@@ -251,7 +284,7 @@ func (e *Engine) CellsOfKeys(ctx context.Context, keys [][]byte, lo, hi uint32, 
 			}
 		}
 		return fn(row, binary.BigEndian.Uint32(col), value)
-	}, selectCellsIn, keys, column(lo), column(hi))
+	}, stmt, args...)
 }
 
 // FirstCell is the first column of rowKey with lo <= column1 < hi.

@@ -115,6 +115,7 @@ const (
 	selectLegacyKeys = `SELECT column1 FROM row_key_index WHERE key = ? AND column1 >= ? AND column1 < ?`
 	selectCells      = `SELECT column1, value FROM data_points WHERE key = ? AND column1 >= ? AND column1 < ?`
 	selectCellsIn    = `SELECT key, column1, value FROM data_points WHERE key IN ? AND column1 >= ? AND column1 < ?`
+	selectColumnsIn  = `SELECT key, column1, value FROM data_points WHERE key IN ? AND column1 IN ?`
 	selectFirstCell  = `SELECT column1 FROM data_points WHERE key = ? AND column1 >= ? AND column1 < ? LIMIT 1`
 	selectNames      = `SELECT column1 FROM string_index WHERE key = ?`
 )
