@@ -2,7 +2,6 @@ package kairosstore_test
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync/atomic"
@@ -72,38 +71,13 @@ func (e namesEngine) CellsOfColumns(ctx context.Context, keys [][]byte, cols []u
 // Prometheus's time at a 6h step, a step of 300 years, a range of 1 ms.
 func TestRollupColumnsByName(t *testing.T) {
 	ctx := context.Background()
-	promMin := int64(math.MinInt64/1000+62135596801) * 1000
-	promMax := int64(math.MaxInt64/1000-62135596801)*1000 + 999
+	promMin, promMax := rolluptest.PromMin, rolluptest.PromMax
 	day := 24 * hour
 	t0 := 1_700_000_000_000 / day * day
 	rnd := rand.New(rand.NewPCG(30, 2))
-	odd := []float64{math.NaN(), math.Inf(1), math.Inf(-1), 1e300, -1e300}
 	var data []rolluptest.Series
 	for i, name := range []string{"g", "c"} {
-		s := rolluptest.Series{Labels: labels.FromStrings("__name__", name, "i", fmt.Sprint(i))}
-		add := func(ts int64, v float64) { s.T, s.V = append(s.T, ts), append(s.V, v) }
-		add(promMin, 1)
-		v := 0.0
-		for ts := t0 + 13_000; ts < t0+10*day; ts += 60_000 {
-			if rnd.IntN(80) == 0 {
-				ts += int64(rnd.IntN(20)) * hour // a gap, some of more than a bucket
-			}
-			switch {
-			case name == "c" && rnd.IntN(500) == 0:
-				v = 0
-			case name == "c":
-				v += rnd.Float64() * 10
-			default:
-				v = rnd.NormFloat64() * 100
-			}
-			if rnd.IntN(200) == 0 {
-				add(ts, odd[rnd.IntN(len(odd))])
-				continue
-			}
-			add(ts, v)
-		}
-		add(promMax, 2)
-		data = append(data, s)
+		data = append(data, rolluptest.Hostile(rnd, name, i, 80, t0))
 	}
 	for _, width := range []time.Duration{6 * time.Hour, 3 * 7 * 24 * time.Hour} {
 		t.Run(width.String(), func(t *testing.T) {

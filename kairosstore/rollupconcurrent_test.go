@@ -2,7 +2,6 @@ package kairosstore_test
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -103,42 +102,17 @@ func TestRollupRowsAtOnce(t *testing.T) {
 			stores["in one statement"] = openStore(t, keys, opts)
 		}
 
-		promMin := int64(math.MinInt64/1000+62135596801) * 1000
-		promMax := int64(math.MaxInt64/1000-62135596801)*1000 + 999
+		promMin, promMax := rolluptest.PromMin, rolluptest.PromMax
 		day := 24 * hour
 		t0 := 1_700_000_000_000 / day * day
 		rnd := rand.New(rand.NewPCG(30, 1))
-		odd := []float64{math.NaN(), math.Inf(1), math.Inf(-1), 1e300, -1e300}
 		var data []rolluptest.Series
 		for i := range 4 {
 			name := "g"
 			if i == 3 {
 				name = "c"
 			}
-			s := rolluptest.Series{Labels: labels.FromStrings("__name__", name, "i", fmt.Sprint(i))}
-			add := func(ts int64, v float64) { s.T, s.V = append(s.T, ts), append(s.V, v) }
-			add(promMin, 1)
-			v := 0.0
-			for ts := t0 + 13_000; ts < t0+10*day; ts += 60_000 {
-				if rnd.IntN(50) == 0 {
-					ts += int64(rnd.IntN(20)) * hour // a gap, some of more than a bucket
-				}
-				switch {
-				case name == "c" && rnd.IntN(500) == 0:
-					v = 0 // a reset
-				case name == "c":
-					v += rnd.Float64() * 10
-				default:
-					v = rnd.NormFloat64() * 100
-				}
-				if rnd.IntN(200) == 0 {
-					add(ts, odd[rnd.IntN(len(odd))])
-					continue
-				}
-				add(ts, v)
-			}
-			add(promMax, 2)
-			data = append(data, s)
+			data = append(data, rolluptest.Hostile(rnd, name, i, 50, t0))
 		}
 		app := conc.NewAppender()
 		for _, s := range data {
