@@ -33,7 +33,9 @@ const (
 // when it holds a listing: each candidate is checked against row_keys, so
 // an entry deleted by another writer since the listing is not used. Unless
 // it returns keptHit the caller lists the partition; n is how many cached
-// entries were looked at.
+// entries were looked at. add gets each entry's tags sorted, in a slice of
+// its own, and strings the listing holds unchanged for as long as it
+// lives: it may keep both.
 func (x *Index) keptRowKeys(ctx context.Context, metric string, rowTime int64, plan translate.Plan, add func(string, []codec.Tag)) (n int, res keptResult, err error) {
 	l := x.keptListing(metric, rowTime)
 	if l == nil {

@@ -109,24 +109,33 @@ func (x *Index) rowKeysOf(ctx context.Context, f *finder, metric, indexMetric st
 		x.m.Scanned.WithLabelValues(metric).Add(float64(scanned))
 		x.m.Selected.WithLabelValues(metric).Add(float64(selected))
 	}()
-	// add takes an entry that passed the matchers; its strings may alias
-	// the engine's buffers.
-	add := func(dataType string, tags []codec.Tag) {
+	// keep takes an entry that passed the matchers, its tags sorted and
+	// its own to hold: a kept listing's entries are (keptRowKeys), so they
+	// are not copied again for every part of a query.
+	keep := func(dataType string, tags []codec.Tag) {
 		// A side index holds only null rows; anything else in that
 		// partition belongs to a real metric of that name.
 		if side && dataType != codec.TypeNull {
 			return
 		}
 		selected++
-		tags = cloneTags(tags)
-		codec.SortTags(tags)
 		// The row key is encoded once; the series' id is a slice of it.
 		key := codec.AppendRowKey(nil, codec.RowKey{Metric: metric, RowTime: rt, DataType: dataType, Tags: tags})
-		r := Row{Key: key, RowTime: rt, DataType: strings.Clone(dataType)}
+		r := Row{Key: key, RowTime: rt, DataType: dataType}
 		if side {
 			r.IndexMetric = indexMetric
 		}
 		f.add(metric, tags, r, tagsAt(metric, dataType))
+	}
+	// add is keep for an entry whose strings may alias the engine's
+	// buffers.
+	add := func(dataType string, tags []codec.Tag) {
+		if side && dataType != codec.TypeNull {
+			return
+		}
+		tags = cloneTags(tags)
+		codec.SortTags(tags)
+		keep(strings.Clone(dataType), tags)
 	}
 	list := func(dataType string, tags []codec.Tag) {
 		scanned++
@@ -154,7 +163,7 @@ func (x *Index) rowKeysOf(ctx context.Context, f *finder, metric, indexMetric st
 	}
 	build := true
 	if f.useKept {
-		n, res, err := x.keptRowKeys(ctx, indexMetric, rt, plan, add)
+		n, res, err := x.keptRowKeys(ctx, indexMetric, rt, plan, keep)
 		scanned += n
 		if err != nil || res == keptHit {
 			return err
