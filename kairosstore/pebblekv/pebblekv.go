@@ -117,6 +117,19 @@ type Options struct {
 	PurgeInterval time.Duration
 	// TombstoneGrace is how long deletes shadow older writes; 0 means 10 days.
 	TombstoneGrace time.Duration
+	// HeadBytes bounds the memory of the head (head.go), which gathers the
+	// data_points cells of small writes into blocks; 0 means 64 MiB, and a
+	// negative value turns the head off (every block goes to Pebble as it
+	// is written).
+	HeadBytes int64
+	// HeadMaxAge bounds how long a cell stays in the head and its log
+	// before a rotation makes it durable in Pebble; 0 means 30 s.
+	HeadMaxAge time.Duration
+
+	// clock replaces time.Now and blockPurgeStep the default step, for
+	// tests whose replay on Open must see their own.
+	clock          func() time.Time
+	blockPurgeStep int64
 }
 
 // DefaultOptions returns the options Open should normally get.
@@ -146,6 +159,20 @@ type Engine struct {
 	// ckMu serialises checkpoints (Checkpoint).
 	ckMu sync.Mutex
 
+	// head and wal are nil when Options.HeadBytes < 0. Guarded by mu;
+	// headRows is the head's row count, for reads that find it empty
+	// without the lock.
+	head     *head
+	wal      *wal
+	headRows atomic.Int64
+	// headScratch keeps a transaction's head buffers for the next one.
+	// Guarded by mu.
+	headScratch headScratch
+	// pebbleSeq counts the transactions committed to Pebble (guarded by
+	// mu), pebbleSynced how many of them are known durable.
+	pebbleSeq    int64
+	pebbleSynced atomic.Int64
+
 	closed atomic.Bool
 	stop   chan struct{}
 	done   chan struct{}
@@ -169,6 +196,12 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 	}
 	if opts.TombstoneGrace <= 0 {
 		opts.TombstoneGrace = defaultTombstoneGrace
+	}
+	if opts.HeadBytes == 0 {
+		opts.HeadBytes = defaultHeadBytes
+	}
+	if opts.HeadMaxAge <= 0 {
+		opts.HeadMaxAge = defaultHeadMaxAge
 	}
 
 	if err := finishRenames(opts.FS, dir); err != nil {
@@ -202,6 +235,12 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 		stop:           make(chan struct{}),
 		done:           make(chan struct{}),
 	}
+	if opts.clock != nil {
+		e.now = opts.clock
+	}
+	if opts.blockPurgeStep > 0 {
+		e.blockPurgeStep = opts.blockPurgeStep
+	}
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	po := &pebble.Options{
@@ -234,6 +273,16 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 	}
 	e.db = db
 	if err := e.load(); err != nil {
+		_ = db.Close()
+		_ = lock.Close()
+		return nil, fmt.Errorf("cannot open pebble store in %q: %w", dir, err)
+	}
+	seg, err := e.replay(dir)
+	if err == nil && opts.HeadBytes > 0 {
+		e.head = newHead()
+		e.wal, err = openWAL(opts.FS, dir, seg)
+	}
+	if err != nil {
 		_ = db.Close()
 		_ = lock.Close()
 		return nil, fmt.Errorf("cannot open pebble store in %q: %w", dir, err)
@@ -309,6 +358,9 @@ func (e *Engine) Settle(ctx context.Context) error {
 	if err := e.usable(ctx); err != nil {
 		return err
 	}
+	if err := e.drainHead(); err != nil {
+		return err
+	}
 	if err := e.db.Flush(); err != nil {
 		return err
 	}
@@ -339,7 +391,13 @@ func (e *Engine) Close() error {
 	// Taking mu waits for a write that passed its closed check.
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return errors.Join(e.db.Close(), e.lock.Close())
+	var errs []error
+	if e.wal != nil {
+		// What the rotation cannot make durable in Pebble stays in the
+		// log, for the next Open.
+		errs = append(errs, e.rotate(), e.wal.close())
+	}
+	return errors.Join(append(errs, e.db.Close(), e.lock.Close())...)
 }
 
 func (e *Engine) usable(ctx context.Context) error {

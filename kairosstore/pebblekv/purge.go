@@ -19,10 +19,16 @@ func (e *Engine) purgeLoop() {
 	defer close(e.done)
 	ticker := time.NewTicker(e.opts.PurgeInterval)
 	defer ticker.Stop()
+	headTicker := time.NewTicker(e.opts.HeadMaxAge / 4)
+	defer headTicker.Stop()
 	for {
 		select {
 		case <-e.stop:
 			return
+		case now := <-headTicker.C:
+			if err := e.rotateIfOld(now); err != nil {
+				e.logger.Warn("Cannot drain the head into Pebble; its cells stay in memory and in the head log", "err", err)
+			}
 		case <-ticker.C:
 			start := time.Now()
 			n, err := e.purge()
@@ -66,6 +72,13 @@ func (e *Engine) purgeStep(upper []byte) (purged int, more bool, err error) {
 	defer e.mu.Unlock()
 	if e.closed.Load() {
 		return 0, false, nil
+	}
+	// The head's cells must be in the blocks the step rewrites: one that
+	// lost to an expired cell would otherwise show once that is purged. And
+	// none may stay in the log, where a replay would bring it back the same
+	// way, or from under a tombstone purged past its grace.
+	if err := e.rotate(); err != nil {
+		return 0, false, err
 	}
 	it, err := e.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tableExpiry}, UpperBound: upper})
 	if err != nil {
