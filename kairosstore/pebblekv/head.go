@@ -37,7 +37,7 @@ import (
 // crash merges with itself.
 const (
 	defaultHeadBytes  = 64 << 20
-	defaultHeadMaxAge = 30 * time.Second
+	defaultHeadMaxAge = 2 * time.Minute
 	// directCells: a block of this many cells from one write is as good an
 	// operand as the head would make.
 	directCells = 64
@@ -66,25 +66,39 @@ type headWindow struct {
 	vals   []byte // the values longer than 8 bytes, one after another
 }
 
-type headRow struct{ windows []headWindow }
+// headRow is a row key's cells in the head. Rows are found by the hash
+// marks gives their row key, which a write has computed already: a map of
+// ~200-byte strings cost a fifth of a known sample's CPU, mostly in cache
+// misses on the keys. Rows whose keys share a hash are chained.
+type headRow struct {
+	key     string
+	hash    uint64
+	next    *headRow
+	windows []headWindow
+}
 
 // head is guarded by Engine.mu.
 type head struct {
-	rows  map[string]*headRow
+	rows  map[uint64]*headRow
+	n     int   // rows
 	bytes int64 // estimated memory
 	// since is when the log got its first record after the last rotation.
 	since time.Time
 }
 
-func newHead() *head { return &head{rows: map[string]*headRow{}} }
+func newHead() *head { return &head{rows: map[uint64]*headRow{}} }
 
-// add puts cells (sorted, one per column) into rowKey's window and reports
-// whether the window is full.
-func (h *head) add(rowKey []byte, win uint32, cells []cellblock.Cell) bool {
-	r := h.rows[string(rowKey)]
+// add puts cells (sorted, one per column) into the window of rowKey, whose
+// hash is hash, and returns its row and whether the window is full.
+func (h *head) add(hash uint64, rowKey []byte, win uint32, cells []cellblock.Cell) (*headRow, bool) {
+	r := h.rows[hash]
+	for r != nil && r.key != string(rowKey) {
+		r = r.next
+	}
 	if r == nil {
-		r = &headRow{}
-		h.rows[string(rowKey)] = r
+		r = &headRow{key: string(rowKey), hash: hash, next: h.rows[hash]}
+		h.rows[hash] = r
+		h.n++
 		h.bytes += int64(len(rowKey)) + headRowBytes
 	}
 	i := 0
@@ -92,8 +106,9 @@ func (h *head) add(rowKey []byte, win uint32, cells []cellblock.Cell) bool {
 		i++
 	}
 	if i == len(r.windows) {
-		// Room for a few writes: a row is usually written once a scrape.
-		r.windows = append(r.windows, headWindow{window: win, cells: make([]headCell, 0, 8)})
+		// Room for a few writes, not more: the bound is reached by rows of
+		// few cells when there are many rows, and counts their capacity.
+		r.windows = append(r.windows, headWindow{window: win, cells: make([]headCell, 0, 4)})
 		h.bytes += headWindowBytes
 	}
 	w := &r.windows[i]
@@ -109,7 +124,31 @@ func (h *head) add(rowKey []byte, win uint32, cells []cellblock.Cell) bool {
 		w.cells = append(w.cells, hc)
 	}
 	h.bytes += int64(cap(w.cells)-cellsCap)*headCellBytes + int64(cap(w.vals)-valsCap)
-	return len(w.cells) >= headFullCells
+	return r, len(w.cells) >= headFullCells
+}
+
+// remove takes r out of the head, if it is there.
+func (h *head) remove(r *headRow) {
+	for p := h.rows[r.hash]; p != nil; p = p.next {
+		if p != r && p.next != r {
+			continue
+		}
+		if p == r {
+			if r.next == nil {
+				delete(h.rows, r.hash)
+			} else {
+				h.rows[r.hash] = r.next
+			}
+		} else {
+			p.next = r.next
+		}
+		h.n--
+		h.bytes -= int64(len(r.key)) + headRowBytes
+		for i := range r.windows {
+			h.bytes -= headWindowBytes + int64(cap(r.windows[i].cells))*headCellBytes + int64(cap(r.windows[i].vals))
+		}
+		return
+	}
 }
 
 // headScratch holds the buffers of txn.logBuf, pending and pendCells
@@ -142,6 +181,7 @@ func (e *Engine) keepScratch(t *txn) {
 // pendingBlock is a block a transaction gives the head once it committed:
 // its row key is in txn.rowBuf, its cells in txn.pendCells.
 type pendingBlock struct {
+	hash           uint64
 	rowOff, rowLen int
 	window         uint32
 	first, n       int
@@ -269,9 +309,11 @@ func (e *Engine) drain(sync bool) error {
 	b := e.db.NewBatch()
 	defer b.Close()
 	var s mergeScratch
-	for rowKey, r := range e.head.rows {
-		if err := e.mergeRow(b, rowKey, r, &s); err != nil {
-			return err
+	for _, r := range e.head.rows {
+		for ; r != nil; r = r.next {
+			if err := e.mergeRow(b, r, &s); err != nil {
+				return err
+			}
 		}
 	}
 	if e.highWater != math.MinInt64 {
@@ -290,6 +332,7 @@ func (e *Engine) drain(sync bool) error {
 		e.notePebbleSynced(e.pebbleSeq)
 	}
 	clear(e.head.rows)
+	e.head.n = 0
 	e.head.bytes = 0
 	e.headRows.Store(0)
 	return nil
@@ -301,7 +344,7 @@ type mergeScratch struct {
 }
 
 // mergeRow merges each window of a head row into b.
-func (e *Engine) mergeRow(b *pebble.Batch, rowKey string, r *headRow, s *mergeScratch) error {
+func (e *Engine) mergeRow(b *pebble.Batch, r *headRow, s *mergeScratch) error {
 	for i := range r.windows {
 		w := &r.windows[i]
 		s.cells = s.cells[:0]
@@ -321,7 +364,8 @@ func (e *Engine) mergeRow(b *pebble.Batch, rowKey string, r *headRow, s *mergeSc
 		// lose to a later write of their column too: had each write merged
 		// its own block, each would have noted its own, and the purge looks
 		// at a block when any of them is due.
-		s.key = appendBlockKey(s.key[:0], []byte(rowKey), w.window)
+		// appendBlockKey of a string row key.
+		s.key = binary.BigEndian.AppendUint32(appendEscaped(append(s.key[:0], tableBlock), r.key), w.window)
 		if err := indexBlock(b, s.key, s.cells, e.blockPurgeStep, &s.xkey); err != nil {
 			return err
 		}
@@ -333,33 +377,28 @@ func (e *Engine) mergeRow(b *pebble.Batch, rowKey string, r *headRow, s *mergeSc
 	return nil
 }
 
-// drainRows drains the rows rowKeys alone, without fsync. Called under mu.
-func (e *Engine) drainRows(rowKeys []string) error {
+// drainRows drains the rows alone, without fsync. Called under mu.
+func (e *Engine) drainRows(rows []*headRow) error {
 	b := e.db.NewBatch()
 	defer b.Close()
 	var s mergeScratch
-	for _, rowKey := range rowKeys {
-		if r := e.head.rows[rowKey]; r != nil {
-			if err := e.mergeRow(b, rowKey, r, &s); err != nil {
-				return err
-			}
+	seen := make(map[*headRow]bool, len(rows))
+	for _, r := range rows {
+		if seen[r] {
+			continue
+		}
+		seen[r] = true
+		if err := e.mergeRow(b, r, &s); err != nil {
+			return err
 		}
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return err
 	}
-	for _, rowKey := range rowKeys {
-		r := e.head.rows[rowKey]
-		if r == nil {
-			continue // listed twice
-		}
-		e.head.bytes -= int64(len(rowKey)) + headRowBytes
-		for i := range r.windows {
-			e.head.bytes -= headWindowBytes + int64(cap(r.windows[i].cells))*headCellBytes + int64(cap(r.windows[i].vals))
-		}
-		delete(e.head.rows, rowKey)
+	for r := range seen {
+		e.head.remove(r)
 	}
-	e.headRows.Store(int64(len(e.head.rows)))
+	e.headRows.Store(int64(e.head.n))
 	return nil
 }
 
@@ -369,7 +408,7 @@ func (e *Engine) rotate() error {
 	if e.wal == nil {
 		return nil
 	}
-	if e.wal.size == 0 && len(e.head.rows) == 0 {
+	if e.wal.size == 0 && e.head.n == 0 {
 		return nil
 	}
 	if err := e.drain(true); err != nil {
@@ -399,7 +438,7 @@ func (e *Engine) drainHead() error {
 
 // drainHeadLocked is drainHead under mu.
 func (e *Engine) drainHeadLocked() error {
-	if e.head == nil || len(e.head.rows) == 0 {
+	if e.head == nil || e.head.n == 0 {
 		return nil
 	}
 	return e.drain(false)

@@ -23,6 +23,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kairos-remote/kairos-adapter/kairosstore/cellblock"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 )
 
@@ -395,4 +396,31 @@ func headChild(dir string) {
 		}()
 	}
 	select {}
+}
+
+// TestHeadHashCollision: rows whose keys share a hash are kept apart, and
+// draining one of them leaves the other.
+func TestHeadHashCollision(t *testing.T) {
+	opts := DefaultOptions()
+	opts.FS = vfs.NewMem()
+	e := open(t, "db", opts)
+	e.mu.Lock()
+	_, _ = e.head.add(42, []byte("one"), 0, []cellblock.Cell{{Column: 1, WriteTime: 1, Value: f64(1)}})
+	two, _ := e.head.add(42, []byte("two"), 0, []cellblock.Cell{{Column: 2, WriteTime: 1, Value: f64(2)}})
+	three, _ := e.head.add(42, []byte("three"), 0, []cellblock.Cell{{Column: 3, WriteTime: 1, Value: f64(3)}})
+	_, _ = e.head.add(42, []byte("two"), 0, []cellblock.Cell{{Column: 4, WriteTime: 1, Value: f64(4)}})
+	require.Equal(t, 3, e.head.n)
+	require.NoError(t, e.drainRows([]*headRow{two, two}))
+	require.Equal(t, 2, e.head.n)
+	require.NoError(t, e.drainRows([]*headRow{three}))
+	require.Equal(t, 1, e.head.n)
+	e.headRows.Store(1)
+	e.mu.Unlock()
+	require.Equal(t, []string{"2=" + fmt.Sprintf("%x", f64(2)), "4=" + fmt.Sprintf("%x", f64(4))}, cellsOf(t, e, "two"))
+	require.Equal(t, []string{"3=" + fmt.Sprintf("%x", f64(3))}, cellsOf(t, e, "three"))
+	require.Equal(t, []string{"1=" + fmt.Sprintf("%x", f64(1))}, cellsOf(t, e, "one"))
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	require.Zero(t, e.head.n)
+	require.Zero(t, e.head.bytes)
 }

@@ -73,16 +73,19 @@ func (e *Engine) purgeStep(upper []byte) (purged int, more bool, err error) {
 	if e.closed.Load() {
 		return 0, false, nil
 	}
-	// The head's cells must be in the blocks the step rewrites: one that
-	// lost to an expired cell would otherwise show once that is purged. And
-	// none may stay in the log, where a replay would bring it back the same
-	// way, or from under a tombstone purged past its grace.
-	if err := e.rotate(); err != nil {
-		return 0, false, err
-	}
 	it, err := e.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tableExpiry}, UpperBound: upper})
 	if err != nil {
 		return 0, false, err
+	}
+	// When something is due, the head's cells must be in the blocks the
+	// step rewrites (it reads them with Get, past the iterator's view): one
+	// that lost to an expired cell would otherwise show once that is
+	// purged. And none may stay in the log, where a replay would bring it
+	// back the same way, or from under a tombstone purged past its grace.
+	if it.First() {
+		if err := e.rotate(); err != nil {
+			return 0, false, errors.Join(err, it.Close())
+		}
 	}
 	b := e.db.NewBatch()
 	defer func() { err = errors.Join(err, it.Close(), b.Close()) }()

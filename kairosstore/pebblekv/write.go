@@ -57,6 +57,7 @@ type txn struct {
 	// rows' answer for its row, kept for the row's next cells.
 	block       []cellblock.Cell
 	blockRow    []byte
+	blockHash   uint64 // of blockRow, in marks
 	haveRow     bool
 	rowNewer    bool
 	blockWindow uint32
@@ -209,14 +210,14 @@ func (e *Engine) commit(writeTime int64, indexed, direct bool, fn func(t *txn) e
 // memory bound or when the log is past its own. Their cells are logged, so
 // a drain that fails only leaves them in the head, and is logged.
 func (e *Engine) toHead(t *txn) {
-	var full []string
+	var full []*headRow
 	for _, p := range t.pending {
 		row := t.rowBuf[p.rowOff : p.rowOff+p.rowLen]
-		if e.head.add(row, p.window, t.pendCells[p.first:p.first+p.n]) {
-			full = append(full, string(row))
+		if r, isFull := e.head.add(p.hash, row, p.window, t.pendCells[p.first:p.first+p.n]); isFull {
+			full = append(full, r)
 		}
 	}
-	e.headRows.Store(int64(len(e.head.rows)))
+	e.headRows.Store(int64(e.head.n))
 	var err error
 	switch {
 	case e.head.bytes > e.opts.HeadBytes || e.wal.size > e.logLimit():
@@ -386,15 +387,17 @@ func (t *txn) putCell(c *engine.Cell) error {
 // raw load (LoadRaw) carries per cell; writeTime is at most t.writeTime.
 func (t *txn) putCellAt(c *engine.Cell, writeTime, expiry int64) error {
 	sameRow := t.haveRow && bytes.Equal(c.Key, t.blockRow)
+	var h uint64
 	switch {
 	case sameRow:
 	case t.newest:
 		// Above the high-water mark, so above every partition's bound:
 		// the partition is only noted, not looked up.
-		t.newRows = append(t.newRows, t.e.marks.hash(c.Key))
+		h = t.e.marks.hash(c.Key)
+		t.newRows = append(t.newRows, h)
 		t.rowNewer = true
 	default:
-		h := t.e.marks.hash(c.Key)
+		h = t.e.marks.hash(c.Key)
 		newer, ok := t.rows[h]
 		if !ok {
 			// Newer for an older write time implies newer for t.writeTime, so
@@ -423,6 +426,7 @@ func (t *txn) putCellAt(c *engine.Cell, writeTime, expiry int64) error {
 		}
 		if !sameRow {
 			t.blockRow = append(t.blockRow[:0], c.Key...)
+			t.blockHash = h
 			t.haveRow = true
 		}
 		t.blockWindow = window(c.Column)
@@ -447,7 +451,7 @@ func (t *txn) flushBlock() error {
 		t.logBuf = binary.BigEndian.AppendUint64(t.logBuf, uint64(t.now))
 	}
 	t.logBuf = appendLogBlock(t.logBuf, t.blockRow, cells)
-	t.pending = append(t.pending, pendingBlock{rowOff: len(t.rowBuf), rowLen: len(t.blockRow), window: t.blockWindow, first: len(t.pendCells), n: len(cells)})
+	t.pending = append(t.pending, pendingBlock{hash: t.blockHash, rowOff: len(t.rowBuf), rowLen: len(t.blockRow), window: t.blockWindow, first: len(t.pendCells), n: len(cells)})
 	t.rowBuf = append(t.rowBuf, t.blockRow...)
 	t.pendCells = append(t.pendCells, cells...)
 	return nil
