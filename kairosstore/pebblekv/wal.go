@@ -129,6 +129,9 @@ func (w *wal) append(payload []byte) (int64, error) {
 	if err := w.failure(); err != nil {
 		return 0, err
 	}
+	if len(payload) > maxWALRecord {
+		return 0, fmt.Errorf("cannot write the head log: a record of %d bytes, at most %d", len(payload), maxWALRecord)
+	}
 	if w.broken {
 		// The records before the torn one may not be synced yet, and
 		// syncTo only syncs the current segment.
@@ -174,7 +177,9 @@ func (w *wal) syncTo(pos int64) error {
 	// counted, and records of earlier segments were made durable in Pebble
 	// before their segment was left (markSynced).
 	target := w.written.Load()
-	if err := w.f.Sync(); err != nil {
+	// fdatasync, as Pebble syncs its own log: the file's size is synced
+	// with the data, its times are not.
+	if err := w.f.SyncData(); err != nil {
 		return w.fail(err)
 	}
 	w.synced.Store(max(w.synced.Load(), target))
