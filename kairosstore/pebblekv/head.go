@@ -408,7 +408,7 @@ func (e *Engine) rotate() error {
 	if e.wal == nil {
 		return nil
 	}
-	if e.wal.size == 0 && e.head.n == 0 {
+	if e.wal.size == 0 && e.head.n == 0 && !e.wal.older {
 		return nil
 	}
 	if err := e.drain(true); err != nil {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,11 +17,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cellblock"
@@ -423,4 +426,55 @@ func TestHeadHashCollision(t *testing.T) {
 	defer e.mu.Unlock()
 	require.Zero(t, e.head.n)
 	require.Zero(t, e.head.bytes)
+}
+
+// TestHeadLogFailures: a write whose log record cannot be written fails,
+// is not in the head, and leaves the log usable (a new segment); an fsync
+// that fails fails that write and every later one, since what it covered
+// may be lost. What was acknowledged survives a crash either way.
+func TestHeadLogFailures(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	var failWrite, failSync atomic.Bool
+	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if !strings.Contains(op.Path, walPrefix) {
+			return nil
+		}
+		if op.Kind == errorfs.OpFileWrite && failWrite.Load() || op.Kind == errorfs.OpFileSyncData && failSync.Load() {
+			return errors.New("injected")
+		}
+		return nil
+	}))
+	opts := DefaultOptions()
+	opts.FS = fs
+	e, err := Open("db", opts, nil)
+	require.NoError(t, err)
+	ctx := t.Context()
+	wt := time.Now().UnixMilli()
+	write := func(col uint32) error {
+		wt++
+		return e.Write(ctx, &engine.Batch{WriteTime: wt, Cells: []engine.Cell{{Key: []byte("r"), Column: col, Value: f64(float64(col))}}})
+	}
+	require.NoError(t, write(1))
+	failWrite.Store(true)
+	require.ErrorContains(t, write(2), "cannot write the head log")
+	failWrite.Store(false)
+	require.NoError(t, write(3))
+	segs, err := walSegments(mem, "db")
+	require.NoError(t, err)
+	require.Len(t, segs, 2, "the write after the failed one starts a segment")
+	require.Equal(t, []string{"1=" + fmt.Sprintf("%x", f64(1)), "3=" + fmt.Sprintf("%x", f64(3))}, cellsOf(t, e, "r"))
+	require.NoError(t, write(4))
+
+	failSync.Store(true)
+	require.ErrorContains(t, write(5), "restart the adapter")
+	failSync.Store(false)
+	require.ErrorContains(t, write(6), "restart the adapter")
+
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	_ = e.Close()
+	opts.FS = crashed
+	e = open(t, "db", opts)
+	got := cellsOf(t, e, "r")
+	require.Subset(t, got, []string{"1=" + fmt.Sprintf("%x", f64(1)), "3=" + fmt.Sprintf("%x", f64(3)), "4=" + fmt.Sprintf("%x", f64(4))})
+	require.NotContains(t, got, "2="+fmt.Sprintf("%x", f64(2)))
 }

@@ -45,8 +45,9 @@ type wal struct {
 	f   vfs.File
 	seg uint64
 	// broken is set when a write failed part way: the segment may end in
-	// a torn record, so the next append starts a new one.
-	broken bool
+	// a torn record, so the next append starts a new one. older is set
+	// while segments before the current one hold records.
+	broken, older bool
 	// size is the bytes appended to the current segment.
 	size int64
 
@@ -141,6 +142,7 @@ func (w *wal) append(payload []byte) (int64, error) {
 		if err := w.start(w.seg + 1); err != nil {
 			return 0, err
 		}
+		w.older = true
 	}
 	binary.LittleEndian.PutUint32(w.hdr[:4], uint32(len(payload)))
 	binary.LittleEndian.PutUint32(w.hdr[4:], crc32.Checksum(payload, crcTable))
@@ -231,7 +233,11 @@ func (w *wal) removeBefore() error {
 			errs = append(errs, w.fs.Remove(w.fs.PathJoin(w.dir, walName(s))))
 		}
 	}
-	return errors.Join(append(errs, syncDir(w.fs, w.dir))...)
+	if err := errors.Join(append(errs, syncDir(w.fs, w.dir))...); err != nil {
+		return err
+	}
+	w.older = false
+	return nil
 }
 
 // errTorn marks the end of a segment's readable records.
