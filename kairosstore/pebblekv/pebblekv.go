@@ -16,6 +16,10 @@
 // blocks, one key per row key and window of columns (blocks.go, package
 // cellblock), written blind through a merge operator. A store of the layout
 // before (kairosdb-1, a key per cell) is converted by Open (convert.go).
+// The cells of small writes (a scrape's: a cell or a few per row) go
+// through a head first (head.go): kept in memory and in a log of their own
+// (wal.go) until one operand can carry many of a row's cells; every read
+// of data_points drains the head into Pebble first, so reads never see it.
 //
 // # Values, last write wins, TTL and tombstones
 //
