@@ -36,7 +36,7 @@ import (
 // was logged drops it as it drops a late write; a cell drained before the
 // crash merges with itself.
 const (
-	defaultHeadBytes  = 64 << 20
+	defaultHeadBytes  = 128 << 20
 	defaultHeadMaxAge = 2 * time.Minute
 	// directCells: a block of this many cells from one write is as good an
 	// operand as the head would make.
@@ -84,9 +84,13 @@ type head struct {
 	bytes int64 // estimated memory
 	// since is when the log got its first record after the last rotation.
 	since time.Time
+	// minExpiry is at most the earliest expiry of a cell in the head
+	// (math.MaxInt64: none), for the purge: the cells' expiry index keys
+	// are written when they drain.
+	minExpiry int64
 }
 
-func newHead() *head { return &head{rows: map[uint64]*headRow{}} }
+func newHead() *head { return &head{rows: map[uint64]*headRow{}, minExpiry: math.MaxInt64} }
 
 // add puts cells (sorted, one per column) into the window of rowKey, whose
 // hash is hash, and returns its row and whether the window is full.
@@ -116,6 +120,9 @@ func (h *head) add(hash uint64, rowKey []byte, win uint32, cells []cellblock.Cel
 	for j := range cells {
 		c := &cells[j]
 		hc := headCell{column: c.Column, vlen: uint32(len(c.Value)), writeTime: c.WriteTime, expiry: c.Expiry}
+		if c.Expiry != 0 {
+			h.minExpiry = min(h.minExpiry, c.Expiry)
+		}
 		if len(c.Value) <= len(hc.value) {
 			copy(hc.value[:], c.Value)
 		} else {
@@ -328,12 +335,14 @@ func (e *Engine) drain(sync bool) error {
 	if err := b.Commit(opt); err != nil {
 		return err
 	}
+	e.storedHighWater = max(e.storedHighWater, e.highWater)
 	if sync {
 		e.notePebbleSynced(e.pebbleSeq)
 	}
 	clear(e.head.rows)
 	e.head.n = 0
 	e.head.bytes = 0
+	e.head.minExpiry = math.MaxInt64
 	e.headRows.Store(0)
 	return nil
 }

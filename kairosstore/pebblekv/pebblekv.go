@@ -122,9 +122,10 @@ type Options struct {
 	// TombstoneGrace is how long deletes shadow older writes; 0 means 10 days.
 	TombstoneGrace time.Duration
 	// HeadBytes bounds the memory of the head (head.go), which gathers the
-	// data_points cells of small writes into blocks; 0 means 64 MiB, and a
-	// negative value turns the head off (every block goes to Pebble as it
-	// is written).
+	// data_points cells of small writes into blocks; 0 means 128 MiB (the
+	// known-series load's CPU against 64 MiB: BENCHMARKS.md, "Issue #31:
+	// the head"), and a negative value turns the head off (every block goes
+	// to Pebble as it is written).
 	HeadBytes int64
 	// HeadMaxAge bounds how long a cell stays in the head and its log
 	// before a rotation makes it durable in Pebble; 0 means 2 minutes: at
@@ -158,6 +159,9 @@ type Engine struct {
 	// an upper bound of every write time stored (see txn.newest). Guarded by
 	// mu.
 	highWater int64
+	// storedHighWater is the high-water mark last written to Pebble, which
+	// highWater passes when cells go to the head only. Guarded by mu.
+	storedHighWater int64
 	// marks bounds the write times of each data_points partition (marks.go).
 	// Guarded by mu.
 	marks marks
@@ -310,6 +314,7 @@ func (e *Engine) load() error {
 		return err
 	}
 	e.highWater = math.MinInt64
+	e.storedHighWater = e.highWater
 	e.marks = newMarks(e.highWater)
 	v, closer, err := e.db.Get(highWaterKey)
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -323,6 +328,7 @@ func (e *Engine) load() error {
 		return fmt.Errorf("%w: high-water mark %x", errCorrupt, v)
 	}
 	e.highWater = int64(binary.BigEndian.Uint64(v))
+	e.storedHighWater = e.highWater
 	e.marks = newMarks(e.highWater)
 	return nil
 }

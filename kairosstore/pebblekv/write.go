@@ -182,14 +182,19 @@ func (e *Engine) commit(writeTime int64, indexed, direct bool, fn func(t *txn) e
 	if !t.b.Empty() {
 		// A transaction whose cells all went to the head writes no
 		// high-water mark: the drain writes it, and replay finds it again.
-		if t.newest {
-			if err := t.b.Set(highWaterKey, binary.BigEndian.AppendUint64(nil, uint64(writeTime)), nil); err != nil {
+		// So the mark in memory may be above the stored one, and any batch
+		// then carries it: replay skips the tombstone lookups of cells above
+		// the stored mark, which must therefore bound every tombstone's
+		// write time.
+		if hw := max(e.highWater, writeTime); hw > e.storedHighWater {
+			if err := t.b.Set(highWaterKey, binary.BigEndian.AppendUint64(nil, uint64(hw)), nil); err != nil {
 				return 0, 0, err
 			}
 		}
 		if err := t.b.Commit(pebble.NoSync); err != nil {
 			return 0, 0, err
 		}
+		e.storedHighWater = max(e.highWater, writeTime, e.storedHighWater)
 		e.pebbleSeq++
 	}
 	if t.newest && (len(t.logBuf) > 0 || !t.b.Empty()) {
