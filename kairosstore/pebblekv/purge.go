@@ -19,7 +19,7 @@ func (e *Engine) purgeLoop() {
 	defer close(e.done)
 	ticker := time.NewTicker(e.opts.PurgeInterval)
 	defer ticker.Stop()
-	headTicker := time.NewTicker(e.opts.HeadMaxAge / 4)
+	headTicker := time.NewTicker(max(e.opts.HeadMaxAge/4, time.Millisecond))
 	defer headTicker.Stop()
 	for {
 		select {
