@@ -478,3 +478,19 @@ func TestHeadLogFailures(t *testing.T) {
 	require.Subset(t, got, []string{"1=" + fmt.Sprintf("%x", f64(1)), "3=" + fmt.Sprintf("%x", f64(3)), "4=" + fmt.Sprintf("%x", f64(4))})
 	require.NotContains(t, got, "2="+fmt.Sprintf("%x", f64(2)))
 }
+
+// TestHeadMaxAge: the background loop rotates a head older than
+// HeadMaxAge: its cells are in Pebble and the log is empty.
+func TestHeadMaxAge(t *testing.T) {
+	opts := DefaultOptions()
+	opts.FS = vfs.NewMem()
+	opts.HeadMaxAge = 50 * time.Millisecond
+	e := open(t, "db", opts)
+	require.NoError(t, e.Write(t.Context(), &engine.Batch{WriteTime: time.Now().UnixMilli(), Cells: []engine.Cell{{Key: []byte("r"), Column: 1, Value: f64(1)}}}))
+	require.Eventually(t, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.head.n == 0 && e.wal.size == 0
+	}, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, 1, countKeys(t, e, tableBlock, "r"))
+}
