@@ -30,13 +30,25 @@ func (e *Engine) Checkpoint(ctx context.Context, dir string) error {
 	if err := e.usable(ctx); err != nil {
 		return err
 	}
-	if err := e.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
+	if err := e.checkpoint(dir); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("cannot snapshot the store into %q: it exists; give a new directory", dir)
 		}
 		return fmt.Errorf("cannot snapshot the store into %q: %w", dir, err)
 	}
 	return nil
+}
+
+// checkpoint drains the head and copies the store with writes held back,
+// so that a write is in the copy whole, its row keys with its cells. The
+// head's log is not copied: what it holds is in Pebble after the drain.
+func (e *Engine) checkpoint(dir string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.drainHeadLocked(); err != nil {
+		return err
+	}
+	return e.db.Checkpoint(dir, pebble.WithFlushedWAL())
 }
 
 // IsStore reports whether dir holds a Pebble store, without opening it or

@@ -44,6 +44,9 @@ func (e *Engine) Compact(ctx context.Context) (int64, error) {
 func (e *Engine) rewriteAll(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.drainHeadLocked(); err != nil {
+		return err
+	}
 	snap := e.db.NewSnapshot()
 	defer snap.Close()
 	it, err := snap.NewIterWithContext(ctx, nil)

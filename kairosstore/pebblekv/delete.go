@@ -18,6 +18,11 @@ import (
 // See the package doc for the tombstone model.
 func (e *Engine) Delete(ctx context.Context, d *engine.Deletes) error {
 	return e.run(ctx, d.WriteTime, true, func(t *txn) error {
+		// The deletes below read the blocks from Pebble, and a cell they
+		// shadow must not come out of the head after them.
+		if err := e.drainHeadLocked(); err != nil {
+			return err
+		}
 		tomb := t.tombstone()
 		for _, rowKey := range d.Rows {
 			if err := t.deleteCells(rowKey, 0, math.MaxUint32, tomb); err != nil {

@@ -16,6 +16,10 @@
 // blocks, one key per row key and window of columns (blocks.go, package
 // cellblock), written blind through a merge operator. A store of the layout
 // before (kairosdb-1, a key per cell) is converted by Open (convert.go).
+// The cells of small writes (a scrape's: a cell or a few per row) go
+// through a head first (head.go): kept in memory and in a log of their own
+// (wal.go) until one operand can carry many of a row's cells; every read
+// of data_points drains the head into Pebble first, so reads never see it.
 //
 // # Values, last write wins, TTL and tombstones
 //
@@ -117,6 +121,21 @@ type Options struct {
 	PurgeInterval time.Duration
 	// TombstoneGrace is how long deletes shadow older writes; 0 means 10 days.
 	TombstoneGrace time.Duration
+	// HeadBytes bounds the memory of the head (head.go), which gathers the
+	// data_points cells of small writes into blocks; 0 means 128 MiB (the
+	// known-series load's CPU against 64 MiB: BENCHMARKS.md, "Issue #31:
+	// the head"), and a negative value turns the head off (every block goes
+	// to Pebble as it is written).
+	HeadBytes int64
+	// HeadMaxAge bounds how long a cell stays in the head and its log
+	// before a rotation makes it durable in Pebble; 0 means 2 minutes: at
+	// a scrape every 15 s, 8 cells of a series in one operand.
+	HeadMaxAge time.Duration
+
+	// clock replaces time.Now and blockPurgeStep the default step, for
+	// tests whose replay on Open must see their own.
+	clock          func() time.Time
+	blockPurgeStep int64
 }
 
 // DefaultOptions returns the options Open should normally get.
@@ -140,11 +159,28 @@ type Engine struct {
 	// an upper bound of every write time stored (see txn.newest). Guarded by
 	// mu.
 	highWater int64
+	// storedHighWater is the high-water mark last written to Pebble, which
+	// highWater passes when cells go to the head only. Guarded by mu.
+	storedHighWater int64
 	// marks bounds the write times of each data_points partition (marks.go).
 	// Guarded by mu.
 	marks marks
 	// ckMu serialises checkpoints (Checkpoint).
 	ckMu sync.Mutex
+
+	// head and wal are nil when Options.HeadBytes < 0. Guarded by mu;
+	// headRows is the head's row count, for reads that find it empty
+	// without the lock.
+	head     *head
+	wal      *wal
+	headRows atomic.Int64
+	// headScratch keeps a transaction's head buffers for the next one.
+	// Guarded by mu.
+	headScratch headScratch
+	// pebbleSeq counts the transactions committed to Pebble (guarded by
+	// mu), pebbleSynced how many of them are known durable.
+	pebbleSeq    int64
+	pebbleSynced atomic.Int64
 
 	closed atomic.Bool
 	stop   chan struct{}
@@ -169,6 +205,12 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 	}
 	if opts.TombstoneGrace <= 0 {
 		opts.TombstoneGrace = defaultTombstoneGrace
+	}
+	if opts.HeadBytes == 0 {
+		opts.HeadBytes = defaultHeadBytes
+	}
+	if opts.HeadMaxAge <= 0 {
+		opts.HeadMaxAge = defaultHeadMaxAge
 	}
 
 	if err := finishRenames(opts.FS, dir); err != nil {
@@ -201,6 +243,12 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 		blockPurgeStep: defaultBlockPurgeStep,
 		stop:           make(chan struct{}),
 		done:           make(chan struct{}),
+	}
+	if opts.clock != nil {
+		e.now = opts.clock
+	}
+	if opts.blockPurgeStep > 0 {
+		e.blockPurgeStep = opts.blockPurgeStep
 	}
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref() // the DB holds its own reference
@@ -238,6 +286,16 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 		_ = lock.Close()
 		return nil, fmt.Errorf("cannot open pebble store in %q: %w", dir, err)
 	}
+	seg, err := e.replay(dir)
+	if err == nil && opts.HeadBytes > 0 {
+		e.head = newHead()
+		e.wal, err = openWAL(opts.FS, dir, seg)
+	}
+	if err != nil {
+		_ = db.Close()
+		_ = lock.Close()
+		return nil, fmt.Errorf("cannot open pebble store in %q: %w", dir, err)
+	}
 	go e.purgeLoop()
 	return e, nil
 }
@@ -256,6 +314,7 @@ func (e *Engine) load() error {
 		return err
 	}
 	e.highWater = math.MinInt64
+	e.storedHighWater = e.highWater
 	e.marks = newMarks(e.highWater)
 	v, closer, err := e.db.Get(highWaterKey)
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -269,6 +328,7 @@ func (e *Engine) load() error {
 		return fmt.Errorf("%w: high-water mark %x", errCorrupt, v)
 	}
 	e.highWater = int64(binary.BigEndian.Uint64(v))
+	e.storedHighWater = e.highWater
 	e.marks = newMarks(e.highWater)
 	return nil
 }
@@ -309,6 +369,9 @@ func (e *Engine) Settle(ctx context.Context) error {
 	if err := e.usable(ctx); err != nil {
 		return err
 	}
+	if err := e.drainHead(); err != nil {
+		return err
+	}
 	if err := e.db.Flush(); err != nil {
 		return err
 	}
@@ -339,7 +402,13 @@ func (e *Engine) Close() error {
 	// Taking mu waits for a write that passed its closed check.
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return errors.Join(e.db.Close(), e.lock.Close())
+	var errs []error
+	if e.wal != nil {
+		// What the rotation cannot make durable in Pebble stays in the
+		// log, for the next Open.
+		errs = append(errs, e.rotate(), e.wal.close())
+	}
+	return errors.Join(append(errs, e.db.Close(), e.lock.Close())...)
 }
 
 func (e *Engine) usable(ctx context.Context) error {

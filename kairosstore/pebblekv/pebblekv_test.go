@@ -105,6 +105,8 @@ func TestOpenOtherLayout(t *testing.T) {
 // the table when rowKey is empty), expired or not.
 func countKeys(t *testing.T, e *Engine, table byte, rowKey string) int {
 	t.Helper()
+	// The head's cells are not in Pebble's keys until it drains.
+	require.NoError(t, e.drainHead())
 	prefix := []byte{table}
 	if rowKey != "" {
 		prefix = appendEscaped(prefix, rowKey)
@@ -122,6 +124,8 @@ func countKeys(t *testing.T, e *Engine, table byte, rowKey string) int {
 // storedCells counts the cells the blocks of rowKey hold, expired or not.
 func storedCells(t *testing.T, e *Engine, rowKey string) int {
 	t.Helper()
+	// The head's cells are not in Pebble's keys until it drains.
+	require.NoError(t, e.drainHead())
 	prefix := appendBlockPrefix(nil, []byte(rowKey))
 	it, err := e.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	require.NoError(t, err)

@@ -19,10 +19,16 @@ func (e *Engine) purgeLoop() {
 	defer close(e.done)
 	ticker := time.NewTicker(e.opts.PurgeInterval)
 	defer ticker.Stop()
+	headTicker := time.NewTicker(max(e.opts.HeadMaxAge/4, time.Millisecond))
+	defer headTicker.Stop()
 	for {
 		select {
 		case <-e.stop:
 			return
+		case now := <-headTicker.C:
+			if err := e.rotateIfOld(now); err != nil {
+				e.logger.Warn("Cannot drain the head into Pebble; its cells stay in memory and in the head log", "err", err)
+			}
 		case <-ticker.C:
 			start := time.Now()
 			n, err := e.purge()
@@ -70,6 +76,23 @@ func (e *Engine) purgeStep(upper []byte) (purged int, more bool, err error) {
 	it, err := e.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tableExpiry}, UpperBound: upper})
 	if err != nil {
 		return 0, false, err
+	}
+	// When something is due, in the index or in the head (whose cells
+	// are indexed when they drain), the head's cells must be in the blocks
+	// the step rewrites: one that lost to an expired cell would otherwise
+	// show once that is purged. And none may stay in the log, where a
+	// replay would bring it back the same way, or from under a tombstone
+	// purged past its grace. (With TTLs on every write, something is due
+	// at most purges, so the head drains about once a purge interval.)
+	if it.First() || e.head != nil && e.head.minExpiry <= e.now().Unix() {
+		// The iterator is made again after the rotation, to see the expiry
+		// index keys of the cells it drained.
+		if err := errors.Join(e.rotate(), it.Close()); err != nil {
+			return 0, false, err
+		}
+		if it, err = e.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tableExpiry}, UpperBound: upper}); err != nil {
+			return 0, false, err
+		}
 	}
 	b := e.db.NewBatch()
 	defer func() { err = errors.Join(err, it.Close(), b.Close()) }()

@@ -60,6 +60,9 @@ func (e *Engine) ScanRaw(ctx context.Context, table engine.Table, from []byte, f
 	if err != nil {
 		return err
 	}
+	if err := e.drainHead(); err != nil {
+		return err
+	}
 	lower, upper := []byte{prefix}, []byte{prefix + 1}
 	if len(from) > 0 {
 		if from[0] != prefix {

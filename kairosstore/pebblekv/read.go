@@ -251,6 +251,9 @@ func (e *Engine) CellsOfRows(ctx context.Context, read func(cells func(rowKey []
 	if err := e.usable(ctx); err != nil {
 		return err
 	}
+	if err := e.drainHead(); err != nil {
+		return err
+	}
 	var it *pebble.Iterator
 	defer func() {
 		if it != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -47,17 +48,29 @@ type txn struct {
 
 	// The data_points tombstones of the partition last written to; one
 	// iterator serves every partition of the transaction.
-	tombIter *pebble.Iterator
-	tombRow  []byte
-	tombs    []rangeTomb
+	tombIter   *pebble.Iterator
+	tombRow    []byte
+	tombPrefix []byte
+	tombs      []rangeTomb
 
 	// The data_points cells of the block being built (putCell), and
 	// rows' answer for its row, kept for the row's next cells.
 	block       []cellblock.Cell
 	blockRow    []byte
+	blockHash   uint64 // of blockRow, in marks
 	haveRow     bool
 	rowNewer    bool
 	blockWindow uint32
+
+	// direct: blocks go to the batch, never the head.
+	direct bool
+	// The blocks for the head: logBuf is the transaction's head log record,
+	// rowBuf and pendCells their row keys and cells (the log may change
+	// logBuf as it writes it, vfs.File.Write).
+	logBuf    []byte
+	rowBuf    []byte
+	pending   []pendingBlock
+	pendCells []cellblock.Cell
 }
 
 // rangeTomb is a data_points tombstone: it covers columns lo..hi
@@ -72,10 +85,11 @@ type rangeTomb struct {
 var highWaterKey = []byte{tableMeta, 'h', 'i', 'g', 'h', 'w', 'a', 't', 'e', 'r'}
 
 // update runs fn in a transaction with the given write time and commits it.
-// With Options.Sync the WAL is synced after the lock is released: concurrent
-// writers then share one fsync in Pebble's commit pipeline, and since the WAL
-// is sequential, syncing this later record makes the transaction durable
-// too. It syncs even when the transaction changed nothing, because what it
+// With Options.Sync the logs are synced after the lock is released:
+// concurrent writers then share one fsync, Pebble's in its commit pipeline
+// and the head's in wal.syncTo, and since each log is sequential, syncing a
+// later record makes the transaction durable too. A transaction syncs what
+// was committed before it even when it changed nothing, because what it
 // found may be another transaction's write that is not synced yet.
 func (e *Engine) update(ctx context.Context, writeTime int64, fn func(t *txn) error) error {
 	return e.run(ctx, writeTime, false, fn)
@@ -87,17 +101,43 @@ func (e *Engine) run(ctx context.Context, writeTime int64, indexed bool, fn func
 	if err := e.usable(ctx); err != nil {
 		return err
 	}
-	if err := e.commit(writeTime, indexed, fn); err != nil || !e.opts.Sync {
+	pebbleSeq, logPos, err := e.commit(writeTime, indexed, false, fn)
+	if err != nil || !e.opts.Sync {
 		return err
 	}
-	return e.db.LogData(nil, pebble.Sync)
+	if e.wal != nil {
+		if err := e.wal.syncTo(logPos); err != nil {
+			return err
+		}
+	}
+	if pebbleSeq <= e.pebbleSynced.Load() {
+		return nil
+	}
+	if err := e.db.LogData(nil, pebble.Sync); err != nil {
+		return err
+	}
+	e.notePebbleSynced(pebbleSeq)
+	return nil
 }
 
-func (e *Engine) commit(writeTime int64, indexed bool, fn func(t *txn) error) (err error) {
+// notePebbleSynced records that Pebble's commits up to seq are durable.
+func (e *Engine) notePebbleSynced(seq int64) {
+	for {
+		cur := e.pebbleSynced.Load()
+		if cur >= seq || e.pebbleSynced.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
+}
+
+// commit runs and commits a transaction; direct sends its cells to Pebble,
+// not the head (replay). It returns the Pebble commit and the head log
+// position that the transaction's durability needs.
+func (e *Engine) commit(writeTime int64, indexed, direct bool, fn func(t *txn) error) (pebbleSeq, logPos int64, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed.Load() {
-		return ErrClosed
+		return 0, 0, ErrClosed
 	}
 	b := e.db.NewBatch()
 	if indexed {
@@ -111,15 +151,18 @@ func (e *Engine) commit(writeTime int64, indexed bool, fn func(t *txn) error) (e
 		newest:    writeTime > e.highWater,
 		written:   map[string]entry{},
 		rows:      map[uint64]bool{},
+		direct:    direct || e.head == nil,
 	}
+	e.takeScratch(t)
 	defer func() {
+		e.keepScratch(t)
 		if t.tombIter != nil {
 			err = errors.Join(err, t.tombIter.Close())
 		}
 		err = errors.Join(err, t.b.Close())
 	}()
 	if err := fn(t); err != nil {
-		return err
+		return 0, 0, err
 	}
 	// Recorded even if the commit fails: too high a bound only costs lookups.
 	for row := range t.rows {
@@ -128,22 +171,73 @@ func (e *Engine) commit(writeTime int64, indexed bool, fn func(t *txn) error) (e
 	for _, row := range t.newRows {
 		e.marks.recordHash(row, writeTime, max(e.highWater, writeTime))
 	}
-	if t.b.Empty() {
-		return nil
-	}
-	if t.newest {
-		if err := t.b.Set(highWaterKey, binary.BigEndian.AppendUint64(nil, uint64(writeTime)), nil); err != nil {
-			return err
+	if len(t.logBuf) > 0 {
+		if _, err := e.wal.append(t.logBuf); err != nil {
+			return 0, 0, err
+		}
+		if e.head.since.IsZero() {
+			e.head.since = time.Now()
 		}
 	}
-	if err := t.b.Commit(pebble.NoSync); err != nil {
-		return err
+	if !t.b.Empty() {
+		// A transaction whose cells all went to the head writes no
+		// high-water mark: the drain writes it, and replay finds it again.
+		// So the mark in memory may be above the stored one, and any batch
+		// then carries it: replay skips the tombstone lookups of cells above
+		// the stored mark, which must therefore bound every tombstone's
+		// write time.
+		if hw := max(e.highWater, writeTime); hw > e.storedHighWater {
+			if err := t.b.Set(highWaterKey, binary.BigEndian.AppendUint64(nil, uint64(hw)), nil); err != nil {
+				return 0, 0, err
+			}
+		}
+		if err := t.b.Commit(pebble.NoSync); err != nil {
+			return 0, 0, err
+		}
+		e.storedHighWater = max(e.highWater, writeTime, e.storedHighWater)
+		e.pebbleSeq++
 	}
-	if t.newest {
+	if t.newest && (len(t.logBuf) > 0 || !t.b.Empty()) {
 		e.highWater = writeTime
 	}
-	return nil
+	if len(t.pending) > 0 {
+		e.toHead(t)
+	}
+	pebbleSeq = e.pebbleSeq
+	if e.wal != nil {
+		logPos = e.wal.written.Load()
+	}
+	return pebbleSeq, logPos, nil
 }
+
+// toHead gives the head a committed transaction's blocks, and drains what
+// is full: windows with headFullCells cells, the whole head past its
+// memory bound or when the log is past its own. Their cells are logged, so
+// a drain that fails only leaves them in the head, and is logged.
+func (e *Engine) toHead(t *txn) {
+	var full []*headRow
+	for _, p := range t.pending {
+		row := t.rowBuf[p.rowOff : p.rowOff+p.rowLen]
+		if r, isFull := e.head.add(p.hash, row, p.window, t.pendCells[p.first:p.first+p.n]); isFull {
+			full = append(full, r)
+		}
+	}
+	e.headRows.Store(int64(e.head.n))
+	var err error
+	switch {
+	case e.head.bytes > e.opts.HeadBytes || e.wal.size > e.logLimit():
+		err = e.rotate()
+	case len(full) > 0:
+		err = e.drainRows(full)
+	}
+	if err != nil {
+		e.logger.Warn("Cannot drain the head into Pebble; its cells stay in memory and in the head log", "err", err)
+	}
+}
+
+// logLimit bounds the log's current segment: a log record repeats its row
+// keys, so it is larger than the head that holds the same cells.
+func (e *Engine) logLimit() int64 { return 4 * e.opts.HeadBytes }
 
 // expiry returns the expiry of an entry written now with ttl seconds.
 func (t *txn) expiry(ttl int32) int64 {
@@ -298,15 +392,17 @@ func (t *txn) putCell(c *engine.Cell) error {
 // raw load (LoadRaw) carries per cell; writeTime is at most t.writeTime.
 func (t *txn) putCellAt(c *engine.Cell, writeTime, expiry int64) error {
 	sameRow := t.haveRow && bytes.Equal(c.Key, t.blockRow)
+	var h uint64
 	switch {
 	case sameRow:
 	case t.newest:
 		// Above the high-water mark, so above every partition's bound:
 		// the partition is only noted, not looked up.
-		t.newRows = append(t.newRows, t.e.marks.hash(c.Key))
+		h = t.e.marks.hash(c.Key)
+		t.newRows = append(t.newRows, h)
 		t.rowNewer = true
 	default:
-		h := t.e.marks.hash(c.Key)
+		h = t.e.marks.hash(c.Key)
 		newer, ok := t.rows[h]
 		if !ok {
 			// Newer for an older write time implies newer for t.writeTime, so
@@ -335,6 +431,7 @@ func (t *txn) putCellAt(c *engine.Cell, writeTime, expiry int64) error {
 		}
 		if !sameRow {
 			t.blockRow = append(t.blockRow[:0], c.Key...)
+			t.blockHash = h
 			t.haveRow = true
 		}
 		t.blockWindow = window(c.Column)
@@ -343,36 +440,25 @@ func (t *txn) putCellAt(c *engine.Cell, writeTime, expiry int64) error {
 	return nil
 }
 
-// flushBlock merges the cells collected for one row and window into its
-// key, and notes the block in the expiry index when a cell has a TTL.
+// flushBlock sends the cells collected for one row and window to the head,
+// or merges them into their key when they are a block large enough or the
+// transaction is direct.
 func (t *txn) flushBlock() error {
 	if len(t.block) == 0 {
 		return nil
 	}
 	cells := sortCells(t.block)
 	t.block = t.block[:0]
-	t.key = appendBlockKey(t.key[:0], t.blockRow, t.blockWindow)
-	t.val = cellblock.Append(t.val[:0], cells)
-	if err := t.b.Merge(t.key, t.val, nil); err != nil {
-		return err
+	if t.direct || len(cells) >= directCells {
+		return mergeBlock(t.b, t.blockRow, t.blockWindow, cells, t.e.blockPurgeStep, &t.key, &t.val, &t.xkey)
 	}
-	last := int64(-1)
-	for i := range cells {
-		if cells[i].Expiry == 0 {
-			continue
-		}
-		// One index key per block and step of expiry: a block written every
-		// few seconds with a TTL adds one key per step, not one per write.
-		due := blockPurgeTime(cells[i].Expiry, t.e.blockPurgeStep)
-		if due == last {
-			continue
-		}
-		last = due
-		t.xkey = appendExpiryKey(t.xkey[:0], due, t.key)
-		if err := t.b.Set(t.xkey, nil, nil); err != nil {
-			return err
-		}
+	if len(t.logBuf) == 0 {
+		t.logBuf = binary.BigEndian.AppendUint64(t.logBuf, uint64(t.now))
 	}
+	t.logBuf = appendLogBlock(t.logBuf, t.blockRow, cells)
+	t.pending = append(t.pending, pendingBlock{hash: t.blockHash, rowOff: len(t.rowBuf), rowLen: len(t.blockRow), window: t.blockWindow, first: len(t.pendCells), n: len(cells)})
+	t.rowBuf = append(t.rowBuf, t.blockRow...)
+	t.pendCells = append(t.pendCells, cells...)
 	return nil
 }
 
@@ -417,7 +503,10 @@ func (t *txn) loadDataTombs(rowKey []byte) error {
 	}
 	t.tombRow = append(t.tombRow[:0], rowKey...)
 	t.tombs = t.tombs[:0]
-	prefix := appendDataTombPrefix(nil, rowKey)
+	// In a scratch buffer: a write that reaches the lock in the same
+	// millisecond as the one before it takes this path for every row.
+	t.tombPrefix = appendDataTombPrefix(t.tombPrefix[:0], rowKey)
+	prefix := t.tombPrefix
 	it := t.tombIter
 	for ok := it.SeekGE(prefix); ok && bytes.HasPrefix(it.Key(), prefix); ok = it.Next() {
 		k := it.Key()[len(prefix):]
