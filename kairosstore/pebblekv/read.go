@@ -358,6 +358,9 @@ func (e *Engine) CellDoubles(ctx context.Context, rowKey []byte, lo, hi uint32, 
 	if err := e.usable(ctx); err != nil {
 		return err
 	}
+	if err := e.drainHead(); err != nil {
+		return err
+	}
 	if lo >= hi {
 		return nil
 	}
