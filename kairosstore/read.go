@@ -27,10 +27,6 @@ type querier struct {
 	reads   sync.WaitGroup
 	mu      sync.Mutex
 	cancels []context.CancelFunc
-	// counted: the querier is one of the store's readers.evaluating
-	// (seriesSet.inline), from its first series set of samples to Close.
-	counted bool
-	closed  bool
 }
 
 func (q *querier) Close() error {
@@ -39,11 +35,6 @@ func (q *querier) Close() error {
 		cancel()
 	}
 	q.cancels = nil
-	q.closed = true
-	if q.counted {
-		q.counted = false
-		q.s.readers.evaluating.Add(-1)
-	}
 	q.mu.Unlock()
 	q.reads.Wait()
 	return nil
@@ -88,10 +79,6 @@ func (q *querier) sel(ctx context.Context, hints *storage.SelectHints, ms []*lab
 	ctx, cancel := context.WithCancel(ctx)
 	q.mu.Lock()
 	q.cancels = append(q.cancels, cancel)
-	if !chunked && !q.counted && !q.closed {
-		q.counted = true
-		q.s.readers.evaluating.Add(1)
-	}
 	q.mu.Unlock()
 	return newSeriesSet(ctx, q.s, series, q.mint, q.maxt, &q.reads, chunked, planned)
 }

@@ -3,7 +3,6 @@ package kairosstore
 import (
 	"cmp"
 	"context"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -56,10 +55,6 @@ type seriesSet struct {
 	// and copying them as they grow was a large part of a raw year
 	// panel's CPU (BENCHMARKS.md, "Issue #31, second pass").
 	measured atomic.Bool
-	// inlineAt: with this many evaluations reading at once (counted by
-	// the store's readers), a read runs on the consumer's goroutine
-	// instead of ahead of it; 0 never. See inline.
-	inlineAt int64
 }
 
 // maxSizeHint caps the preallocation from lastLen, so that one long series
@@ -88,9 +83,6 @@ func newSeriesSet(ctx context.Context, s *Store, refs []*index.Series, start, en
 		})
 	}
 	ss := &seriesSet{ctx: ctx, s: s, refs: refs, start: start, end: end, budget: budgetOf(ctx), chunked: chunked, planned: planned, ahead: map[int]chan fetched{}, reads: reads}
-	if _, embedded := s.eng.(doubleCells); embedded && !chunked {
-		ss.inlineAt = int64(runtime.GOMAXPROCS(0))
-	}
 	// A read of rollups sizes nothing by lastLen, and on Cassandra waiting
 	// for the first series alone is a series' round trips in a row: its
 	// reads ahead start with it.
@@ -106,9 +98,6 @@ func newSeriesSet(ctx context.Context, s *Store, refs []*index.Series, start, en
 // fill launches reads from series from on until the read-ahead depth is
 // reached. Called with mu held.
 func (ss *seriesSet) fill(from int) {
-	if ss.inline() {
-		return
-	}
 	depth := int64(ss.s.opts.ReadConcurrency)
 	if !ss.measured.Load() {
 		depth = 1
@@ -135,66 +124,45 @@ func (ss *seriesSet) fill(from int) {
 
 func (ss *seriesSet) launch(i int) chan fetched {
 	ch := make(chan fetched, 1)
-	hint := ss.sizeHint()
+	ref := ss.refs[i]
+	// With room for a few more samples than the last series had: one
+	// more would double the slices.
+	n := ss.lastLen.Load()
+	hint := int(min(n+n/8, maxSizeHint))
 	ss.reads.Add(1)
 	ss.s.readers.run(func() {
 		defer ss.reads.Done()
-		ch <- ss.read(i, hint)
-	})
-	return ch
-}
-
-// sizeHint is the room a read makes for its samples: a few more than the
-// last series had, since one more would double the slices.
-func (ss *seriesSet) sizeHint() int {
-	n := ss.lastLen.Load()
-	return int(min(n+n/8, maxSizeHint))
-}
-
-// inline reports whether reads run on the consumer's goroutine: in the
-// embedded store a read is CPU, not waiting, so reading ahead on another
-// goroutine only helps while a core is idle. With as many evaluations
-// reading as there are cores (a query's parts or shards, panels at once)
-// none is, and a series read ahead, by another core and some series
-// earlier, cost the engine more to go through than one read just before
-// it, which is still in this core's cache: 7 % of the day query's CPU
-// (BENCHMARKS.md, "Issue #31: the day query").
-func (ss *seriesSet) inline() bool {
-	return ss.inlineAt > 0 && ss.s.readers.evaluating.Load() >= ss.inlineAt
-}
-
-// read reads series i, recording its length for the reads after it.
-func (ss *seriesSet) read(i, hint int) (f fetched) {
-	ref := ss.refs[i]
-	// A read ahead runs on its own goroutine, where a panic (a cell no
-	// codec expected, written by another process, or a bug) would end
-	// the process, not just this query; it fails the series' read
-	// instead, inline as well.
-	defer func() {
-		if p := recover(); p != nil {
-			f = fetched{err: recovered.Err(ss.s.log, "read of "+ref.Labels.String(), p)}
+		// A read runs on its own goroutine, where a panic (a cell no codec
+		// expected, written by another process, or a bug) would end the
+		// process, not just this query; it fails the series' read instead.
+		defer func() {
+			if p := recover(); p != nil {
+				ch <- fetched{err: recovered.Err(ss.s.log, "read of "+ref.Labels.String(), p)}
+			}
+		}()
+		if ss.chunked {
+			chks, n, err := ss.s.readChunks(ss.ctx, ref, ss.start, ss.end, hint, ss.budget)
+			if err == nil {
+				ss.lastLen.Store(int64(n))
+				ss.measured.Store(true)
+			}
+			ch <- fetched{chks: chks, err: err}
+			return
 		}
-	}()
-	if ss.chunked {
-		chks, n, err := ss.s.readChunks(ss.ctx, ref, ss.start, ss.end, hint, ss.budget)
+		var series *listSeries
+		var err error
+		if ss.planned != nil {
+			series, err = ss.s.readPlanned(ss.ctx, ref, ss.planned, hint, ss.budget)
+		} else {
+			series, err = ss.s.readSeries(ss.ctx, ref, ss.start, ss.end, hint, ss.budget)
+		}
 		if err == nil {
-			ss.lastLen.Store(int64(n))
+			ss.lastLen.Store(int64(len(series.ts)))
 			ss.measured.Store(true)
 		}
-		return fetched{chks: chks, err: err}
-	}
-	var series *listSeries
-	var err error
-	if ss.planned != nil {
-		series, err = ss.s.readPlanned(ss.ctx, ref, ss.planned, hint, ss.budget)
-	} else {
-		series, err = ss.s.readSeries(ss.ctx, ref, ss.start, ss.end, hint, ss.budget)
-	}
-	if err == nil {
-		ss.lastLen.Store(int64(len(series.ts)))
-		ss.measured.Store(true)
-	}
-	return fetched{series: series, err: err}
+		ch <- fetched{series: series, err: err}
+	})
+	return ch
 }
 
 // readerIdle is how long a reader goroutine waits for another read before
@@ -210,9 +178,6 @@ const readerIdle = time.Second
 type readers struct {
 	once sync.Once
 	idle chan func() // unbuffered: a send succeeds only if a reader waits
-	// evaluating counts the queriers with a series set of samples open
-	// (querier.sel to Close): the evaluations reading now.
-	evaluating atomic.Int64
 }
 
 // run runs f on an idle reader, or on a new one.
@@ -246,19 +211,13 @@ func (rs *readers) reader(f func()) {
 func (ss *seriesSet) take(i int) fetched {
 	ss.mu.Lock()
 	ch, ok := ss.ahead[i]
+	if !ok {
+		ch = ss.launch(i)
+	}
 	for j := range ss.ahead {
 		if j <= i {
 			delete(ss.ahead, j)
 		}
-	}
-	if !ok && ss.inline() {
-		ss.mu.Unlock()
-		ss.reads.Add(1)
-		defer ss.reads.Done()
-		return ss.read(i, ss.sizeHint())
-	}
-	if !ok {
-		ch = ss.launch(i)
 	}
 	measured := ss.measured.Load()
 	if measured {
