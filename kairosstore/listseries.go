@@ -123,9 +123,8 @@ func (l *listSeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
 // so a caller may change them and iterate the series again
 // (chunkenc.Iterator's AtHistogram contract). It holds the series' slices
 // itself, and whether they are floats only: PromQL calls Next, At, AtST and
-// AtT once for every sample of a range, and those calls through the series
-// were 8-10 % of a raw range query's CPU (BENCHMARKS.md, "Issue #31: the day
-// query").
+// AtT once for every sample of a range, and each went through the series
+// (BENCHMARKS.md, "Issue #31: the day query").
 type listIterator struct {
 	s      *listSeries
 	ts     []int64
