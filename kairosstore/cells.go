@@ -241,16 +241,39 @@ func (b *bulkRead) cells(ctx context.Context, s *Store, r *index.Row, lo, hi uin
 	flush := func() error {
 		ts, vs := out.ts, out.vs
 		j := k
-		for i := k; i < len(ts); i++ {
-			t := s.spec.Timestamp(r.RowTime, uint32(ts[i]))
-			if t < sl.lo || t > sl.hi || filtered && !keep.in(t) {
-				continue
+		last := int64(math.MinInt64) // ts[j-1]; a first sample at MinInt64 costs a sort, no more
+		if j > 0 {
+			last = ts[j-1]
+		}
+		if !filtered && s.spec.Unit == codec.Milliseconds {
+			// The rows the adapter writes, one span: Timestamp's switch on
+			// the unit and the filter's call, once per flush instead of
+			// per cell (BENCHMARKS.md, "Issue #31: the day query").
+			for i := k; i < len(ts); i++ {
+				t := r.RowTime + int64(int32(ts[i]))
+				if t < sl.lo || t > sl.hi {
+					continue
+				}
+				if t <= last {
+					*b.sorted = false
+				}
+				ts[j], vs[j] = t, vs[i]
+				last = t
+				j++
 			}
-			if j > 0 && t <= ts[j-1] {
-				*b.sorted = false
+		} else {
+			for i := k; i < len(ts); i++ {
+				t := s.spec.Timestamp(r.RowTime, uint32(ts[i]))
+				if t < sl.lo || t > sl.hi || filtered && !keep.in(t) {
+					continue
+				}
+				if t <= last && j > 0 {
+					*b.sorted = false
+				}
+				ts[j], vs[j] = t, vs[i]
+				last = t
+				j++
 			}
-			ts[j], vs[j] = t, vs[i]
-			j++
 		}
 		*read += len(ts) - k
 		*uncounted += int64(j - k)

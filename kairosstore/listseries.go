@@ -1,6 +1,7 @@
 package kairosstore
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -110,44 +111,71 @@ func (l *listSeries) valueType(i int) chunkenc.ValueType {
 func (l *listSeries) Labels() labels.Labels { return l.lset }
 
 func (l *listSeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
-	if li, ok := it.(*listIterator); ok {
-		*li = listIterator{s: l, i: -1}
-		return li
+	li, ok := it.(*listIterator)
+	if !ok {
+		li = &listIterator{}
 	}
-	return &listIterator{s: l, i: -1}
+	li.reset(l, nil)
+	return li
 }
 
 // listIterator iterates a listSeries. The histograms it returns are copies,
 // so a caller may change them and iterate the series again
-// (chunkenc.Iterator's AtHistogram contract).
+// (chunkenc.Iterator's AtHistogram contract). It holds the series' slices
+// itself, and whether they are floats only: PromQL calls Next, At, AtST and
+// AtT once for every sample of a range, and each went through the series
+// (BENCHMARKS.md, "Issue #31: the day query").
 type listIterator struct {
-	s   *listSeries
-	i   int
-	err error // the series' read failed; s is empty
+	s      *listSeries
+	ts     []int64
+	vs     []float64
+	i      int
+	floats bool  // no histogram in the series
+	err    error // the series' read failed; s is empty
+}
+
+// reset makes it iterate l from before its first sample, with the read's
+// error err.
+func (it *listIterator) reset(l *listSeries, err error) {
+	*it = listIterator{s: l, ts: l.ts, vs: l.vs, i: -1, floats: l.hs == nil, err: err}
 }
 
 func (it *listIterator) Next() chunkenc.ValueType {
-	if it.i+1 >= len(it.s.ts) {
-		it.i = len(it.s.ts)
+	if it.i+1 >= len(it.ts) {
+		it.i = len(it.ts)
 		return chunkenc.ValNone
 	}
 	it.i++
+	if it.floats {
+		return chunkenc.ValFloat
+	}
 	return it.s.valueType(it.i)
 }
 
+// Seek moves forward only, from where it is (chunkenc.Iterator's
+// contract), by a binary search: a query split in parts seeks each part's
+// start once per series, past the samples of the parts before it.
 func (it *listIterator) Seek(t int64) chunkenc.ValueType {
-	if it.i < 0 {
-		it.i = 0
+	i := max(it.i, 0)
+	if i >= len(it.ts) {
+		it.i = len(it.ts)
+		return chunkenc.ValNone
 	}
-	for ; it.i < len(it.s.ts); it.i++ {
-		if it.s.ts[it.i] >= t {
-			return it.s.valueType(it.i)
-		}
+	if it.ts[i] < t {
+		j, _ := slices.BinarySearch(it.ts[i:], t)
+		i += j
 	}
-	return chunkenc.ValNone
+	it.i = i
+	if i >= len(it.ts) {
+		return chunkenc.ValNone
+	}
+	if it.floats {
+		return chunkenc.ValFloat
+	}
+	return it.s.valueType(i)
 }
 
-func (it *listIterator) At() (int64, float64) { return it.s.ts[it.i], it.s.vs[it.i] }
+func (it *listIterator) At() (int64, float64) { return it.ts[it.i], it.vs[it.i] }
 
 // AtHistogram returns a copy of the current integer histogram, into dst when
 // dst is not nil.
@@ -182,6 +210,6 @@ func (it *listIterator) AtFloatHistogram(dst *histogram.FloatHistogram) (int64, 
 	panic("BUG: AtFloatHistogram on a float sample")
 }
 
-func (it *listIterator) AtT() int64  { return it.s.ts[it.i] }
+func (it *listIterator) AtT() int64  { return it.ts[it.i] }
 func (it *listIterator) AtST() int64 { return 0 }
 func (it *listIterator) Err() error  { return it.err }

@@ -275,6 +275,6 @@ func (l *lazySeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
 	if r.err != nil {
 		r.series = &listSeries{lset: l.lset}
 	}
-	*li = listIterator{s: r.series, i: -1, err: r.err}
+	li.reset(r.series, r.err)
 	return li
 }

@@ -98,3 +98,46 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkDayQuery is the day query of issue #31 at a fifth of its
+// series: sum by (job) (rate(x[5m])) over a day at a step of 60 s, on 200
+// counters at 15 s in a compacted store, evaluated whole (the frontend's
+// parts evaluate it the same way, a day each). What it measures is the
+// process's CPU per sample read, the engine's included: the adapter's part
+// of it is the read and the series iterator PromQL calls per sample.
+//
+//	go test -run '^$' -bench DayQuery -benchtime 10x ./queryapi/
+func BenchmarkDayQuery(b *testing.B) {
+	ctx := context.Background()
+	eng := openEngine(b, "pebble")
+	store, err := kairosstore.Open(ctx, eng, kairosstore.Options{}, nil, nil)
+	require.NoError(b, err)
+	const series, samples = 200, 5760 + 20 // a day at 15 s and the 5m before it
+	app := store.NewAppender()
+	for i := range series {
+		ls := labels.FromStrings("__name__", "bench_requests_total", "job", fmt.Sprint("j", i%4), "instance", fmt.Sprint("i", i),
+			"env", "prod", "region", fmt.Sprint("r", i%3), "mode", fmt.Sprint("m", i%8))
+		for k := range samples {
+			require.NoError(b, errOf(app.Append(0, ls, int64(k)*15_000, float64(k*(i+1)))))
+		}
+		if i%20 == 19 {
+			require.NoError(b, app.Commit(ctx))
+			app = store.NewAppender()
+		}
+	}
+	require.NoError(b, app.Commit(ctx))
+	_, err = eng.(*pebblekv.Engine).Compact(ctx)
+	require.NoError(b, err)
+	h := mount(New(store, Options{}, nil, prometheus.NewRegistry()), http.NotFoundHandler())
+	form := url.Values{"query": {"sum by (job) (rate(bench_requests_total[5m]))"}, "start": {"300"}, "end": {"86400"}, "step": {"60"}, "max_source_resolution": {"0"}}
+	b.ResetTimer()
+	cpu0 := processCPU(b)
+	for b.Loop() {
+		if got := get(b, h, http.MethodGet, "/api/v1/query_range", form); got.code != http.StatusOK {
+			b.Fatal(got.body)
+		}
+	}
+	read := float64(series * samples * b.N)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/read, "ns/sample")
+	b.ReportMetric(float64(processCPU(b)-cpu0)/read, "cpu-ns/sample")
+}
