@@ -219,7 +219,14 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	split := f.opts.SplitInterval.Milliseconds()
-	if f.cache == nil || q.noCache {
+	switch {
+	case (f.cache == nil || q.noCache) && uint64(q.end)-uint64(q.start) <= uint64(split):
+		// Uncached and no longer than the interval: a midnight inside it
+		// would cut it into two uneven parts that keep the cores no busier
+		// than shards of the whole do, each paying its own evaluation
+		// (BENCHMARKS.md, "Issue #31: the day query").
+		q.interval = 0
+	case f.cache == nil || q.noCache:
 		q.interval = partInterval(q.start, q.end, split, f.opts.UncachedParts)
 		// Where an evaluation reads further back than a step, the windows
 		// either side of any boundary overlap and both parts read the row
@@ -231,7 +238,7 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if d := dependsOn(q.expr, q.lookback); onGrid && d.after == 0 && d.before <= q.step {
 			q.interval = alignInterval(q.interval, split, f.opts.RowAlign.Milliseconds())
 		}
-	} else {
+	default:
 		q.interval = partInterval(q.start, q.end, split, f.opts.MaxParts)
 	}
 	q.parts = splitParts(q.start, q.end, q.step, q.interval)

@@ -31,7 +31,9 @@ func TestAutoShardsFillIdleCoresOnly(t *testing.T) {
 		// cached would be).
 		{"parts fill the cores", Options{SplitInterval: 20 * time.Minute, Parallelism: 2, UncachedParts: 16}, 10, 10},
 		{"one part, two cores", Options{SplitInterval: -1, Parallelism: 2}, 1, 2},
-		{"two parts, three cores", Options{SplitInterval: 24 * time.Hour, Parallelism: 3}, 2, 4},
+		{"two parts, three cores", Options{SplitInterval: 2 * time.Hour, Parallelism: 3}, 2, 4},
+		// No longer than the interval and uncached: not cut at midnight.
+		{"one part across midnight, three cores", Options{SplitInterval: 24 * time.Hour, Parallelism: 3}, 1, 3},
 		// Nothing to split or shard: the query API answers it whole.
 		{"one core", Options{SplitInterval: -1, Parallelism: 1}, 0, 0},
 		// A count set by the operator is kept, whatever the parts.

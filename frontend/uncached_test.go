@@ -65,6 +65,12 @@ func TestUncachedQueriesInFewerParts(t *testing.T) {
 		{"start off the step", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, Shards: 1, RowAlign: 40 * time.Minute, AlignGrain: 5 * time.Minute}, func() map[string][]string {
 			return rangeForm(q, midnight.Add(-2*time.Hour+time.Second), midnight.Add(2*time.Hour+time.Second), 5*time.Minute)
 		}, nil, 5, 5},
+		// 4h across midnight in 4h intervals: uncached, one part (in two
+		// shards), not the two uneven parts either side of midnight;
+		// cached, the two parts the cache is keyed by.
+		{"no longer than the interval", Options{SplitInterval: 4 * time.Hour, Parallelism: 2, Shards: 2}, nil, nil, 1, 1},
+		{"no longer than the interval, cached", Options{SplitInterval: 4 * time.Hour, Parallelism: 2, Shards: 2, CacheBytes: 16 << 20, Now: now}, nil, nil, 2, 2},
+		{"longer than the interval", Options{SplitInterval: 4*time.Hour - time.Minute, Parallelism: 2, Shards: 2}, nil, nil, 2, 2},
 		{"cached", Options{SplitInterval: 10 * time.Minute, Parallelism: 2, CacheBytes: 16 << 20, Now: now}, nil, nil, 16, 13},
 		// Parallelism far above MaxParts: MaxParts bounds, no overflow.
 		{"huge parallelism", Options{SplitInterval: 10 * time.Minute, Parallelism: 1 << 62, Shards: 1}, nil, nil, 16, 13},
