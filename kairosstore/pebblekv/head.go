@@ -87,14 +87,14 @@ type headRow struct {
 // since is Engine.mu's, and so is minExpiry, which readers leave alone
 // (a drained row's cells only make it lower than it needs to be).
 type head struct {
-	mu    sync.Mutex
+	mu sync.Mutex
 	// drains counts the drains that committed, each before it releases mu
 	// and before it lowers Engine.headRows: an iterator made before a
 	// drain does not see the cells it moved (CellsOfRows).
 	drains atomic.Uint64
-	rows  map[uint64]*headRow
-	n     int   // rows
-	bytes int64 // estimated memory
+	rows   map[uint64]*headRow
+	n      int   // rows
+	bytes  int64 // estimated memory
 	// since is when the log got its first record after the last rotation.
 	since time.Time
 	// minExpiry is at most the earliest expiry of a cell in the head
