@@ -543,7 +543,9 @@ func TestReadsSeeTheHead(t *testing.T) {
 			return got
 		},
 		"FirstCell": func() []uint32 {
-			c, ok, err := e.FirstCell(ctx, []byte("r"), 0, math.MaxUint32)
+			// From the new column: the cells written for the methods read
+			// before it come first.
+			c, ok, err := e.FirstCell(ctx, []byte("r"), col, math.MaxUint32)
 			require.NoError(t, err)
 			if !ok {
 				return nil
