@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -25,11 +27,14 @@ import (
 // the head's log (wal.go), synced before the write is acknowledged, until a
 // rotation (rotate) has made them durable in Pebble.
 //
-// Reads do not look into the head: every method that reads data_points
-// drains the whole head into Pebble first (drainHead), and so do deletes
-// (whose range deletes must see every cell older than them), checkpoints
-// and compactions. The purge and Close rotate. Drains that are not
-// rotations commit without fsync: the log still holds their cells.
+// Reads do not look into the head: a read of data_points drains the rows
+// it reads into Pebble first (drainRow), without Engine.mu, so that a
+// dashboard read during ingest neither waits for the writers nor pays for
+// every other row's cells. ScanRaw drains the whole head (drainHead), and
+// so do deletes (whose range deletes must see every cell older than
+// them), checkpoints and compactions. The purge and Close rotate. Drains
+// that are not rotations commit without fsync: the log still holds their
+// cells.
 //
 // Replay (Open) puts the logged cells through the write path again, each
 // with its own write time and expiry, so a tombstone stored after the cell
@@ -77,11 +82,19 @@ type headRow struct {
 	windows []headWindow
 }
 
-// head is guarded by Engine.mu.
+// head is guarded by its mu, and changed by writers only under Engine.mu
+// too: Engine.mu is taken before mu, never after. A reader takes mu alone.
+// since is Engine.mu's, and so is minExpiry, which readers leave alone
+// (a drained row's cells only make it lower than it needs to be).
 type head struct {
-	rows  map[uint64]*headRow
-	n     int   // rows
-	bytes int64 // estimated memory
+	mu sync.Mutex
+	// drains counts the drains that committed, each before it releases mu
+	// and before it lowers Engine.headRows: an iterator made before a
+	// drain does not see the cells it moved (CellsOfRows).
+	drains atomic.Uint64
+	rows   map[uint64]*headRow
+	n      int   // rows
+	bytes  int64 // estimated memory
 	// since is when the log got its first record after the last rotation.
 	since time.Time
 	// minExpiry is at most the earliest expiry of a cell in the head
@@ -113,7 +126,7 @@ func (h *head) add(hash uint64, rowKey []byte, win uint32, cells []cellblock.Cel
 		// Room for a few writes, not more: the bound is reached by rows of
 		// few cells when there are many rows, and counts their capacity.
 		r.windows = append(r.windows, headWindow{window: win, cells: make([]headCell, 0, 4)})
-		h.bytes += headWindowBytes
+		h.bytes += headWindowBytes + 4*headCellBytes
 	}
 	w := &r.windows[i]
 	cellsCap, valsCap := cap(w.cells), cap(w.vals)
@@ -311,8 +324,10 @@ func indexBlock(b *pebble.Batch, key []byte, cells []cellblock.Cell, purgeStep i
 
 // drain hands every cell of the head to Pebble, one merge operand per
 // block key, in one batch (synced if sync), and empties the head once it
-// committed. Called under mu.
+// committed. Called under Engine.mu; takes head.mu.
 func (e *Engine) drain(sync bool) error {
+	e.head.mu.Lock()
+	defer e.head.mu.Unlock()
 	b := e.db.NewBatch()
 	defer b.Close()
 	var s mergeScratch
@@ -335,6 +350,7 @@ func (e *Engine) drain(sync bool) error {
 	if err := b.Commit(opt); err != nil {
 		return err
 	}
+	e.head.drains.Add(1)
 	e.storedHighWater = max(e.storedHighWater, e.highWater)
 	if sync {
 		e.notePebbleSynced(e.pebbleSeq)
@@ -386,7 +402,9 @@ func (e *Engine) mergeRow(b *pebble.Batch, r *headRow, s *mergeScratch) error {
 	return nil
 }
 
-// drainRows drains the rows alone, without fsync. Called under mu.
+// drainRows drains the rows alone, without fsync. Called under Engine.mu
+// and head.mu, which was held since the rows were added: no reader has
+// drained them since.
 func (e *Engine) drainRows(rows []*headRow) error {
 	b := e.db.NewBatch()
 	defer b.Close()
@@ -404,6 +422,7 @@ func (e *Engine) drainRows(rows []*headRow) error {
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return err
 	}
+	e.head.drains.Add(1)
 	for r := range seen {
 		e.head.remove(r)
 	}
@@ -417,7 +436,7 @@ func (e *Engine) rotate() error {
 	if e.wal == nil {
 		return nil
 	}
-	if e.wal.size == 0 && e.head.n == 0 && !e.wal.older {
+	if e.wal.size == 0 && e.headRows.Load() == 0 && !e.wal.older {
 		return nil
 	}
 	if err := e.drain(true); err != nil {
@@ -445,12 +464,67 @@ func (e *Engine) drainHead() error {
 	return e.drain(false)
 }
 
-// drainHeadLocked is drainHead under mu.
+// drainHeadLocked is drainHead under mu. A reader's drain of the last row
+// counts it in headRows until it has committed, so an empty count means
+// that no row is on its way to Pebble.
 func (e *Engine) drainHeadLocked() error {
-	if e.head == nil || e.head.n == 0 {
+	if e.head == nil || e.headRows.Load() == 0 {
 		return nil
 	}
 	return e.drain(false)
+}
+
+// drainRow hands the cells rowKey has in the head to Pebble and takes the
+// row out of the head, for a read of it, and reports whether it moved any.
+// head.mu is held until the batch has committed, so that a concurrent read
+// of the row finds its cells either still in the head, and drains them
+// itself, or already in Pebble. Called without Engine.mu: a read waits
+// for no writer, only for drains.
+func (e *Engine) drainRow(rowKey []byte) (bool, error) {
+	if e.head == nil || e.headRows.Load() == 0 {
+		return false, nil
+	}
+	return e.drainRowHash(e.marks.hash(rowKey), rowKey)
+}
+
+// drainRowHash is drainRow for rowKey's hash.
+func (e *Engine) drainRowHash(hash uint64, rowKey []byte) (bool, error) {
+	h := e.head
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.rows[hash]
+	for r != nil && r.key != string(rowKey) {
+		r = r.next
+	}
+	if r == nil {
+		return false, nil
+	}
+	// Close drains the head under head.mu before it closes Pebble: a row
+	// still here after Close is one its rotation could not drain.
+	if e.closed.Load() {
+		return false, ErrClosed
+	}
+	b := e.db.NewBatch()
+	defer b.Close()
+	var s mergeScratch
+	if err := e.mergeRow(b, r, &s); err != nil {
+		return false, err
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return false, err
+	}
+	h.drains.Add(1)
+	h.remove(r)
+	e.headRows.Store(int64(h.n))
+	return true, nil
+}
+
+// headDrains is head.drains, 0 without a head.
+func (e *Engine) headDrains() uint64 {
+	if e.head == nil {
+		return 0
+	}
+	return e.head.drains.Load()
 }
 
 // rotateHead rotates under mu.

@@ -419,6 +419,13 @@ func TestHeadHashCollision(t *testing.T) {
 	require.Equal(t, 1, e.head.n)
 	e.headRows.Store(1)
 	e.mu.Unlock()
+	// A read's drain finds its row along the chain and leaves the others.
+	moved, err := e.drainRowHash(42, []byte("tw"))
+	require.NoError(t, err)
+	require.False(t, moved)
+	moved, err = e.drainRowHash(42, []byte("one"))
+	require.NoError(t, err)
+	require.True(t, moved)
 	require.Equal(t, []string{"2=" + fmt.Sprintf("%x", f64(2)), "4=" + fmt.Sprintf("%x", f64(4))}, cellsOf(t, e, "two"))
 	require.Equal(t, []string{"3=" + fmt.Sprintf("%x", f64(3))}, cellsOf(t, e, "three"))
 	require.Equal(t, []string{"1=" + fmt.Sprintf("%x", f64(1))}, cellsOf(t, e, "one"))
@@ -536,7 +543,9 @@ func TestReadsSeeTheHead(t *testing.T) {
 			return got
 		},
 		"FirstCell": func() []uint32 {
-			c, ok, err := e.FirstCell(ctx, []byte("r"), 0, math.MaxUint32)
+			// From the new column: the cells written for the methods read
+			// before it come first.
+			c, ok, err := e.FirstCell(ctx, []byte("r"), col, math.MaxUint32)
 			require.NoError(t, err)
 			if !ok {
 				return nil

@@ -243,15 +243,13 @@ func (e *Engine) Cells(ctx context.Context, rowKey []byte, lo, hi uint32, fn fun
 // through one Pebble iterator for every call, moved to each row by new
 // bounds and a seek: for a read of several rows (the rows of one series),
 // where a new iterator per row costs more than the row's few blocks
-// (BENCHMARKS.md, "BenchmarkRollupRows"). The iterator is a view of the
-// store as it was when the first row was read, and is closed when read
-// returns; cells must not be called after that, nor from another
+// (BENCHMARKS.md, "BenchmarkRollupRows"). Each row is drained from the
+// head when it is read, and the iterator made again if any drain has
+// committed since it was made, which it would not see. It is closed when
+// read returns; cells must not be called after that, nor from another
 // goroutine.
 func (e *Engine) CellsOfRows(ctx context.Context, read func(cells func(rowKey []byte, lo, hi uint32, fn func(column uint32, value []byte) error) error) error) (err error) {
 	if err := e.usable(ctx); err != nil {
-		return err
-	}
-	if err := e.drainHead(); err != nil {
 		return err
 	}
 	var it *pebble.Iterator
@@ -261,6 +259,7 @@ func (e *Engine) CellsOfRows(ctx context.Context, read func(cells func(rowKey []
 		}
 	}()
 	var lower, upper []byte
+	var itDrains uint64
 	// One reader for every block: fn's value may be the reader's own
 	// 8 bytes, so a reader per block would be an allocation per block.
 	r := new(cellblock.Reader)
@@ -271,9 +270,24 @@ func (e *Engine) CellsOfRows(ctx context.Context, read func(cells func(rowKey []
 		if lo >= hi {
 			return nil
 		}
+		// The iterator does not see what is committed after it was made,
+		// and SetOptions does not refresh it: after any drain since then
+		// (this row's, or a writer's or another reader's that took this
+		// row's cells out of the head), a new one is made.
+		if _, err := e.drainRow(rowKey); err != nil {
+			return err
+		}
+		if it != nil && e.headDrains() != itDrains {
+			err := it.Close()
+			it = nil
+			if err != nil {
+				return err
+			}
+		}
 		lower = appendBlockKey(lower[:0], rowKey, window(lo))
 		upper = toPrefixEnd(appendBlockKey(upper[:0], rowKey, window(hi-1)))
 		if it == nil {
+			itDrains = e.headDrains()
 			var err error
 			if it, err = e.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper}); err != nil {
 				it = nil
@@ -358,11 +372,11 @@ func (e *Engine) CellDoubles(ctx context.Context, rowKey []byte, lo, hi uint32, 
 	if err := e.usable(ctx); err != nil {
 		return err
 	}
-	if err := e.drainHead(); err != nil {
-		return err
-	}
 	if lo >= hi {
 		return nil
+	}
+	if _, err := e.drainRow(rowKey); err != nil {
+		return err
 	}
 	lower := appendBlockKey(nil, rowKey, window(lo))
 	upper := toPrefixEnd(appendBlockKey(nil, rowKey, window(hi-1)))

@@ -216,19 +216,24 @@ func (e *Engine) commit(writeTime int64, indexed, direct bool, fn func(t *txn) e
 // a drain that fails only leaves them in the head, and is logged.
 func (e *Engine) toHead(t *txn) {
 	var full []*headRow
+	h := e.head
+	h.mu.Lock()
 	for _, p := range t.pending {
 		row := t.rowBuf[p.rowOff : p.rowOff+p.rowLen]
-		if r, isFull := e.head.add(p.hash, row, p.window, t.pendCells[p.first:p.first+p.n]); isFull {
+		if r, isFull := h.add(p.hash, row, p.window, t.pendCells[p.first:p.first+p.n]); isFull {
 			full = append(full, r)
 		}
 	}
-	e.headRows.Store(int64(e.head.n))
+	e.headRows.Store(int64(h.n))
 	var err error
-	switch {
-	case e.head.bytes > e.opts.HeadBytes || e.wal.size > e.logLimit():
-		err = e.rotate()
-	case len(full) > 0:
+	rotate := h.bytes > e.opts.HeadBytes || e.wal.size > e.logLimit()
+	if !rotate && len(full) > 0 {
+		// Still under head.mu: a reader may not take these rows meanwhile.
 		err = e.drainRows(full)
+	}
+	h.mu.Unlock()
+	if rotate {
+		err = e.rotate()
 	}
 	if err != nil {
 		e.logger.Warn("Cannot drain the head into Pebble; its cells stay in memory and in the head log", "err", err)
