@@ -517,51 +517,20 @@ func TestReadsSeeTheHead(t *testing.T) {
 		require.NoError(t, e.Write(ctx, b))
 		require.NotZero(t, e.headRows.Load(), "a one-cell write goes to the head")
 	}
+	readers := rowReaders(t, e)
+	readers["ScanRaw"] = func(string, uint32) (got []uint32) {
+		require.NoError(t, e.ScanRaw(ctx, engine.DataPoints, nil, func(r *engine.Row, _ []byte) error {
+			got = append(got, r.Cell.Column)
+			return nil
+		}))
+		return got
+	}
 	col := uint32(1000)
-	for name, read := range map[string]func() []uint32{
-		"Cells": func() (got []uint32) {
-			require.NoError(t, e.Cells(ctx, []byte("r"), 0, math.MaxUint32, func(c uint32, _ []byte) error { got = append(got, c); return nil }))
-			return got
-		},
-		"CellsOfRows": func() (got []uint32) {
-			require.NoError(t, e.CellsOfRows(ctx, func(cells func([]byte, uint32, uint32, func(uint32, []byte) error) error) error {
-				return cells([]byte("r"), 0, math.MaxUint32, func(c uint32, _ []byte) error { got = append(got, c); return nil })
-			}))
-			return got
-		},
-		"CellDoubles": func() (got []uint32) {
-			var cols []int64
-			var vals []float64
-			flush := func() error {
-				for _, c := range cols {
-					got = append(got, uint32(c))
-				}
-				cols, vals = cols[:0], vals[:0]
-				return nil
-			}
-			require.NoError(t, e.CellDoubles(ctx, []byte("r"), 0, math.MaxUint32, &cols, &vals, flush, func(c uint32, _ []byte) error { got = append(got, c); return nil }))
-			return got
-		},
-		"FirstCell": func() []uint32 {
-			// From the new column: the cells written for the methods read
-			// before it come first.
-			c, ok, err := e.FirstCell(ctx, []byte("r"), col, math.MaxUint32)
-			require.NoError(t, err)
-			if !ok {
-				return nil
-			}
-			return []uint32{c}
-		},
-		"ScanRaw": func() (got []uint32) {
-			require.NoError(t, e.ScanRaw(ctx, engine.DataPoints, nil, func(r *engine.Row, _ []byte) error {
-				got = append(got, r.Cell.Column)
-				return nil
-			}))
-			return got
-		},
-	} {
+	// From the new column: the cells written for the methods read before
+	// come first, which FirstCell would answer.
+	for name, read := range readers {
 		col++
 		write(col)
-		require.Contains(t, read(), col, "%s does not see the head's cell", name)
+		require.Contains(t, read("r", col), col, "%s does not see the head's cell", name)
 	}
 }

@@ -28,25 +28,22 @@ func inHead(e *Engine, rowKey string) bool {
 	return false
 }
 
-// TestReadLeavesOtherRows: a read drains the rows it reads, and leaves
-// every other row's cells in the head.
-func TestReadLeavesOtherRows(t *testing.T) {
-	opts := DefaultOptions()
-	opts.FS = vfs.NewMem()
-	e := open(t, "db", opts)
+// rowReaders are the engine's methods that read one data_points row, each
+// listing the columns of row from lo on.
+func rowReaders(t *testing.T, e *Engine) map[string]func(row string, lo uint32) []uint32 {
 	ctx := t.Context()
-	for name, read := range map[string]func(row string) []uint32{
-		"Cells": func(row string) (got []uint32) {
-			require.NoError(t, e.Cells(ctx, []byte(row), 0, math.MaxUint32, func(c uint32, _ []byte) error { got = append(got, c); return nil }))
+	return map[string]func(row string, lo uint32) []uint32{
+		"Cells": func(row string, lo uint32) (got []uint32) {
+			require.NoError(t, e.Cells(ctx, []byte(row), lo, math.MaxUint32, func(c uint32, _ []byte) error { got = append(got, c); return nil }))
 			return got
 		},
-		"CellsOfRows": func(row string) (got []uint32) {
+		"CellsOfRows": func(row string, lo uint32) (got []uint32) {
 			require.NoError(t, e.CellsOfRows(ctx, func(cells func([]byte, uint32, uint32, func(uint32, []byte) error) error) error {
-				return cells([]byte(row), 0, math.MaxUint32, func(c uint32, _ []byte) error { got = append(got, c); return nil })
+				return cells([]byte(row), lo, math.MaxUint32, func(c uint32, _ []byte) error { got = append(got, c); return nil })
 			}))
 			return got
 		},
-		"CellDoubles": func(row string) (got []uint32) {
+		"CellDoubles": func(row string, lo uint32) (got []uint32) {
 			var cols []int64
 			var vals []float64
 			flush := func() error {
@@ -56,18 +53,29 @@ func TestReadLeavesOtherRows(t *testing.T) {
 				cols, vals = cols[:0], vals[:0]
 				return nil
 			}
-			require.NoError(t, e.CellDoubles(ctx, []byte(row), 0, math.MaxUint32, &cols, &vals, flush, func(c uint32, _ []byte) error { got = append(got, c); return nil }))
+			require.NoError(t, e.CellDoubles(ctx, []byte(row), lo, math.MaxUint32, &cols, &vals, flush, func(c uint32, _ []byte) error { got = append(got, c); return nil }))
 			return got
 		},
-		"FirstCell": func(row string) []uint32 {
-			c, ok, err := e.FirstCell(ctx, []byte(row), 0, math.MaxUint32)
+		"FirstCell": func(row string, lo uint32) []uint32 {
+			c, ok, err := e.FirstCell(ctx, []byte(row), lo, math.MaxUint32)
 			require.NoError(t, err)
 			if !ok {
 				return nil
 			}
 			return []uint32{c}
 		},
-	} {
+	}
+}
+
+// TestReadLeavesOtherRows: a read drains the rows it reads, and leaves
+// every other row's cells in the head.
+func TestReadLeavesOtherRows(t *testing.T) {
+	opts := DefaultOptions()
+	opts.FS = vfs.NewMem()
+	e := open(t, "db", opts)
+	ctx := t.Context()
+	for name, read := range rowReaders(t, e) {
+		read := func(row string) []uint32 { return read(row, 0) }
 		a, b := "a-"+name, "b-"+name
 		for _, row := range []string{a, b} {
 			require.NoError(t, e.Write(ctx, &engine.Batch{WriteTime: time.Now().UnixMilli(), Cells: []engine.Cell{{Key: []byte(row), Column: 7, Value: f64(7)}}}))
