@@ -219,14 +219,15 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	split := f.opts.SplitInterval.Milliseconds()
+	uncached := f.cache == nil || q.noCache
 	switch {
-	case (f.cache == nil || q.noCache) && uint64(q.end)-uint64(q.start) <= uint64(split):
+	case uncached && uint64(q.end)-uint64(q.start) <= uint64(split):
 		// Uncached and no longer than the interval: a midnight inside it
 		// would cut it into two uneven parts that keep the cores no busier
 		// than shards of the whole do, each paying its own evaluation
 		// (BENCHMARKS.md, "Issue #31: the day query").
 		q.interval = 0
-	case f.cache == nil || q.noCache:
+	case uncached:
 		q.interval = partInterval(q.start, q.end, split, f.opts.UncachedParts)
 		// Where an evaluation reads further back than a step, the windows
 		// either side of any boundary overlap and both parts read the row
@@ -243,7 +244,7 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	q.parts = splitParts(q.start, q.end, q.step, q.interval)
 	f.shardParts(q)
-	if len(q.parts) == 1 && q.shard == nil && (f.cache == nil || q.noCache) {
+	if len(q.parts) == 1 && q.shard == nil && uncached {
 		// Nothing to split, shard or cache: the query API's answer as
 		// it writes it, without a merge's copy.
 		f.metrics.queries.WithLabelValues("whole").Inc()

@@ -527,16 +527,6 @@ func (e *Engine) headDrains() uint64 {
 	return e.head.drains.Load()
 }
 
-// rotateHead rotates under mu.
-func (e *Engine) rotateHead() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed.Load() {
-		return nil
-	}
-	return e.rotate()
-}
-
 // rotateIfOld rotates when the log's first record since the last rotation
 // is older than Options.HeadMaxAge, bounding how long a cell stays only in
 // the log, and so the replay after a crash.

@@ -534,3 +534,13 @@ func TestReadsSeeTheHead(t *testing.T) {
 		require.Contains(t, read("r", col), col, "%s does not see the head's cell", name)
 	}
 }
+
+// rotateHead rotates under mu, as a test's rotation at a chosen moment.
+func (e *Engine) rotateHead() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed.Load() {
+		return nil
+	}
+	return e.rotate()
+}
