@@ -116,6 +116,10 @@ type Inner interface {
 	// Timeout is how long a query with these parameters may take as a
 	// whole, or the query API's answer to its timeout parameter.
 	Timeout(params url.Values) (time.Duration, *queryapi.Error)
+	// FromRollups reports whether every selector of expr, a range query
+	// from start at step with the parameters params, is read from
+	// rollups; expr is left as it is.
+	FromRollups(expr parser.Expr, start time.Time, step time.Duration, params url.Values) bool
 }
 
 // Frontend serves Path and passes other requests to inner.
@@ -218,9 +222,45 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.inner.ServeHTTP(w, replay())
 		return
 	}
-	split := f.opts.SplitInterval.Milliseconds()
 	uncached := f.cache == nil || q.noCache
+	f.cut(q, uncached)
+	if len(q.parts) == 1 && q.shard == nil && uncached {
+		// Nothing to split, shard or cache: the query API's answer as
+		// it writes it, without a merge's copy.
+		f.metrics.queries.WithLabelValues("whole").Inc()
+		f.inner.ServeHTTP(w, replay())
+		return
+	}
+	// One deadline for the whole query, as Prometheus has for one query:
+	// each part's own (EvalRange's) would let 8,900 parts of a 244-year
+	// range at a 10-day step answer 200 after 16 s with
+	// --query.timeout=4s.
+	ctx, cancel := context.WithDeadline(r.Context(), arrived.Add(q.timeout))
+	defer cancel()
+	f.metrics.queries.WithLabelValues("split").Inc()
+	res, apiErr := f.eval(ctx, q)
+	if apiErr != nil {
+		apiErr.Respond(w, r)
+		return
+	}
+	f.respond(w, r, res)
+}
+
+// cut decides q's parts and shards: the one place that does.
+func (f *Frontend) cut(q *rangeQuery, uncached bool) {
+	split := f.opts.SplitInterval.Milliseconds()
 	switch {
+	case uncached && f.inner.FromRollups(q.expr, time.UnixMilli(q.start), time.Duration(q.step)*time.Millisecond, q.params):
+		// Read from rollups, the whole range is a few cells per step and
+		// series: parts and shards would only add their own evaluations
+		// (parse, plan, series lookup, row_keys checks, a seek per series
+		// and row) to spread reads that need no spreading (BENCHMARKS.md,
+		// "Issue #30: the embedded panels again ..., and what the parts
+		// cost"). A raw read of the same range keeps its parts, which
+		// bound how much of it is held at once.
+		q.interval = 0
+		q.parts = splitParts(q.start, q.end, q.step, 0)
+		return
 	case uncached && uint64(q.end)-uint64(q.start) <= uint64(split):
 		// Uncached and no longer than the interval: a midnight inside it
 		// would cut it into two uneven parts that keep the cores no busier
@@ -244,26 +284,6 @@ func (f *Frontend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	q.parts = splitParts(q.start, q.end, q.step, q.interval)
 	f.shardParts(q)
-	if len(q.parts) == 1 && q.shard == nil && uncached {
-		// Nothing to split, shard or cache: the query API's answer as
-		// it writes it, without a merge's copy.
-		f.metrics.queries.WithLabelValues("whole").Inc()
-		f.inner.ServeHTTP(w, replay())
-		return
-	}
-	// One deadline for the whole query, as Prometheus has for one query:
-	// each part's own (EvalRange's) would let 8,900 parts of a 244-year
-	// range at a 10-day step answer 200 after 16 s with
-	// --query.timeout=4s.
-	ctx, cancel := context.WithDeadline(r.Context(), arrived.Add(q.timeout))
-	defer cancel()
-	f.metrics.queries.WithLabelValues("split").Inc()
-	res, apiErr := f.eval(ctx, q)
-	if apiErr != nil {
-		apiErr.Respond(w, r)
-		return
-	}
-	f.respond(w, r, res)
 }
 
 // rangeQuery is a parsed /api/v1/query_range.

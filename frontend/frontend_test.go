@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/stretchr/testify/require"
 
@@ -345,6 +346,9 @@ func (panicking) ServeHTTP(http.ResponseWriter, *http.Request) { panic("boom") }
 func (panicking) MaxQueryLength() int { return 1 << 10 }
 
 func (panicking) Timeout(url.Values) (time.Duration, *queryapi.Error) { return time.Minute, nil }
+
+// FromRollups does not panic: the parts are where the test wants the panic.
+func (panicking) FromRollups(parser.Expr, time.Time, time.Duration, url.Values) bool { return false }
 
 func (panicking) EvalRange(context.Context, queryapi.RangeRequest, func(promql.Matrix) any) (queryapi.RangeAnswer, *queryapi.Error) {
 	panic("boom")

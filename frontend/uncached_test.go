@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/internal/timeparam"
+	"github.com/kairos-remote/kairos-adapter/queryapi"
+	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
 // TestUncachedQueriesInFewerParts: a query whose answer is not cached
@@ -156,4 +159,95 @@ func TestPartsAlignedToRows(t *testing.T) {
 	require.Equal(t, int64(math.MaxInt64-1), alignInterval(math.MaxInt64-1, 1, 1<<62+1), "no multiple holds")
 	require.Equal(t, int64(-1), alignInterval(-1, day, row), "splitting off stays off")
 	require.Equal(t, 92*day, alignInterval(92*day, day, 0), "no rows given")
+}
+
+// TestRollupQueriesInOnePart: an uncached query whose every selector the
+// query API reads from rollups (its plan, at the query's step and range
+// and max_source_resolution) is answered whole, one part and no shards,
+// where it would be cut into parts and shards that each pay their own
+// evaluation for reads that need no spreading; the same query read raw,
+// one that mixes a raw selector in, a subquery's and a cached one keep
+// their parts. The answers are the query API's either way.
+func TestRollupQueriesInOnePart(t *testing.T) {
+	store := testStore(t, nil)
+	writeTestData(t, store)
+	whole := queryAPIWith(store, queryapi.Options{RollupResolutions: []rollup.Resolution{rollup.Resolution(5 * time.Minute), rollup.Resolution(time.Hour)}})
+	now := func() time.Time { return midnight.Add(48 * time.Hour) }
+	noStore := http.Header{"Cache-Control": {"no-store"}}
+	start, end := midnight.Add(-2*time.Hour), midnight.Add(2*time.Hour)
+	uncached := Options{SplitInterval: 10 * time.Minute, Parallelism: 2}
+	for _, c := range []struct {
+		name, q, src string
+		opts         Options
+		header       http.Header
+		step         time.Duration
+		start        time.Time
+		whole        bool // else cut: at least 3 parts
+	}{
+		{name: "max", q: `max_over_time(http_requests_total[1h])`, whole: true},
+		{name: "rate, sharded before", q: `sum by (job) (rate(http_requests_total[1h]))`, whole: true},
+		{name: "avg, sharded before", q: `avg by (job) (avg_over_time(http_requests_total[1h]))`, whole: true},
+		{name: "count", q: `count_over_time(http_requests_total[1h])`, whole: true},
+		{name: "shards set", q: `sum(max_over_time(http_requests_total[1h]))`, opts: Options{SplitInterval: 10 * time.Minute, Parallelism: 2, Shards: 3}, whole: true},
+		{name: "no-store", q: `max_over_time(http_requests_total[1h])`, opts: Options{SplitInterval: 10 * time.Minute, Parallelism: 2, CacheBytes: 16 << 20, Now: now}, header: noStore, whole: true},
+		{name: "offset", q: `max_over_time(http_requests_total[1h] offset 1h)`, whole: true},
+		{name: "5m", q: `max_over_time(http_requests_total[1h])`, src: "5m", whole: true},
+		{name: "1h", q: `sum(rate(http_requests_total[1h]))`, src: "1h", whole: true},
+		{name: "auto", q: `max_over_time(http_requests_total[1h])`, src: "auto", whole: true},
+		{name: "raw", q: `max_over_time(http_requests_total[1h])`, src: "0"},
+		{name: "garbage resolution", q: `max_over_time(http_requests_total[1h])`, src: "1e300"},
+		{name: "rollup and raw", q: `rate(http_requests_total[1h]) / http_requests_total`},
+		{name: "subquery", q: `max_over_time(rate(http_requests_total[1h])[1h:5m])`},
+		{name: "offset misaligned", q: `max_over_time(http_requests_total[1h] offset 7m)`},
+		{name: "start off the grid", q: `max_over_time(http_requests_total[1h])`, start: start.Add(time.Second)},
+		{name: "step too short", q: `max_over_time(http_requests_total[1h])`, step: time.Minute},
+		{name: "cached", q: `max_over_time(http_requests_total[1h])`, opts: Options{SplitInterval: 10 * time.Minute, Parallelism: 2, CacheBytes: 16 << 20, Now: now}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opts := c.opts
+			if opts.SplitInterval == 0 {
+				opts = uncached
+			}
+			reg := prometheus.NewRegistry()
+			f := New(whole, opts, reg, nil)
+			step, from := cmp.Or(c.step, time.Hour), start
+			if !c.start.IsZero() {
+				from = c.start
+			}
+			form := rangeForm(c.q, from, end, step)
+			if c.src != "" {
+				form.Set("max_source_resolution", c.src)
+			}
+			sameAnswer(t, c.name, ask(t, whole, form, nil), ask(t, f, form, c.header))
+			parts := counter(t, reg, "kairos_adapter_frontend_parts_evaluated_total", "")
+			shards := counter(t, reg, "kairos_adapter_frontend_shards_total", "")
+			if c.whole {
+				require.Equal(t, 1.0, counter(t, reg, "kairos_adapter_frontend_queries_total", "whole"), "answered whole")
+				require.Zero(t, parts, "parts")
+				require.Zero(t, shards, "shards")
+				return
+			}
+			require.Zero(t, counter(t, reg, "kairos_adapter_frontend_queries_total", "whole"), "answered whole")
+			require.GreaterOrEqual(t, parts, 3.0, "parts")
+		})
+	}
+	// Prometheus's bounds and steps of 1 ms and 300 years, rollup queries
+	// uncached: the same answers (or refusals) as the query API's.
+	f := New(whole, Options{}, prometheus.NewRegistry(), nil)
+	secs := func(t time.Time) string { return formatTime(t.UnixMilli()) }
+	hour := func(t time.Time) time.Time { return t.Truncate(time.Hour) }
+	for _, r := range []struct{ start, end, step string }{
+		{secs(timeparam.Min), secs(timeparam.Max), "9467280000"},
+		{secs(hour(timeparam.Min.Add(time.Hour))), secs(timeparam.Max), "9198000000"}, // 291.7 years, a multiple of 1h
+		{secs(midnight.Add(-time.Hour)), secs(midnight.Add(-time.Hour + 5*time.Second)), "0.001"},
+		{secs(hour(timeparam.Max.Add(-72 * time.Hour))), secs(timeparam.Max), "3600"},
+		{secs(hour(timeparam.Min.Add(time.Hour))), secs(timeparam.Min.Add(72 * time.Hour)), "3600"},
+	} {
+		for _, q := range []string{`max_over_time(http_requests_total[1h])`, `sum by (job) (rate(http_requests_total[1h]))`, `avg(avg_over_time(http_requests_total[1h] offset 1h))`} {
+			for _, src := range []string{"", "0", "5m", "1h", "auto", "NaN"} {
+				form := map[string][]string{"query": {q}, "start": {r.start}, "end": {r.end}, "step": {r.step}, "max_source_resolution": {src}}
+				sameAnswer(t, fmt.Sprint(q, r, src), ask(t, whole, form, nil), ask(t, f, form, noStore))
+			}
+		}
+	}
 }

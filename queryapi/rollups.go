@@ -73,6 +73,21 @@ type planner struct {
 	src                   sourceResolution
 	resolutions           []rollup.Resolution // largest first
 	hints                 selectorHints
+	// dry plans without rewriting the tree: the hints only (FromRollups).
+	dry bool
+}
+
+// newPlanner is the planner of a query from start at step, with the
+// request's max_source_resolution in form.
+func (a *API) newPlanner(form url.Values, lookback time.Duration, start time.Time, step time.Duration) (*planner, *apiError) {
+	src := a.sourceRes
+	if s := form.Get("max_source_resolution"); s != "" {
+		var err error
+		if src, err = parseSourceResolution(s, a.resolutions); err != nil {
+			return nil, badParam(err, "max_source_resolution")
+		}
+	}
+	return &planner{start: start.UnixMilli(), step: step.Milliseconds(), lookback: lookback.Milliseconds(), src: src, resolutions: a.resolutions}, nil
 }
 
 // planReads plans the reads of expr, the parsed query, in place: it
@@ -80,19 +95,41 @@ type planner struct {
 // to a sum of counts, avg_over_time to sums over counts) and returns the
 // hint of each planned selector.
 func (a *API) planReads(form url.Values, opts promql.QueryOpts, expr parser.Expr, start time.Time, step time.Duration) (parser.Expr, selectorHints, *apiError) {
-	src := a.sourceRes
-	if s := form.Get("max_source_resolution"); s != "" {
-		var err error
-		if src, err = parseSourceResolution(s, a.resolutions); err != nil {
-			return nil, nil, badParam(err, "max_source_resolution")
-		}
-	}
 	lookback := a.lookback
 	if d := opts.LookbackDelta(); d > 0 {
 		lookback = d
 	}
-	p := &planner{start: start.UnixMilli(), step: step.Milliseconds(), lookback: lookback.Milliseconds(), src: src, resolutions: a.resolutions}
+	p, apiErr := a.newPlanner(form, lookback, start, step)
+	if apiErr != nil {
+		return nil, nil, apiErr
+	}
 	return p.expr(expr, false), p.hints, nil
+}
+
+// fromRollups reports whether the planner would read every selector of
+// expr, a range query from start at step with the parameters form, from
+// rollups (at any resolution; the store stitches raw samples on where the
+// rollup job has not reached). It leaves expr as it is. A query without
+// selectors, or whose max_source_resolution the query API refuses, is
+// not.
+func (a *API) fromRollups(expr parser.Expr, form url.Values, start time.Time, step time.Duration) bool {
+	p, apiErr := a.newPlanner(form, a.lookback, start, step)
+	if apiErr != nil || p.finest() == 0 {
+		return false
+	}
+	p.dry = true
+	p.expr(expr, false)
+	selectors, rolled := 0, 0
+	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok {
+			selectors++
+			if len(vs.LabelMatchers) > 0 && p.hints[vs.LabelMatchers[0]].Resolution != 0 {
+				rolled++
+			}
+		}
+		return nil
+	})
+	return selectors > 0 && rolled == selectors
 }
 
 // expr plans the selectors of e, inSub when e is inside a subquery; it
@@ -160,6 +197,10 @@ func (p *planner) call(c *parser.Call, inSub bool) parser.Expr {
 // rollupCall rewrites an aggregation over time of x[R] to read rollups at r.
 func (p *planner) rollupCall(c *parser.Call, ms *parser.MatrixSelector, vs *parser.VectorSelector, hint readhint.Hint, r rollup.Resolution) parser.Expr {
 	hint.Resolution = r
+	if p.dry {
+		p.add(vs, hint)
+		return c
+	}
 	switch c.Func.Name {
 	case "min_over_time":
 		hint.Aggregate = rollup.Min

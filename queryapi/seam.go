@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/util/annotations"
 )
 
@@ -127,4 +128,14 @@ func (h RangeHandler) Timeout(params url.Values) (time.Duration, *Error) {
 		return 0, &Error{api: apiErr}
 	}
 	return d, nil
+}
+
+// FromRollups reports whether the query API would read every selector of
+// expr, a range query from start at step with the request's parameters
+// params (max_source_resolution), from rollups: its read plan, made as
+// for the evaluation, without rewriting expr and without reading the
+// store. Such a query reads a few cells per step and series, and needs
+// neither parts nor shards to spread its reads over the cores.
+func (h RangeHandler) FromRollups(expr parser.Expr, start time.Time, step time.Duration, params url.Values) bool {
+	return h.api.fromRollups(expr, params, start, step)
 }
