@@ -60,7 +60,8 @@ type Options struct {
 	// do what 16 did, for less CPU; in return a raw query holds more of
 	// its range at once, and more memory (both measured in BENCHMARKS.md,
 	// "Issue #30: the panels' CPU outside the store"). Default
-	// 2·Parallelism+2, at most MaxParts; at least 3.
+	// 2·Parallelism+2, at most MaxParts; at least 3. A query read wholly
+	// from rollups is one part (cut).
 	UncachedParts int
 	// RowAlign is the store's row width: where the parts of an uncached
 	// query are longer than it and its evaluations read no further back
@@ -80,7 +81,8 @@ type Options struct {
 	Parallelism int
 	// Shards is how many parts by series an aggregation that allows it is
 	// evaluated in per part; 0 (the default) as many as fill the cores
-	// its parts leave idle (shardsPerPart), 1 turns sharding off.
+	// its parts leave idle (shardsPerPart), 1 turns sharding off. An
+	// uncached query read wholly from rollups is never sharded (cut).
 	Shards int
 	// CacheBytes bounds the results cache; 0 turns it off.
 	CacheBytes int64
@@ -255,9 +257,9 @@ func (f *Frontend) cut(q *rangeQuery, uncached bool) {
 		// series: parts and shards would only add their own evaluations
 		// (parse, plan, series lookup, row_keys checks, a seek per series
 		// and row) to spread reads that need no spreading (BENCHMARKS.md,
-		// "Issue #30: the embedded panels again ..., and what the parts
-		// cost"). A raw read of the same range keeps its parts, which
-		// bound how much of it is held at once.
+		// "Issue #30: a rollup year in one part"). A raw read of the same
+		// range keeps its parts, which bound how much of it is held at
+		// once.
 		q.interval = 0
 		q.parts = splitParts(q.start, q.end, q.step, 0)
 		return
