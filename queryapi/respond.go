@@ -144,8 +144,12 @@ func respondError(w http.ResponseWriter, logger *slog.Logger, e *apiError, ann a
 // Compressor gzips answers when the request accepts gzip, as Prometheus
 // compresses its answers: a range query over many series answers megabytes
 // of JSON that compresses tenfold. With Prometheus's compressor (klauspost's
-// gzip at its default level), not the standard library's, which took twice
-// the CPU for the same answer (BenchmarkRespond).
+// gzip), not the standard library's, which took twice the CPU for the same
+// answer (BenchmarkRespond); at level 2, not Prometheus's default: the
+// default took a quarter of the CPU of a rollup year panel over 20 series
+// for answers a few percent smaller, and level 1 (BestSpeed) lost most of
+// what repetitive answers (counts) compress to (BENCHMARKS.md, "Issue #30:
+// a rollup year in one part").
 //
 // It keeps the writers of finished answers for the next: a new one
 // allocates its compressor's tables, about 1 MiB, which cost a small answer
@@ -180,7 +184,7 @@ func (c *Compressor) compress(w http.ResponseWriter, r *http.Request) (_ http.Re
 	case gz = <-free:
 		gz.Reset(w)
 	default:
-		gz = gzip.NewWriter(w)
+		gz, _ = gzip.NewWriterLevel(w, 2) // a valid level: no error
 	}
 	return gzipWriter{ResponseWriter: w, w: gz}, func() {
 		_ = gz.Close()
