@@ -281,9 +281,12 @@ func (p *planner) counter(rng, off int64) rollup.Resolution {
 }
 
 // ends says whether every window of the query ends on a bucket end of r
-// (an instant query, step 0, has one window).
+// (an instant query, step 0, has one window). start-off is taken modulo r
+// from each term's remainder: the difference itself can wrap at
+// Prometheus's bounds with an offset of centuries, and a wrapped
+// difference has another remainder.
 func (p *planner) ends(r, off int64) bool {
-	return p.step%r == 0 && (p.start-off)%r == 0
+	return p.step%r == 0 && (p.start%r-off%r)%r == 0
 }
 
 // finest is the smallest resolution in ms; 0 with rollups off.
