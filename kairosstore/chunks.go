@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
-	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/chunks"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
@@ -170,9 +169,9 @@ const bulkFlush = 1024
 // chunkSamples samples.
 type chunkEncoder struct {
 	chks       []chunks.Meta
-	cur        chunks.Meta
-	app        chunkenc.Appender
-	inChunk    int
+	minT       int64 // the current chunk's
+	enc        xorEncoder
+	open       bool // a chunk is being written
 	total      int
 	prev       int64 // the last timestamp added
 	chunkBytes int   // the size to allocate a chunk with: the last one's
@@ -184,12 +183,10 @@ func (e *chunkEncoder) add(t int64, v float64) error {
 		return errUnordered
 	}
 	e.prev = t
-	if e.inChunk == chunkSamples || e.app == nil {
+	if !e.open || e.enc.num == chunkSamples {
 		e.cut(t)
 	}
-	e.app.Append(0, t, v)
-	e.cur.MaxTime = t
-	e.inChunk++
+	e.enc.append(t, v)
 	e.total++
 	return nil
 }
@@ -199,53 +196,45 @@ func (e *chunkEncoder) add(t int64, v float64) error {
 func (e *chunkEncoder) addAll(ts []int64, vs []float64) error {
 	vs = vs[:len(ts)]
 	for len(ts) > 0 {
-		if e.inChunk == chunkSamples || e.app == nil {
+		if !e.open || e.enc.num == chunkSamples {
 			e.cut(ts[0])
 		}
-		n := min(len(ts), chunkSamples-e.inChunk)
+		n := min(len(ts), chunkSamples-e.enc.num)
 		for i, t := range ts[:n] {
 			if t <= e.prev {
 				return errUnordered
 			}
 			e.prev = t
-			e.app.Append(0, t, vs[i])
+			e.enc.append(t, vs[i])
 		}
-		e.cur.MaxTime = e.prev
-		e.inChunk += n
 		e.total += n
 		ts, vs = ts[n:], vs[n:]
 	}
 	return nil
 }
 
-// cut ends the current chunk, if any, and starts one at t.
+// cut ends the current chunk, if any, and starts one at t, with room for
+// as many bytes as the last one took, so that a chunk like the one before
+// it is written without growing its buffer.
 func (e *chunkEncoder) cut(t int64) {
-	if e.app != nil {
-		e.chks = append(e.chks, e.cur)
-		e.chunkBytes = len(e.cur.Chunk.Bytes())
+	e.end()
+	e.enc.reset(make([]byte, 0, max(e.chunkBytes, 128)))
+	e.minT, e.open = t, true
+}
+
+// end adds the current chunk, if any, to the chunks.
+func (e *chunkEncoder) end() {
+	if !e.open {
+		return
 	}
-	e.cur = chunks.Meta{MinTime: t, Chunk: newXORChunk(e.chunkBytes)}
-	e.app, _ = e.cur.Chunk.Appender() // an empty XOR chunk cannot fail
-	e.inChunk = 0
+	c := e.enc.chunk()
+	e.chunkBytes = len(c.Bytes())
+	e.chks = append(e.chks, chunks.Meta{MinTime: e.minT, MaxTime: e.enc.t, Chunk: c})
+	e.open = false
 }
 
 // finish returns the chunks, the current one included.
 func (e *chunkEncoder) finish() []chunks.Meta {
-	if e.app != nil {
-		e.chks = append(e.chks, e.cur)
-		e.app = nil
-	}
+	e.end()
 	return e.chks
-}
-
-// newXORChunk is an empty XOR chunk with room for size bytes, so that a
-// chunk like the one before it is written without growing its buffer
-// (chunkenc.NewXORChunk starts at 128 bytes, and a chunk of irregular
-// floats grows by several doublings).
-func newXORChunk(size int) chunkenc.Chunk {
-	c, err := chunkenc.FromData(chunkenc.EncXOR, make([]byte, 2, max(size, 128)))
-	if err != nil {
-		panic(err) // two zero bytes are a valid empty XOR chunk
-	}
-	return c
 }
