@@ -136,7 +136,7 @@ func (s *Store) encodeCells(ctx context.Context, ref *index.Series, start, end i
 	if dc, ok := s.eng.(doubleCells); ok {
 		out := s.newListSeries(ref.Labels, min(sizeHint, bulkFlush))
 		defer func() { s.recycle(out) }()
-		sorted := true // encode checks the order itself
+		sorted := true // the encoder checks the order itself
 		bulk = &bulkRead{eng: dc, out: out, sorted: &sorted, drain: func() error {
 			err := enc.addAll(out.ts, out.vs)
 			out.ts, out.vs = out.ts[:0], out.vs[:0]

@@ -39,7 +39,8 @@ const promMinT, promMaxT = int64(-9223309901257974), int64(9223309901257974)
 // cannot see CellDoubles). The series: one sample, exactly a chunk and one
 // more, flushes of the bulk read cut mid-chunk, steps of 1 ms, 1e300 and
 // -0, non-finite values (null rows: the sorted path), NaN payloads and ±Inf
-// written as doubles behind the store's back (the bulk path), samples at
+// written as doubles behind the store's back (the bulk path), a cell of 4
+// bytes among them, samples at
 // Prometheus's minimum and maximum times, and ranges of 1 ms.
 func TestChunksMatchSamples(t *testing.T) {
 	t.Run("pebble", func(t *testing.T) {
@@ -130,6 +131,11 @@ func testChunksMatchSamples(t *testing.T, eng engine.Engine) {
 				col := uint32(7 + 1000*i) // between the samples written
 				b.Cells = append(b.Cells, engine.Cell{Key: r.Key, Column: col, Value: binary.BigEndian.AppendUint64(nil, v)})
 				cases[name] = append(cases[name], smp{int64(col), v})
+			}
+			if name == "large" {
+				// A 4-byte cell, no double: skipped, and its block read a
+				// cell at a time between the bulk reads of the others.
+				b.Cells = append(b.Cells, engine.Cell{Key: r.Key, Column: 500, Value: []byte{1, 2, 3, 4}})
 			}
 		}
 	}
