@@ -228,6 +228,10 @@ type bulkRead struct {
 	eng    doubleCells
 	out    *listSeries
 	sorted *bool
+	// drain, if set, is called after each flush and may take the samples
+	// out of out (the chunked read encodes them and empties it), so that
+	// out holds a flush's samples, not the series'.
+	drain func() error
 }
 
 // cells reads the slice [lo, hi) of row r into b.out: the engine appends
@@ -286,7 +290,14 @@ func (b *bulkRead) cells(ctx context.Context, s *Store, r *index.Row, lo, hi uin
 		if *uncounted >= budgetStep {
 			n := *uncounted
 			*uncounted = 0
-			return budget.take(n)
+			if err := budget.take(n); err != nil {
+				return err
+			}
+		}
+		if b.drain != nil {
+			err := b.drain()
+			k = len(out.ts)
+			return err
 		}
 		return nil
 	}

@@ -2,13 +2,13 @@ package kairosstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
-	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/chunks"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
@@ -121,59 +121,120 @@ func floatsInOrder(rows []index.Row) bool {
 }
 
 // encodeCells encodes the cells of a series of floatsInOrder rows into XOR
-// chunks as eachCell reads them; errUnordered (wrapped) if they turn out
-// not to come in time order.
+// chunks as they are read; errUnordered (wrapped) if they turn out not to
+// come in time order. On an engine with doubleCells the rows of doubles
+// come in bulk, as readSeriesIn reads them, a flush of cells at a time:
+// those are encoded, then dropped, so that the series is held only as
+// chunks, as it is when read cell by cell.
 func (s *Store) encodeCells(ctx context.Context, ref *index.Series, start, end int64, sizeHint int, budget *sampleBudget) ([]chunks.Meta, int, error) {
-	var (
-		chks       = make([]chunks.Meta, 0, sizeHint/chunkSamples+1)
-		cur        chunks.Meta
-		app        chunkenc.Appender
-		inChunk    int
-		total      int
-		prev       = int64(math.MinInt64)
-		chunkBytes = 128 // the size to allocate a chunk with: the last one's
-	)
-	err := s.eachCell(ctx, ref, start, end, budget, func(r *index.Row, t int64, col uint32, value []byte) (bool, error) {
-		v, ok := s.floatCell(r, col, value)
-		if !ok {
-			return false, nil
-		}
-		if t <= prev {
-			return false, errUnordered
-		}
-		prev = t
-		if inChunk == chunkSamples || app == nil {
-			if app != nil {
-				chks = append(chks, cur)
-				chunkBytes = len(cur.Chunk.Bytes())
+	enc := chunkEncoder{
+		chks:       make([]chunks.Meta, 0, sizeHint/chunkSamples+1),
+		prev:       math.MinInt64,
+		chunkBytes: 128,
+	}
+	var bulk *bulkRead
+	if dc, ok := s.eng.(doubleCells); ok {
+		out := s.newListSeries(ref.Labels, min(sizeHint, bulkFlush))
+		defer func() { s.recycle(out) }()
+		sorted := true // the encoder checks the order itself
+		bulk = &bulkRead{eng: dc, out: out, sorted: &sorted, drain: func() error {
+			err := enc.addAll(out.ts, out.vs)
+			out.ts, out.vs = out.ts[:0], out.vs[:0]
+			return err
+		}}
+	}
+	err := s.eachCellIn(ctx, ref, []span{{start, end}}, budget, bulk, func(r *index.Row, t int64, col uint32, value []byte) (bool, error) {
+		var v float64
+		if r.DataType == codec.TypeDouble && !r.Legacy && len(value) == 8 {
+			v = math.Float64frombits(binary.BigEndian.Uint64(value)) // as readSeriesIn: no DecodeValue per cell
+		} else {
+			var ok bool
+			if v, ok = s.floatCell(r, col, value); !ok {
+				return false, nil
 			}
-			cur = chunks.Meta{MinTime: t, Chunk: newXORChunk(chunkBytes)}
-			app, _ = cur.Chunk.Appender() // an empty XOR chunk cannot fail
-			inChunk = 0
 		}
-		app.Append(0, t, v)
-		cur.MaxTime = t
-		inChunk++
-		total++
-		return true, nil
+		return true, enc.add(t, v)
 	})
 	if err != nil {
 		return nil, 0, err
 	}
-	if app != nil {
-		chks = append(chks, cur)
-	}
-	return chks, total, nil
+	return enc.finish(), enc.total, nil
 }
 
-// newXORChunk is an empty XOR chunk with room for size bytes, so that a
-// chunk like the one before it is written without growing its buffer
-// (chunkenc.NewXORChunk starts at 128 bytes, and a chunk of irregular
-// floats grows by several doublings).
-func newXORChunk(size int) chunkenc.Chunk {
-	c, err := chunkenc.FromData(chunkenc.EncXOR, make([]byte, 2, max(size, 128)))
-	if err != nil {
-		panic(err) // two zero bytes are a valid empty XOR chunk
+// bulkFlush is how many samples a flush of CellDoubles holds at most
+// (pebblekv's ctxCheckEvery): the size of encodeCells' scratch slices.
+const bulkFlush = 1024
+
+// chunkEncoder cuts samples, in time order, into XOR chunks of at most
+// chunkSamples samples.
+type chunkEncoder struct {
+	chks       []chunks.Meta
+	minT       int64 // the current chunk's
+	enc        xorEncoder
+	open       bool // a chunk is being written
+	total      int
+	prev       int64 // the last timestamp added
+	chunkBytes int   // the size to allocate a chunk with: the last one's
+}
+
+// add appends one sample; errUnordered if t is not after the last one.
+func (e *chunkEncoder) add(t int64, v float64) error {
+	if t <= e.prev {
+		return errUnordered
 	}
-	return c
+	e.prev = t
+	if !e.open || e.enc.num == chunkSamples {
+		e.cut(t)
+	}
+	e.enc.append(t, v)
+	e.total++
+	return nil
+}
+
+// addAll is add of every sample of ts and vs, checked and cut a chunk at a
+// time rather than a sample at a time.
+func (e *chunkEncoder) addAll(ts []int64, vs []float64) error {
+	vs = vs[:len(ts)]
+	for len(ts) > 0 {
+		if !e.open || e.enc.num == chunkSamples {
+			e.cut(ts[0])
+		}
+		n := min(len(ts), chunkSamples-e.enc.num)
+		for i, t := range ts[:n] {
+			if t <= e.prev {
+				return errUnordered
+			}
+			e.prev = t
+			e.enc.append(t, vs[i])
+		}
+		e.total += n
+		ts, vs = ts[n:], vs[n:]
+	}
+	return nil
+}
+
+// cut ends the current chunk, if any, and starts one at t, with room for
+// as many bytes as the last one took, so that a chunk like the one before
+// it is written without growing its buffer.
+func (e *chunkEncoder) cut(t int64) {
+	e.end()
+	e.enc.reset(make([]byte, 0, max(e.chunkBytes, 128)))
+	e.minT, e.open = t, true
+}
+
+// end adds the current chunk, if any, to the chunks.
+func (e *chunkEncoder) end() {
+	if !e.open {
+		return
+	}
+	c := e.enc.chunk()
+	e.chunkBytes = len(c.Bytes())
+	e.chks = append(e.chks, chunks.Meta{MinTime: e.minT, MaxTime: e.enc.t, Chunk: c})
+	e.open = false
+}
+
+// finish returns the chunks, the current one included.
+func (e *chunkEncoder) finish() []chunks.Meta {
+	e.end()
+	return e.chks
 }

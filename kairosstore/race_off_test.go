@@ -1,0 +1,5 @@
+//go:build !race
+
+package kairosstore
+
+const raceEnabled = false
