@@ -25,19 +25,9 @@ func BenchmarkStoreReadChunks(b *testing.B) {
 	benchEngines(b, func(b *testing.B, eng engine.Engine) {
 		s, err := ks.Open(context.Background(), eng, ks.Options{}, nil, nil)
 		require.NoError(b, err)
-		series := benchSeries(200)
 		const perSeries = 2000
 		t0 := int64(1_700_000_000_000)
-		for k := 0; k < perSeries; k += 100 {
-			app := s.NewAppender()
-			for i, ls := range series {
-				for j := k; j < k+100; j++ {
-					v := math.Round(100*math.Sin(float64(i+j)/50)) / 4
-					require.NoError(b, errOf(app.Append(0, ls, t0+int64(j)*15000, v)))
-				}
-			}
-			require.NoError(b, app.Commit(context.Background()))
-		}
+		writeBenchSeries(b, s, 200, perSeries, t0, func(i, j int) float64 { return math.Round(100*math.Sin(float64(i+j)/50)) / 4 })
 		if pe, ok := eng.(*pebblekv.Engine); ok {
 			// As a store read over remote read is: compacted, every row's
 			// blocks merged (on Cassandra, rows are what they are).
@@ -62,7 +52,7 @@ func BenchmarkStoreReadChunks(b *testing.B) {
 			}
 			require.NoError(b, set.Err())
 			require.NoError(b, q.Close())
-			require.Equal(b, len(series)*perSeries, got)
+			require.Equal(b, 200*perSeries, got)
 			total += got
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(total), "ns/sample")

@@ -66,18 +66,9 @@ func BenchmarkStoreRead(b *testing.B) {
 	benchEngines(b, func(b *testing.B, eng engine.Engine) {
 		s, err := ks.Open(context.Background(), eng, ks.Options{}, nil, nil)
 		require.NoError(b, err)
-		series := benchSeries(200)
 		const perSeries = 2000
 		t0 := int64(1_700_000_000_000)
-		for k := 0; k < perSeries; k += 100 {
-			app := s.NewAppender()
-			for _, ls := range series {
-				for j := k; j < k+100; j++ {
-					require.NoError(b, errOf(app.Append(0, ls, t0+int64(j)*15000, float64(j))))
-				}
-			}
-			require.NoError(b, app.Commit(context.Background()))
-		}
+		writeBenchSeries(b, s, 200, perSeries, t0, func(_, j int) float64 { return float64(j) })
 		b.ReportAllocs()
 		var it chunkenc.Iterator
 		total := 0
@@ -93,7 +84,7 @@ func BenchmarkStoreRead(b *testing.B) {
 				}
 			}
 			require.NoError(b, set.Err())
-			require.Equal(b, len(series)*perSeries, got)
+			require.Equal(b, 200*perSeries, got)
 			total += got
 		}
 		b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "samples/s")
@@ -124,5 +115,20 @@ func BenchmarkAppend(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(series)*10), "ns/sample")
 		})
+	}
+}
+
+// writeBenchSeries writes n of benchSeries' series, perSeries samples each
+// from t0 at 15 s, value(series, sample), in commits of 100 samples a series.
+func writeBenchSeries(b *testing.B, s *ks.Store, n, perSeries int, t0 int64, value func(i, j int) float64) {
+	series := benchSeries(n)
+	for k := 0; k < perSeries; k += 100 {
+		app := s.NewAppender()
+		for i, ls := range series {
+			for j := k; j < min(k+100, perSeries); j++ {
+				require.NoError(b, errOf(app.Append(0, ls, t0+int64(j)*15000, value(i, j))))
+			}
+		}
+		require.NoError(b, app.Commit(context.Background()))
 	}
 }
