@@ -302,27 +302,38 @@ func TestFrontendAnswersAsWhole(t *testing.T) {
 // bounds) to the heap its extents keep alive: within 25 %. The heap is
 // measured as what dropping the extents frees, not as what filling them
 // grew, since the store's own caches grow beside the cache while it fills.
+// What the store's goroutines free meanwhile (its readers end a second
+// after their last read) counts as freed too, so a fill and drop that
+// measures outside the bound is tried again, up to three times: an
+// estimate that is wrong is wrong every time.
 func TestCacheBytesMeasured(t *testing.T) {
 	h := newCacheHarness(t, Options{Shards: 1})
 	form := func(i int) url.Values {
 		return rangeForm(fmt.Sprintf(`http_requests_total * %d`, i), midnight.Add(-2*time.Hour), midnight.Add(2*time.Hour), 15*time.Second)
 	}
-	for i := 1; i <= 30; i++ {
-		require.Equal(t, http.StatusOK, ask(t, h.front, form(i), nil).code)
+	var ratios []float64
+	for range 3 {
+		for i := 1; i <= 30; i++ {
+			require.Equal(t, http.StatusOK, ask(t, h.front, form(i), nil).code)
+		}
+		h.takeRanges()
+		held := h.count(t, "cache_bytes", "")
+		require.Positive(t, held)
+		var filled, dropped runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&filled)
+		h.front.OnChange([]kairosstore.Change{{Metric: "http_requests_total", MinT: math.MinInt64, MaxT: math.MaxInt64, Deleted: true}})
+		runtime.GC()
+		runtime.ReadMemStats(&dropped)
+		require.Zero(t, h.count(t, "cache_bytes", ""), "the delete drops every extent")
+		freed := float64(filled.HeapAlloc) - float64(dropped.HeapAlloc)
+		t.Logf("cache_bytes held %.0f, dropping them freed %.0f of heap (%.2f)", held, freed, freed/held)
+		if math.Abs(freed/held-1) <= 0.25 {
+			return
+		}
+		ratios = append(ratios, freed/held)
 	}
-	h.takeRanges()
-	held := h.count(t, "cache_bytes", "")
-	require.Positive(t, held)
-	var filled, dropped runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&filled)
-	h.front.OnChange([]kairosstore.Change{{Metric: "http_requests_total", MinT: math.MinInt64, MaxT: math.MaxInt64, Deleted: true}})
-	runtime.GC()
-	runtime.ReadMemStats(&dropped)
-	require.Zero(t, h.count(t, "cache_bytes", ""), "the delete drops every extent")
-	freed := float64(filled.HeapAlloc) - float64(dropped.HeapAlloc)
-	t.Logf("cache_bytes held %.0f, dropping them freed %.0f of heap (%.2f)", held, freed, freed/held)
-	require.InDelta(t, 1, freed/held, 0.25)
+	t.Fatalf("freed/held %.2f in three fills, not within 25 %% of 1", ratios)
 }
 
 // TestCacheRollupWriteIsVisible: the rollup job rewriting a unit (after a
