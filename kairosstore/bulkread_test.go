@@ -46,13 +46,7 @@ func TestBulkReadMatchesPerCell(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, eng.Close()) })
 	require.NoError(t, eng.Setup(ctx))
 	const hour = int64(time.Hour / time.Millisecond)
-	opts := Options{RowWidth: time.Hour}
-	bulk, err := Open(ctx, eng, opts, nil, nil)
-	require.NoError(t, err)
-	slow, err := Open(ctx, perCell{eng}, opts, nil, nil)
-	require.NoError(t, err)
-	_, isBulk := slow.eng.(doubleCells)
-	require.False(t, isBulk)
+	bulk, slow := bulkAndPerCell(t, eng)
 
 	rng := rand.New(rand.NewPCG(5, 31))
 	odd := []float64{math.NaN(), math.Float64frombits(value.StaleNaN), math.Float64frombits(0x7ff8dead00000001), math.Inf(1), math.Inf(-1), 1e300, -1e300, math.Copysign(0, -1)}
@@ -196,4 +190,19 @@ func requireSameSeries(t *testing.T, want, got *listSeries, where string) {
 			}
 		}
 	}
+}
+
+// bulkAndPerCell opens two stores of hour-wide rows on eng: one as the
+// adapter opens it, one that cannot see the engine's bulk read
+// (CellDoubles) and so reads every cell on its own.
+func bulkAndPerCell(t *testing.T, eng engine.Engine) (bulk, perCellStore *Store) {
+	t.Helper()
+	opts := Options{RowWidth: time.Hour}
+	bulk, err := Open(context.Background(), eng, opts, nil, nil)
+	require.NoError(t, err)
+	perCellStore, err = Open(context.Background(), perCell{eng}, opts, nil, nil)
+	require.NoError(t, err)
+	_, isBulk := perCellStore.eng.(doubleCells)
+	require.False(t, isBulk)
+	return bulk, perCellStore
 }

@@ -69,11 +69,7 @@ func testChunksMatchSamples(t *testing.T, eng engine.Engine) {
 	ctx := context.Background()
 	require.NoError(t, eng.Setup(ctx))
 	const hour = int64(time.Hour / time.Millisecond)
-	opts := Options{RowWidth: time.Hour}
-	bulk, err := Open(ctx, eng, opts, nil, nil)
-	require.NoError(t, err)
-	slow, err := Open(ctx, perCell{eng}, opts, nil, nil)
-	require.NoError(t, err)
+	bulk, slow := bulkAndPerCell(t, eng)
 
 	nans := []uint64{math.Float64bits(math.NaN()), value.StaleNaN, 0x7ff8dead00000001, 0xfff0000000000001, 0x7ff0000000000001, 0xffffffffffffffff}
 	type smp struct {
