@@ -188,8 +188,13 @@ func (s *Store) eachCellIn(ctx context.Context, ref *index.Series, spans []span,
 }
 
 // floatCell decodes the value of a cell of a row of a float type; !ok is
-// a value that is no number (counted as skipped).
+// a value that is no number (counted as skipped). The 8-byte double of
+// the rows the adapter writes (§4.2) is read without DecodeValue's
+// switch on the type.
 func (s *Store) floatCell(r *index.Row, col uint32, value []byte) (float64, bool) {
+	if r.DataType == codec.TypeDouble && !r.Legacy && len(value) == 8 {
+		return math.Float64frombits(binary.BigEndian.Uint64(value)), true
+	}
 	v, ok, err := codec.DecodeValue(r.DataType, r.Legacy, col, value)
 	switch {
 	case err != nil:

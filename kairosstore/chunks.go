@@ -2,7 +2,6 @@ package kairosstore
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -144,14 +143,9 @@ func (s *Store) encodeCells(ctx context.Context, ref *index.Series, start, end i
 		}}
 	}
 	err := s.eachCellIn(ctx, ref, []span{{start, end}}, budget, bulk, func(r *index.Row, t int64, col uint32, value []byte) (bool, error) {
-		var v float64
-		if r.DataType == codec.TypeDouble && !r.Legacy && len(value) == 8 {
-			v = math.Float64frombits(binary.BigEndian.Uint64(value)) // as readSeriesIn: no DecodeValue per cell
-		} else {
-			var ok bool
-			if v, ok = s.floatCell(r, col, value); !ok {
-				return false, nil
-			}
+		v, ok := s.floatCell(r, col, value)
+		if !ok {
+			return false, nil
 		}
 		return true, enc.add(t, v)
 	})
