@@ -2,7 +2,7 @@
 # The project's test command.
 #
 #   scripts/test.sh                        go vet ./..., go test -race -count=1 ./...,
-#                                          the engine's allocation bounds without -race,
+#                                          the store's and engine's allocation bounds without -race,
 #                                          then every fuzz target for 10,000 runs (scripts/fuzz.sh)
 #                                          and the web UI asset check (scripts/ui.sh check)
 #   scripts/test.sh -run Foo               same, only tests matching Foo
@@ -111,12 +111,12 @@ go vet -stdmethods=false "${vet[@]}"
 log "go test -race -count=1 -timeout=30m ${extra[*]} $*"
 st=0
 go test -race -count=1 -timeout=30m "${extra[@]}" "$@" || st=$?
-# The engine's allocation bounds skip under the race detector, which
+# The store's and the engine's allocation bounds skip under the race detector, which
 # allocates on its own: on a full run they run again without it, so that
 # CI checks them rather than skipping them.
 if ((st == 0 && $# == 0)); then
-	log "go test -count=1 -run 'Allocs|BytesPerCell' ./kairosstore/pebblekv/ (no race detector)"
-	go test -count=1 -run 'Allocs|BytesPerCell' -v ./kairosstore/pebblekv/ | grep -E '^(--- |ok|FAIL|PASS)' || st=$?
+	log "go test -count=1 -run 'Allocs|BytesPerCell' ./kairosstore/ ./kairosstore/pebblekv/ (no race detector)"
+	go test -count=1 -run 'Allocs|BytesPerCell' -v ./kairosstore/ ./kairosstore/pebblekv/ | grep -E '^(--- |ok|FAIL|PASS)' || st=$?
 fi
 # Every fuzz target briefly, on a full run only (not when tests or packages
 # were picked): CI runs them each time.
