@@ -33,12 +33,7 @@ func openPebble(t *testing.T) *pebblekv.Engine {
 func openCassandra(t *testing.T) *cql.Engine {
 	t.Helper()
 	addr, ks := cassandratest.Keyspace(t)
-	e, err := cql.Open(t.Context(), cql.Config{
-		Hosts: []string{addr}, Keyspace: ks, WriteConsistency: "ONE", ReadConsistency: "ONE",
-		Timeout: 30 * time.Second, ConnectTimeout: 15 * time.Second,
-	}, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = e.Close() })
+	e := cassandratest.Engine(t, addr, ks)
 	require.NoError(t, e.Setup(t.Context()))
 	return e
 }

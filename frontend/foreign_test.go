@@ -12,7 +12,6 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 )
 
 // TestForeignWriteVisibleWithinTTL writes on the real Cassandra node
@@ -23,14 +22,7 @@ func TestForeignWriteVisibleWithinTTL(t *testing.T) {
 	addr, keyspace := cassandratest.Keyspace(t)
 	ctx := context.Background()
 	open := func(onChange func([]kairosstore.Change)) *kairosstore.Store {
-		eng, err := cql.Open(ctx, cql.Config{
-			Hosts: []string{addr}, Keyspace: keyspace,
-			Replication:      "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-			WriteConsistency: "ONE", ReadConsistency: "ONE",
-			Timeout: 30 * time.Second, ConnectTimeout: 15 * time.Second,
-		}, nil)
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, eng.Close()) })
+		eng := cassandratest.Engine(t, addr, keyspace)
 		require.NoError(t, eng.Setup(ctx))
 		s, err := kairosstore.Open(ctx, eng, kairosstore.Options{OnChange: onChange}, nil, nil)
 		require.NoError(t, err)

@@ -18,7 +18,6 @@ import (
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
@@ -97,17 +96,7 @@ func roundTripEngines(t *testing.T, fn func(t *testing.T, eng engine.Engine, oth
 	})
 	t.Run("cassandra", func(t *testing.T) {
 		addr, keyspace := cassandratest.Keyspace(t)
-		open := func() engine.Engine {
-			eng, err := cql.Open(context.Background(), cql.Config{
-				Hosts: []string{addr}, Keyspace: keyspace,
-				Replication:      "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-				WriteConsistency: "ONE", ReadConsistency: "ONE",
-				Timeout: 30 * time.Second, ConnectTimeout: 15 * time.Second,
-			}, nil)
-			require.NoError(t, err)
-			t.Cleanup(func() { require.NoError(t, eng.Close()) })
-			return eng
-		}
+		open := func() engine.Engine { return cassandratest.Engine(t, addr, keyspace) }
 		fn(t, open(), open)
 	})
 }

@@ -21,7 +21,6 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
@@ -53,15 +52,7 @@ func TestChunksMatchSamples(t *testing.T) {
 	t.Run("cassandra", func(t *testing.T) {
 		t.Parallel()
 		addr, keyspace := cassandratest.Keyspace(t)
-		eng, err := cql.Open(context.Background(), cql.Config{
-			Hosts: []string{addr}, Keyspace: keyspace,
-			Replication:      "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-			WriteConsistency: "ONE", ReadConsistency: "ONE",
-			Timeout: 30 * time.Second, ConnectTimeout: 15 * time.Second,
-		}, nil)
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, eng.Close()) })
-		testChunksMatchSamples(t, eng)
+		testChunksMatchSamples(t, cassandratest.Engine(t, addr, keyspace))
 	})
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 )
 
 // TestReadsRowsKairosDBWroteWithCQL seeds a keyspace with the very CQL
@@ -22,14 +21,7 @@ import (
 func TestReadsRowsKairosDBWroteWithCQL(t *testing.T) {
 	addr, keyspace := cassandratest.Keyspace(t)
 	ctx := context.Background()
-	eng, err := cql.Open(ctx, cql.Config{
-		Hosts: []string{addr}, Keyspace: keyspace,
-		Replication:      "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-		WriteConsistency: "ONE", ReadConsistency: "ONE",
-		Timeout: 30 * time.Second, ConnectTimeout: 15 * time.Second,
-	}, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, eng.Close()) })
+	eng := cassandratest.Engine(t, addr, keyspace)
 	require.NoError(t, eng.Setup(ctx))
 
 	session := cassandratest.Session(t, keyspace)

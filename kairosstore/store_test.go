@@ -22,7 +22,6 @@ import (
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 )
@@ -65,14 +64,7 @@ func openCassandra(t testing.TB) engine.Engine {
 // tests that reach behind the store with CQL.
 func openCassandraKeyspace(t testing.TB) (engine.Engine, string) {
 	addr, keyspace := cassandratest.Keyspace(t)
-	eng, err := cql.Open(context.Background(), cql.Config{
-		Hosts: []string{addr}, Keyspace: keyspace,
-		Replication:      "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-		WriteConsistency: "ONE", ReadConsistency: "ONE",
-		Timeout: 30 * time.Second, ConnectTimeout: 15 * time.Second,
-	}, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, eng.Close()) })
+	eng := cassandratest.Engine(t, addr, keyspace)
 	require.NoError(t, eng.Setup(context.Background()))
 	return eng, keyspace
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/kairos-remote/kairos-adapter/internal/cassandratest"
 	"github.com/kairos-remote/kairos-adapter/internal/rolluptest"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
 	"github.com/kairos-remote/kairos-adapter/rollup"
@@ -164,20 +163,15 @@ func TestRollupTable(t *testing.T) {
 // cassandra in a keyspace of its own on the test node.
 func openEngine(tb testing.TB, name string) engine.Engine {
 	var eng engine.Engine
-	var err error
 	if name == "pebble" {
-		eng, err = pebblekv.Open(tb.TempDir(), pebblekv.Options{}, nil)
+		p, err := pebblekv.Open(tb.TempDir(), pebblekv.Options{}, nil)
+		require.NoError(tb, err)
+		tb.Cleanup(func() { require.NoError(tb, p.Close()) })
+		eng = p
 	} else {
 		addr, keyspace := cassandratest.Keyspace(tb)
-		eng, err = cql.Open(context.Background(), cql.Config{
-			Hosts: []string{addr}, Keyspace: keyspace,
-			Replication:      "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-			WriteConsistency: "ONE", ReadConsistency: "ONE",
-			Timeout: 60 * time.Second, ConnectTimeout: 15 * time.Second,
-		}, nil)
+		eng = cassandratest.Engine(tb, addr, keyspace)
 	}
-	require.NoError(tb, err)
-	tb.Cleanup(func() { require.NoError(tb, eng.Close()) })
 	require.NoError(tb, eng.Setup(context.Background()))
 	return eng
 }

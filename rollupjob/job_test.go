@@ -69,14 +69,7 @@ func engines(t *testing.T, test func(t *testing.T, open func(t *testing.T) engin
 // is one more adapter's connection.
 func openCassandra(t testing.TB, addr, keyspace string) *cql.Engine {
 	t.Helper()
-	eng, err := cql.Open(t.Context(), cql.Config{
-		Hosts: []string{addr}, Keyspace: keyspace,
-		WriteConsistency: "ONE", ReadConsistency: "ONE",
-		// The test node is shared and slow on a busy machine.
-		Timeout: 30 * time.Second, ConnectTimeout: 15 * time.Second,
-	}, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, eng.Close()) })
+	eng := cassandratest.Engine(t, addr, keyspace)
 	require.NoError(t, eng.Setup(t.Context()))
 	return eng
 }
