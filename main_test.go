@@ -383,3 +383,24 @@ func TestRollupSettingsRefusedAtStart(t *testing.T) {
 	r := run(t.Context(), []string{"--storage.path=" + filepath.Join(dir, "data"), "--web.listen-address=x:y:z", "--kairosdb.datapoint-ttl=1d", "--rollup.resolutions="}, &log)
 	require.NotContains(t, log.String(), "rollup", "code %d", r)
 }
+
+// TestCassandraRefusedTTLExits: a TTL the node refuses (expiries past
+// 2038-01-19 on the test node, Cassandra 5.0 in its default
+// storage_compatibility_mode) stops the program with status 1 and
+// Cassandra's reason, where it used to serve and answer every write with a
+// 5xx that Prometheus retries for ever. A rollup retention is checked as the
+// data TTL is.
+func TestCassandraRefusedTTLExits(t *testing.T) {
+	addr, keyspace := cassandratest.Keyspace(t)
+	for _, flags := range [][]string{{"--kairosdb.datapoint-ttl=15y"}, {"--kairosdb.datapoint-ttl=1y", "--rollup.retention=1h=15y"}} {
+		var log syncBuffer
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		code := run(ctx, append([]string{"--storage=cassandra", "--cassandra.hosts=" + addr, "--cassandra.keyspace=" + keyspace,
+			"--cassandra.write-consistency=ONE", "--web.listen-address=127.0.0.1:0"}, flags...), &log)
+		require.Equal(t, 1, code, log.String())
+		require.NoError(t, ctx.Err(), "the program must stop by itself")
+		cancel()
+		require.Contains(t, log.String(), "the longest TTL the adapter would write", flags)
+		require.Contains(t, log.String(), "2038-01-19", flags)
+	}
+}

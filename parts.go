@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/kairos-remote/kairos-adapter/config"
 	"github.com/kairos-remote/kairos-adapter/frontend"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
@@ -68,11 +71,37 @@ func (p *parts) openStore(ctx context.Context, eng engine.Engine, logger *slog.L
 	if err != nil {
 		return err
 	}
+	if err := p.checkTTL(ctx, eng, s.Spec()); err != nil {
+		return err
+	}
 	logger.Info("Store ready", "row_time_unit", s.Spec().Unit, "row_width", s.Spec().Width)
 	if err := p.rolls.Start(s); err != nil {
 		return err
 	}
 	p.store.set(s)
+	return nil
+}
+
+// ttlChecker is an engine that can refuse a TTL (the Cassandra one).
+type ttlChecker interface {
+	CheckTTL(ctx context.Context, ttl int32) error
+}
+
+// checkTTL refuses to start with a TTL the engine refuses: every write
+// would fail with a 5xx that Prometheus retries for ever. The longest TTL
+// written is an index row's, the data's or a rollup's plus a row width
+// (kairosstore's indexTTL).
+func (p *parts) checkTTL(ctx context.Context, eng engine.Engine, spec codec.RowSpec) error {
+	c, ok := eng.(ttlChecker)
+	longest := max(time.Duration(p.cfg.KairosDB.DatapointTTL), p.rolls.LongestRetention())
+	if !ok || longest <= 0 {
+		return nil
+	}
+	ttl := longest/time.Second + time.Duration(spec.WidthMillis()/1000)
+	if err := c.CheckTTL(ctx, int32(min(ttl, math.MaxInt32))); err != nil {
+		return fmt.Errorf("the longest TTL the adapter would write (--kairosdb.datapoint-ttl=%s or --rollup.retention=%q, plus the row width for index rows) is %d seconds, and every write with it would fail: %w",
+			p.cfg.KairosDB.DatapointTTL, strings.Join(p.cfg.Rollup.Retention, ","), ttl, err)
+	}
 	return nil
 }
 

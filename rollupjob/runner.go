@@ -76,6 +76,16 @@ func (r *Runner) Enabled() bool { return len(r.cfg.Resolutions) > 0 }
 // Resolutions are the resolutions the job writes, for the query API.
 func (r *Runner) Resolutions() []rollup.Resolution { return r.cfg.Resolutions }
 
+// LongestRetention is the longest TTL the job writes its cells with; 0
+// when it writes none with a TTL.
+func (r *Runner) LongestRetention() time.Duration {
+	var longest time.Duration
+	for _, res := range r.cfg.Resolutions {
+		longest = max(longest, r.cfg.Retention[res])
+	}
+	return longest
+}
+
 // errNoJob fails a write that found the job not yet created: its marks
 // could not be stored.
 var errNoJob = fmt.Errorf("rollup job not started yet: %w", storeerr.ErrUnavailable)
