@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -24,7 +25,9 @@ import (
 //	u32 payload length | u32 CRC-32C of the payload | payload
 //
 // A record is acknowledged only after an fsync that covers it; concurrent
-// writers share one fsync (syncTo). Segments are removed only after
+// writers share one fsync (syncTo). In periodic mode (commitlog.go) it is
+// acknowledged once append has written it to the file, and syncTo runs on
+// a timer. Segments are removed only after
 // everything in them is durable in Pebble (Engine.rotate), so every
 // acknowledged cell is in Pebble or in a segment. Open replays the segments
 // and removes them.
@@ -59,6 +62,8 @@ type wal struct {
 	synced  atomic.Int64
 	syncMu  sync.Mutex
 	failed  atomic.Pointer[error]
+	// metrics, if set, counts the fsyncs of syncTo.
+	metrics *syncMetrics
 
 	hdr [8]byte
 }
@@ -181,8 +186,12 @@ func (w *wal) syncTo(pos int64) error {
 	target := w.written.Load()
 	// fdatasync, as Pebble syncs its own log: the file's size is synced
 	// with the data, its times are not.
+	start := time.Now()
 	if err := w.f.SyncData(); err != nil {
 		return w.fail(err)
+	}
+	if w.metrics != nil {
+		w.metrics.observe("head", start)
 	}
 	w.synced.Store(max(w.synced.Load(), target))
 	return nil
@@ -208,13 +217,19 @@ func (w *wal) markSynced() {
 	w.syncMu.Unlock()
 }
 
+// close syncs what is not synced yet (periodic mode: records a rotation
+// could not move to Pebble) and closes the current segment.
 func (w *wal) close() error {
 	w.syncMu.Lock()
 	defer w.syncMu.Unlock()
 	if w.f == nil {
 		return nil
 	}
-	err := w.f.Close()
+	var err error
+	if w.failure() == nil && w.synced.Load() < w.written.Load() {
+		err = w.f.SyncData()
+	}
+	err = errors.Join(err, w.f.Close())
 	w.f = nil
 	return err
 }
