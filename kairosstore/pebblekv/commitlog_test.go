@@ -139,3 +139,52 @@ func TestPeriodicSyncFailure(t *testing.T) {
 	require.ErrorContains(t, e.syncLogs(), "injected fdatasync failure")
 	require.ErrorContains(t, write(2), "head log fsync failed")
 }
+
+// countSyncFS counts the fdatasyncs of Pebble's WAL files.
+type countSyncFS struct {
+	vfs.FS
+	n *atomic.Int64
+}
+
+func (fs countSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, c)
+	if err != nil || c != pebbleWALCategory {
+		return f, err
+	}
+	return countSyncFile{File: f, n: fs.n}, nil
+}
+
+type countSyncFile struct {
+	vfs.File
+	n *atomic.Int64
+}
+
+func (f countSyncFile) SyncData() error { f.n.Add(1); return f.File.SyncData() }
+func (f countSyncFile) Sync() error     { f.n.Add(1); return f.File.Sync() }
+
+// TestPeriodicSyncsPebbleWALOnRotation: in periodic mode the writes do not
+// fdatasync Pebble's WAL, but Pebble's move to a new WAL (a memtable flush)
+// and Close do, so a WAL left behind is never only in the page cache.
+func TestPeriodicSyncsPebbleWALOnRotation(t *testing.T) {
+	var n atomic.Int64
+	opts := DefaultOptions()
+	opts.SyncPeriod = maxSyncPeriod
+	opts.FS = countSyncFS{FS: vfs.NewMem(), n: &n}
+	e, err := Open("db", opts, nil)
+	require.NoError(t, err)
+	base := n.Load()
+	for i := range 10 {
+		smallAndLarge(t, e, "rot", i)
+	}
+	require.Equal(t, base, n.Load(), "writes sync nothing")
+	require.NoError(t, e.db.Flush())
+	require.Greater(t, n.Load(), base, "the WAL Pebble left was synced")
+	e.walFS.mu.Lock()
+	open := len(e.walFS.files)
+	e.walFS.mu.Unlock()
+	require.Equal(t, 1, open, "a closed WAL is no longer tracked")
+	smallAndLarge(t, e, "rot", 11)
+	before := n.Load()
+	require.NoError(t, e.Close())
+	require.Greater(t, n.Load(), before, "Close synced the current WAL")
+}
