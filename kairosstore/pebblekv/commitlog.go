@@ -49,10 +49,12 @@ type walFS struct {
 	// a file is not closed under it.
 	mu     sync.Mutex
 	files  map[*walFile]struct{}
-	failed atomic.Pointer[error]
+	failed syncFailure
 }
 
-func newWALFS(fs vfs.FS) *walFS { return &walFS{FS: fs, files: map[*walFile]struct{}{}} }
+func newWALFS(fs vfs.FS) *walFS {
+	return &walFS{FS: fs, files: map[*walFile]struct{}{}, failed: syncFailure{what: "pebble WAL"}}
+}
 
 func (fs *walFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.Create(name, category)
@@ -81,28 +83,38 @@ func (fs *walFS) track(f vfs.File, err error, category vfs.DiskWriteCategory) (v
 func (fs *walFS) syncAll() error {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if err := fs.failure(); err != nil {
+	if err := fs.failed.get(); err != nil {
 		return err
 	}
 	for f := range fs.files {
 		if err := f.File.SyncData(); err != nil {
-			return fs.fail(err)
+			return fs.failed.set(err)
 		}
 	}
 	return nil
 }
 
-func (fs *walFS) failure() error {
-	if p := fs.failed.Load(); p != nil {
+// syncFailure is a log's first failed fsync, sticky: whether what it
+// covered reached the disk is unknown, as with Pebble's own log, which
+// stops the process.
+type syncFailure struct {
+	what string // the log, for the message
+	p    atomic.Pointer[error]
+}
+
+func (s *syncFailure) get() error {
+	if p := s.p.Load(); p != nil {
 		return *p
 	}
 	return nil
 }
 
-func (fs *walFS) fail(err error) error {
-	err = fmt.Errorf("pebble WAL fsync failed, restart the adapter: %w", err)
-	fs.failed.CompareAndSwap(nil, &err)
-	return fs.failure()
+// set records err unless a failure is recorded already, and returns the
+// recorded one.
+func (s *syncFailure) set(err error) error {
+	err = fmt.Errorf("%s fsync failed, restart the adapter: %w", s.what, err)
+	s.p.CompareAndSwap(nil, &err)
+	return s.get()
 }
 
 // walFile is one of Pebble's WAL files in periodic mode. Pebble wrote the
@@ -113,8 +125,8 @@ type walFile struct {
 	fs *walFS
 }
 
-func (f *walFile) Sync() error     { return f.fs.failure() }
-func (f *walFile) SyncData() error { return f.fs.failure() }
+func (f *walFile) Sync() error     { return f.fs.failed.get() }
+func (f *walFile) SyncData() error { return f.fs.failed.get() }
 
 // Close syncs first: Pebble closes a WAL when it moves on to the next one,
 // and until its memtable is flushed nothing else holds those writes.
@@ -124,7 +136,7 @@ func (f *walFile) Close() error {
 	f.fs.mu.Unlock()
 	err := f.File.SyncData()
 	if err != nil {
-		err = f.fs.fail(err)
+		err = f.fs.failed.set(err)
 	}
 	return errors.Join(err, f.File.Close())
 }

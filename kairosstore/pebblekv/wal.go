@@ -61,7 +61,7 @@ type wal struct {
 	written atomic.Int64
 	synced  atomic.Int64
 	syncMu  sync.Mutex
-	failed  atomic.Pointer[error]
+	failed  syncFailure
 	// metrics, if set, counts the fsyncs of syncTo.
 	metrics *syncMetrics
 
@@ -94,7 +94,7 @@ func walSegments(fs vfs.FS, dir string) ([]uint64, error) {
 
 // openWAL starts segment seg, which must not exist.
 func openWAL(fs vfs.FS, dir string, seg uint64) (*wal, error) {
-	w := &wal{fs: fs, dir: dir}
+	w := &wal{fs: fs, dir: dir, failed: syncFailure{what: "head log"}}
 	if err := w.start(seg); err != nil {
 		return nil, err
 	}
@@ -197,18 +197,9 @@ func (w *wal) syncTo(pos int64) error {
 	return nil
 }
 
-func (w *wal) failure() error {
-	if p := w.failed.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
+func (w *wal) failure() error { return w.failed.get() }
 
-func (w *wal) fail(err error) error {
-	err = fmt.Errorf("head log fsync failed, restart the adapter: %w", err)
-	w.failed.CompareAndSwap(nil, &err)
-	return w.failure()
-}
+func (w *wal) fail(err error) error { return w.failed.set(err) }
 
 // markSynced notes that everything appended so far is durable, in Pebble.
 func (w *wal) markSynced() {
