@@ -276,6 +276,9 @@ func openEngine(ctx context.Context, cfg *config.Config, logger *slog.Logger) (e
 func embeddedOptions(cfg *config.Config) pebblekv.Options {
 	opts := pebblekv.DefaultOptions()
 	opts.CacheSize = int64(cfg.Storage.EmbeddedCacheBytes)
+	if cfg.Storage.EmbeddedCommitlogSync == "periodic" {
+		opts.SyncPeriod = time.Duration(cfg.Storage.EmbeddedCommitlogSyncPeriod)
+	}
 	return opts
 }
 

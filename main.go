@@ -144,6 +144,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) int {
 		e, err := pebblekv.Open(cfg.Storage.Path, embeddedOptions(cfg), logger)
 		if err == nil {
 			p.embedded.Store(e)
+			reg.MustRegister(e.Collectors()...)
 			err = p.openStore(ctx, e, logger, reg)
 		}
 		if err != nil {

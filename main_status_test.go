@@ -17,6 +17,7 @@ import (
 // open, and the process's own figures.
 func TestStatusFromEachPart(t *testing.T) {
 	p := startRun(t, "--storage.path="+filepath.Join(t.TempDir(), "data"), "--storage.embedded-cache-bytes=24MiB",
+		"--storage.embedded-commitlog-sync=periodic", "--storage.embedded-commitlog-sync-period=3s",
 		"--kairosdb.row-keys-cache-bytes=3MiB", "--query.results-cache-bytes=5242880", "--kairosdb.row-width=2h", "--rollup.resolutions=")
 	before := time.Now()
 	resp, err := http.Get("http://" + p.addr + "/api/v1/status/adapter")
@@ -38,6 +39,8 @@ func TestStatusFromEachPart(t *testing.T) {
 				BlockCache struct {
 					MaxBytes int64 `json:"max_bytes"`
 				} `json:"block_cache"`
+				CommitLogSync        string  `json:"commitlog_sync"`
+				CommitLogSyncPeriodS float64 `json:"commitlog_sync_period_s"`
 			} `json:"engine"`
 			Store struct {
 				RowWidth string `json:"row_width"`
@@ -60,6 +63,9 @@ func TestStatusFromEachPart(t *testing.T) {
 	require.Contains(t, d.Config, "embedded_cache_bytes: 24MiB")
 	require.Equal(t, "embedded", d.Engine.Engine)
 	require.Equal(t, int64(24<<20), d.Engine.BlockCache.MaxBytes)
+	require.Equal(t, "periodic", d.Engine.CommitLogSync, "the mode the store runs, not only the flag")
+	require.Equal(t, 3.0, d.Engine.CommitLogSyncPeriodS)
+	require.Contains(t, d.Config, "embedded_commitlog_sync: periodic")
 	require.Equal(t, "2h", d.Store.RowWidth)
 	require.Equal(t, int64(3<<20), d.Store.Listings.MaxBytes)
 	require.Equal(t, int64(5<<20), d.Frontend.CacheMaxBytes)

@@ -167,6 +167,10 @@ type engineStatus struct {
 	Path       string                `json:"path,omitempty"`
 	Cassandra  *cql.Status           `json:"cassandra,omitempty"`
 	BlockCache *pebblekv.CacheStatus `json:"block_cache,omitempty"`
+	// CommitLogSync is the embedded store's --storage.embedded-commitlog-sync,
+	// with its period in seconds when periodic.
+	CommitLogSync        string  `json:"commitlog_sync,omitempty"`
+	CommitLogSyncPeriodS float64 `json:"commitlog_sync_period_s,omitempty"`
 }
 
 func (p *parts) engine() engineStatus {
@@ -183,6 +187,8 @@ func (p *parts) engine() engineStatus {
 		if e := p.embedded.Load(); e != nil {
 			bc := e.CacheStatus()
 			st.BlockCache = &bc
+			mode, period := e.CommitLogSync()
+			st.CommitLogSync, st.CommitLogSyncPeriodS = mode, period.Seconds()
 		}
 	}
 	return st

@@ -50,6 +50,10 @@ type Storage struct {
 	Path string `yaml:"path"` // embedded store directory
 	// EmbeddedCacheBytes is the embedded store's block cache.
 	EmbeddedCacheBytes Bytes `yaml:"embedded_cache_bytes"`
+	// EmbeddedCommitlogSync is batch or periodic, as Cassandra's
+	// commitlog_sync; EmbeddedCommitlogSyncPeriod is periodic's period.
+	EmbeddedCommitlogSync       string         `yaml:"embedded_commitlog_sync"`
+	EmbeddedCommitlogSyncPeriod model.Duration `yaml:"embedded_commitlog_sync_period"`
 }
 
 // Cassandra configures the connection to a Cassandra cluster.

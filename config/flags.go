@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/common/model"
@@ -50,6 +51,10 @@ var flags = []flag{
 	{"storage", "Storage engine: embedded (Pebble in --storage.path, no database needed) or cassandra.", "embedded", field(str, func(c *Config) *string { return &c.Storage.Type }, oneOf("embedded", "cassandra"))},
 	{"storage.path", "Directory of the embedded store.", "./data", field(str, func(c *Config) *string { return &c.Storage.Path })},
 	{"storage.embedded-cache-bytes", "Block cache of the embedded store: the uncompressed blocks it keeps in memory, so that a query over data read recently decompresses nothing again.", "64MiB", field(ParseBytes, func(c *Config) *Bytes { return &c.Storage.EmbeddedCacheBytes }, positive)},
+	{"storage.embedded-commitlog-sync", "When the embedded store answers a write, as Cassandra's commitlog_sync: batch (after its logs are synced to disk; nothing acknowledged is lost in a crash) or periodic (once its logs are written to the operating system, which keeps them if the adapter is killed; synced every --storage.embedded-commitlog-sync-period, so an OS crash or power loss can lose that much).", "batch", field(str, func(c *Config) *string { return &c.Storage.EmbeddedCommitlogSync }, oneOf("batch", "periodic"))},
+	// A longer period only widens what an OS crash loses: the head log is
+	// synced on its rotation every 2 minutes anyway.
+	{"storage.embedded-commitlog-sync-period", "How often --storage.embedded-commitlog-sync=periodic syncs the embedded store's logs to disk.", "10s", field(model.ParseDuration, func(c *Config) *model.Duration { return &c.Storage.EmbeddedCommitlogSyncPeriod }, positive, atMost(model.Duration(10*time.Minute)))},
 	{"cassandra.hosts", "Comma-separated Cassandra contact points, host[:port].", "127.0.0.1:9042", field(list, func(c *Config) *[]string { return &c.Cassandra.Hosts }, hosts)},
 	{"cassandra.keyspace", "Keyspace holding the KairosDB tables.", "kairosdb", field(str, func(c *Config) *string { return &c.Cassandra.Keyspace }, keyspace)},
 	{"cassandra.replication", "Replication map used when the keyspace is created.", "{'class': 'SimpleStrategy', 'replication_factor': 1}", field(str, func(c *Config) *string { return &c.Cassandra.Replication }, cqlMap)},

@@ -24,8 +24,18 @@ func requireStored(t *testing.T, a *adapter, prefix string, want []series, when 
 	}
 }
 
+// TestRestartKeepsData runs in both commit-log modes: periodic answers
+// before any fsync (its period here outlasts the test), and what it
+// answered must survive kill -9 all the same.
 func TestRestartKeepsData(t *testing.T) {
-	storage := embeddedStorage(t.TempDir())
+	t.Run("batch", func(t *testing.T) { restartKeepsData(t, embeddedStorage(t.TempDir())) })
+	t.Run("periodic", func(t *testing.T) {
+		restartKeepsData(t, append(embeddedStorage(t.TempDir()),
+			"--storage.embedded-commitlog-sync=periodic", "--storage.embedded-commitlog-sync-period=10m"))
+	})
+}
+
+func restartKeepsData(t *testing.T, storage storageArgs) {
 	a := startAdapter(t, "", storage)
 
 	first := testSeries("e2e_restart_a")

@@ -343,16 +343,17 @@ func (e *Engine) drain(sync bool) error {
 			return err
 		}
 	}
-	opt := pebble.NoSync
-	if sync {
-		opt = pebble.Sync
-	}
-	if err := b.Commit(opt); err != nil {
+	if err := b.Commit(pebble.NoSync); err != nil {
 		return err
 	}
 	e.head.drains.Add(1)
 	e.storedHighWater = max(e.storedHighWater, e.highWater)
 	if sync {
+		// Synced for real in periodic mode too: the caller removes the
+		// log segments that held these cells.
+		if err := e.syncPebble(); err != nil {
+			return err
+		}
 		e.notePebbleSynced(e.pebbleSeq)
 	}
 	clear(e.head.rows)
@@ -587,7 +588,7 @@ func (e *Engine) replay(dir string) (uint64, error) {
 			return 0, fmt.Errorf("cannot replay the head log %s at offset %d: %w", walName(seg), badAt, err)
 		}
 	}
-	if err := e.db.LogData(nil, pebble.Sync); err != nil {
+	if err := e.syncPebble(); err != nil {
 		return 0, err
 	}
 	for _, seg := range segs {

@@ -110,8 +110,16 @@ const (
 // has Sync off.
 type Options struct {
 	// Sync makes every write (Write, Delete, SetSpec, SetServiceValue) wait
-	// for the WAL fsync before it returns, so an HTTP 204 means durable.
+	// for the logs' fsync before it returns, so an HTTP 204 means durable
+	// (Cassandra's commitlog_sync: batch). Without it a write may still be
+	// in a buffer of the process when it returns.
 	Sync bool
+	// SyncPeriod, with Sync, makes a write wait only until its log records
+	// are written to the operating system, which keeps them if the process
+	// is killed, and fdatasyncs the logs every SyncPeriod (Cassandra's
+	// commitlog_sync: periodic): an OS crash or power loss can lose the
+	// writes of the last period. 0 is batch mode; at most 10 minutes.
+	SyncPeriod time.Duration
 	// CacheSize is the block cache size in bytes; 0 means 64 MiB.
 	CacheSize int64
 	// FS is the file system; nil means the disk. Tests may use vfs.NewMem().
@@ -182,6 +190,12 @@ type Engine struct {
 	pebbleSeq    int64
 	pebbleSynced atomic.Int64
 
+	// walFS is Pebble's file system in periodic mode, nil otherwise
+	// (commitlog.go); syncDone is closed when its syncLoop returns.
+	walFS       *walFS
+	syncDone    chan struct{}
+	syncMetrics syncMetrics
+
 	closed atomic.Bool
 	stop   chan struct{}
 	done   chan struct{}
@@ -211,6 +225,9 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 	}
 	if opts.HeadMaxAge <= 0 {
 		opts.HeadMaxAge = defaultHeadMaxAge
+	}
+	if opts.SyncPeriod < 0 || opts.SyncPeriod > maxSyncPeriod {
+		return nil, fmt.Errorf("commit log sync period %v out of range [0, %v]", opts.SyncPeriod, maxSyncPeriod)
 	}
 
 	if err := finishRenames(opts.FS, dir); err != nil {
@@ -243,6 +260,13 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 		blockPurgeStep: defaultBlockPurgeStep,
 		stop:           make(chan struct{}),
 		done:           make(chan struct{}),
+		syncDone:       make(chan struct{}),
+		syncMetrics:    newSyncMetrics(),
+	}
+	pebbleFS := opts.FS
+	if opts.Sync && opts.SyncPeriod > 0 {
+		e.walFS = newWALFS(opts.FS)
+		pebbleFS = e.walFS
 	}
 	if opts.clock != nil {
 		e.now = opts.clock
@@ -253,7 +277,7 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	po := &pebble.Options{
-		FS:                 opts.FS,
+		FS:                 pebbleFS,
 		Cache:              cache,
 		Lock:               lock,
 		FormatMajorVersion: formatVersion,
@@ -290,6 +314,9 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 	if err == nil && opts.HeadBytes > 0 {
 		e.head = newHead()
 		e.wal, err = openWAL(opts.FS, dir, seg)
+		if err == nil {
+			e.wal.metrics = &e.syncMetrics
+		}
 	}
 	if err != nil {
 		_ = db.Close()
@@ -297,6 +324,11 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 		return nil, fmt.Errorf("cannot open pebble store in %q: %w", dir, err)
 	}
 	go e.purgeLoop()
+	if e.walFS != nil {
+		go e.syncLoop()
+	} else {
+		close(e.syncDone)
+	}
 	return e, nil
 }
 
@@ -399,6 +431,7 @@ func (e *Engine) Close() error {
 	}
 	close(e.stop)
 	<-e.done
+	<-e.syncDone
 	// Taking mu waits for a write that passed its closed check.
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -24,7 +25,9 @@ import (
 //	u32 payload length | u32 CRC-32C of the payload | payload
 //
 // A record is acknowledged only after an fsync that covers it; concurrent
-// writers share one fsync (syncTo). Segments are removed only after
+// writers share one fsync (syncTo). In periodic mode (commitlog.go) it is
+// acknowledged once append has written it to the file, and syncTo runs on
+// a timer. Segments are removed only after
 // everything in them is durable in Pebble (Engine.rotate), so every
 // acknowledged cell is in Pebble or in a segment. Open replays the segments
 // and removes them.
@@ -58,7 +61,9 @@ type wal struct {
 	written atomic.Int64
 	synced  atomic.Int64
 	syncMu  sync.Mutex
-	failed  atomic.Pointer[error]
+	failed  syncFailure
+	// metrics, if set, counts the fsyncs of syncTo.
+	metrics *syncMetrics
 
 	hdr [8]byte
 }
@@ -89,7 +94,7 @@ func walSegments(fs vfs.FS, dir string) ([]uint64, error) {
 
 // openWAL starts segment seg, which must not exist.
 func openWAL(fs vfs.FS, dir string, seg uint64) (*wal, error) {
-	w := &wal{fs: fs, dir: dir}
+	w := &wal{fs: fs, dir: dir, failed: syncFailure{what: "head log"}}
 	if err := w.start(seg); err != nil {
 		return nil, err
 	}
@@ -181,25 +186,20 @@ func (w *wal) syncTo(pos int64) error {
 	target := w.written.Load()
 	// fdatasync, as Pebble syncs its own log: the file's size is synced
 	// with the data, its times are not.
+	start := time.Now()
 	if err := w.f.SyncData(); err != nil {
 		return w.fail(err)
+	}
+	if w.metrics != nil {
+		w.metrics.observe("head", start)
 	}
 	w.synced.Store(max(w.synced.Load(), target))
 	return nil
 }
 
-func (w *wal) failure() error {
-	if p := w.failed.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
+func (w *wal) failure() error { return w.failed.get() }
 
-func (w *wal) fail(err error) error {
-	err = fmt.Errorf("head log fsync failed, restart the adapter: %w", err)
-	w.failed.CompareAndSwap(nil, &err)
-	return w.failure()
-}
+func (w *wal) fail(err error) error { return w.failed.set(err) }
 
 // markSynced notes that everything appended so far is durable, in Pebble.
 func (w *wal) markSynced() {
@@ -208,13 +208,19 @@ func (w *wal) markSynced() {
 	w.syncMu.Unlock()
 }
 
+// close syncs what is not synced yet (periodic mode: records a rotation
+// could not move to Pebble) and closes the current segment.
 func (w *wal) close() error {
 	w.syncMu.Lock()
 	defer w.syncMu.Unlock()
 	if w.f == nil {
 		return nil
 	}
-	err := w.f.Close()
+	var err error
+	if w.failure() == nil && w.synced.Load() < w.written.Load() {
+		err = w.f.SyncData()
+	}
+	err = errors.Join(err, w.f.Close())
 	w.f = nil
 	return err
 }

@@ -23,6 +23,8 @@ interface Status {
     path?: string;
     cassandra?: { hosts: Host[] | null; in_flight_limit: number; queue_timeouts: number };
     block_cache?: { bytes: number; max_bytes: number; hits: number; misses: number };
+    commitlog_sync?: string;
+    commitlog_sync_period_s?: number;
   };
   store: {
     row_time_unit: string;
@@ -86,6 +88,9 @@ export async function statusPage(root: HTMLElement) {
   const store: [string, unknown][] = [
     ['Engine', e.engine],
     e.engine === 'cassandra' ? ['Keyspace', e.keyspace] : ['Directory', e.path],
+    ...(e.commitlog_sync
+      ? [['Commit log sync', e.commitlog_sync_period_s ? `${e.commitlog_sync}, every ${e.commitlog_sync_period_s}s` : e.commitlog_sync] as [string, unknown]]
+      : []),
     ['Ready', st.ready ? 'yes' : 'no (starting)'],
     ['Row time unit', s?.row_time_unit],
     ['Row width', s?.row_width],
