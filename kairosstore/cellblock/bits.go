@@ -57,9 +57,17 @@ func (r *bitReader) bit() (bool, error) {
 }
 
 func (r *bitReader) bits(n uint8) (uint64, error) {
-	// With 8 bytes left, one load holds up to 56 bits after any offset.
-	if i := r.pos >> 3; n <= 56 && i+8 <= uint64(len(r.b)) {
-		v := binary.BigEndian.Uint64(r.b[i:]) << (r.pos & 7) >> (64 - n)
+	// With 8 bytes left, one load holds up to 56 bits after any offset;
+	// with 9, a ninth byte tops it up to 64, which every block's first
+	// cell reads (its write time and value) and a value whose XOR window
+	// changes may: a rollup block holds a few cells, so these are most of
+	// its bits.
+	if i, off := r.pos>>3, r.pos&7; n <= 64 && i+9 <= uint64(len(r.b)) {
+		v := binary.BigEndian.Uint64(r.b[i:])<<off | uint64(r.b[i+8])>>(8-off)
+		r.pos += uint64(n)
+		return v >> (64 - n), nil
+	} else if n <= 56 && i+8 <= uint64(len(r.b)) {
+		v := binary.BigEndian.Uint64(r.b[i:]) << off >> (64 - n)
 		r.pos += uint64(n)
 		return v, nil
 	}
