@@ -254,6 +254,19 @@ func coalesce(spans []span, maxGap int64) []span {
 	return out
 }
 
+// trim is clip for spans of the caller's own, cut in their array.
+func trim(spans []span, lo, hi int64) []span {
+	if lo > hi {
+		return nil
+	}
+	in := overlapping(spans, lo, hi)
+	if len(in) > 0 {
+		in[0].lo = max(in[0].lo, lo)
+		in[len(in)-1].hi = min(in[len(in)-1].hi, hi)
+	}
+	return in
+}
+
 // spanFilter says whether the times of one ascending walk lie in spans.
 type spanFilter struct {
 	spans []span
@@ -352,7 +365,7 @@ func (s *Store) readCounter(ctx context.Context, ref *index.Series, rkey rollupK
 	}
 	// The windows' buckets and one either side of each, where written.
 	lo, hi := max(p.rollFrom-r, p.doneFrom), min(addSat(p.rollTo, r), p.doneTo)
-	seen := clip(widen(p.spans, r), lo, hi)
+	seen := trim(widen(p.spans, r), lo, hi)
 	all, err := s.readRollup(ctx, ref, rkey, p.Resolution, seen, budget)
 	if err != nil {
 		return nil, err
@@ -371,7 +384,8 @@ func (s *Store) readCounter(ctx context.Context, ref *index.Series, rkey rollupK
 	}
 	mid := &listSeries{lset: ref.Labels, ts: make([]int64, 0, len(all.ts)), vs: make([]float64, 0, len(all.ts))}
 	var rawEnds []span // bucket ends read raw
-	keep := spanFilter{spans: clip(p.spans, p.rollFrom, p.rollTo)}
+	// The loop checks [rollFrom, rollTo] itself: no clip, which copies.
+	keep := spanFilter{spans: overlapping(p.spans, p.rollFrom, p.rollTo)}
 	for i, e := range all.ts {
 		if e < p.rollFrom || e > p.rollTo || !keep.in(e) {
 			continue
