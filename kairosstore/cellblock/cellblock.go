@@ -168,16 +168,16 @@ func (x *xorState) write(w *bitWriter, v uint64) {
 func (x *xorState) read(r *bitReader) (uint64, error) {
 	// A value that changes (every rollup bucket's does) is decoded from
 	// one load of the stream where its control bits and significant bits
-	// fit in it; anything else, or a stream's last 8 bytes, takes the
-	// field-by-field path below, which also names what is corrupt.
-	if i, off := r.pos>>3, r.pos&7; x.started && i+9 <= uint64(len(r.b)) {
-		w := binary.BigEndian.Uint64(r.b[i:])<<off | uint64(r.b[i+8])>>(8-off)
+	// fit in it; anything else takes the field-by-field path below, which
+	// also names what is corrupt.
+	if left := r.left(); x.started && left > 0 {
+		w := r.peek()
 		switch w >> 62 {
 		case 0b00, 0b01:
 			r.pos++
 			return x.prev, nil
 		case 0b10:
-			if sig := 64 - x.leading - x.trailing; x.window && sig <= 62 {
+			if sig := 64 - x.leading - x.trailing; x.window && sig <= 62 && uint64(2+sig) <= left {
 				x.prev ^= w << 2 >> (64 - sig) << x.trailing
 				r.pos += 2 + uint64(sig)
 				return x.prev, nil
@@ -187,7 +187,7 @@ func (x *xorState) read(r *bitReader) (uint64, error) {
 			if sig == 0 {
 				sig = 64
 			}
-			if lead+sig <= 64 && sig <= 51 {
+			if lead+sig <= 64 && sig <= 51 && 13+sig <= left {
 				x.window, x.leading, x.trailing = true, uint8(lead), uint8(64-lead-sig)
 				x.prev ^= w << 13 >> (64 - sig) << x.trailing
 				r.pos += 13 + sig

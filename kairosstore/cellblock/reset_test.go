@@ -3,6 +3,7 @@ package cellblock
 import (
 	"bytes"
 	"encoding/binary"
+	"hash/crc32"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -92,6 +93,59 @@ func TestResetReuse(t *testing.T) {
 		require.Equal(t, wantErr == nil, err == nil, "block %d: %v, %v", i, wantErr, err)
 		if wantErr == nil {
 			require.Equal(t, want, got, "block %d", i)
+		}
+	}
+}
+
+// TestCutStreamIsError cuts the bit stream of sound blocks short and seals
+// them again (length and checksum made right): every cell the stream no
+// longer holds whole is an error, never a value made of the zeros past its
+// end, and the cells before it decode as they were written.
+func TestCutStreamIsError(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for range 300 {
+		n := 1 + rng.IntN(6)
+		cells := make([]Cell, n)
+		col := rng.Uint32N(1 << 20)
+		for j := range cells {
+			col += 1 + rng.Uint32N(3_600_000)
+			var exp int64
+			if rng.IntN(3) == 0 {
+				exp = rng.Int64N(1 << 40)
+			}
+			v := []float64{math.NaN(), math.Inf(1), math.Inf(-1), 1e300, -0.0, rng.Float64(), float64(j)}[rng.IntN(7)]
+			cells[j] = Cell{Column: col, WriteTime: 1_700_000_000_000 + rng.Int64N(4)*60_000, Expiry: exp, Value: binary.BigEndian.AppendUint64(nil, math.Float64bits(v))}
+		}
+		block := Append(nil, cells)
+		// format, count, flags, stream length, stream, checksum (8-byte values: no value bytes).
+		body := block[1:]
+		_, k := binary.Uvarint(body)
+		flags := body[k]
+		body = body[k+1:]
+		blen, k2 := binary.Uvarint(body)
+		stream := body[k2 : k2+int(blen)]
+		for cut := range len(stream) {
+			b := []byte{format}
+			b = binary.AppendUvarint(b, uint64(n))
+			b = append(b, flags)
+			b = binary.AppendUvarint(b, uint64(cut))
+			b = append(b, stream[:cut]...)
+			b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+			r, err := NewReader(b)
+			if err != nil {
+				continue // the count no longer fits the bytes
+			}
+			i := 0
+			for r.Next() {
+				c := r.Cell()
+				require.Less(t, i, n)
+				require.Equal(t, cells[i].Column, c.Column, "cut %d of %d, cell %d", cut, len(stream), i)
+				require.Equal(t, cells[i].WriteTime, c.WriteTime)
+				require.Equal(t, cells[i].Expiry, c.Expiry)
+				require.Equal(t, cells[i].Value, c.Value)
+				i++
+			}
+			require.ErrorIs(t, r.Err(), ErrCorrupt, "cut %d of %d bytes: %d cells of %d", cut, len(stream), i, n)
 		}
 	}
 }
