@@ -13,8 +13,8 @@ import (
 
 // TestBitsEveryWidthAndOffset reads a random stream in random widths of 1
 // to 64 bits, from every bit offset, and checks each field against the
-// stream read one bit at a time: the loads of 8 and 9 bytes and the loop
-// near the end all agree.
+// stream read one bit at a time: the one load and the padded one of the
+// stream's last 9 bytes agree, and a field past the end is an error.
 func TestBitsEveryWidthAndOffset(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	stream := make([]byte, 64)
@@ -78,15 +78,7 @@ func TestResetReuse(t *testing.T) {
 		var got []Cell
 		err := r.Reset(block)
 		if err == nil {
-			for r.Next() {
-				c := r.Cell()
-				c.Value = bytes.Clone(c.Value)
-				if c.Value == nil {
-					c.Value = []byte{}
-				}
-				got = append(got, c)
-			}
-			err = r.Err()
+			got, err = readAll(&r)
 		} else {
 			require.False(t, r.Next(), "a reader whose block was refused reads no cell")
 		}
