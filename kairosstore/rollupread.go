@@ -205,7 +205,8 @@ func addSat(a, b int64) int64 {
 }
 
 // clip is the parts of spans (sorted, disjoint) within [lo, hi], in a
-// slice of their number.
+// slice of their number, which may share spans' array: neither is
+// written after it is made.
 func clip(spans []span, lo, hi int64) []span {
 	if lo > hi {
 		return nil
@@ -213,6 +214,12 @@ func clip(spans []span, lo, hi int64) []span {
 	in := overlapping(spans, lo, hi)
 	if len(in) == 0 {
 		return nil
+	}
+	if in[0].lo >= lo && in[len(in)-1].hi <= hi {
+		// Nothing to cut, as mostly (the rollup part of a read is most
+		// of its windows): a copy per clip was most of what a counter
+		// read allocated. Full, so no append can write into spans.
+		return in[:len(in):len(in)]
 	}
 	out := slices.Clone(in)
 	out[0].lo = max(out[0].lo, lo)
@@ -233,7 +240,9 @@ func coalesce(spans []span, maxGap int64) []span {
 	if len(spans) < 2 || maxGap <= 0 {
 		return spans
 	}
-	out := make([]span, 0, len(spans))
+	// Grown as it goes: the windows of a year at a 6h step (1,461) are
+	// one slice per row of rollups.
+	var out []span
 	for _, sp := range spans {
 		// sp.lo > last.hi, so the gap never overflows as uint64.
 		if n := len(out); n > 0 && uint64(sp.lo)-uint64(out[n-1].hi)-1 <= uint64(maxGap) {
@@ -243,6 +252,19 @@ func coalesce(spans []span, maxGap int64) []span {
 		out = append(out, sp)
 	}
 	return out
+}
+
+// trim is clip for spans of the caller's own, cut in their array.
+func trim(spans []span, lo, hi int64) []span {
+	if lo > hi {
+		return nil
+	}
+	in := overlapping(spans, lo, hi)
+	if len(in) > 0 {
+		in[0].lo = max(in[0].lo, lo)
+		in[len(in)-1].hi = min(in[len(in)-1].hi, hi)
+	}
+	return in
 }
 
 // spanFilter says whether the times of one ascending walk lie in spans.
@@ -343,7 +365,7 @@ func (s *Store) readCounter(ctx context.Context, ref *index.Series, rkey rollupK
 	}
 	// The windows' buckets and one either side of each, where written.
 	lo, hi := max(p.rollFrom-r, p.doneFrom), min(addSat(p.rollTo, r), p.doneTo)
-	seen := clip(widen(p.spans, r), lo, hi)
+	seen := trim(widen(p.spans, r), lo, hi)
 	all, err := s.readRollup(ctx, ref, rkey, p.Resolution, seen, budget)
 	if err != nil {
 		return nil, err
@@ -360,14 +382,14 @@ func (s *Store) readCounter(ctx context.Context, ref *index.Series, rkey rollupK
 	if p.rng > 0 && p.rng <= math.MaxInt64-r {
 		reach = (p.rng + r - 1) / r * r
 	}
-	mid := &listSeries{lset: ref.Labels, ts: make([]int64, 0, len(all.ts)), vs: make([]float64, 0, len(all.ts))}
 	var rawEnds []span // bucket ends read raw
-	keep := spanFilter{spans: clip(p.spans, p.rollFrom, p.rollTo)}
+	// The loop checks [rollFrom, rollTo] itself: no clip, which copies.
+	kept := overlapping(p.spans, p.rollFrom, p.rollTo)
+	keep := spanFilter{spans: kept}
 	for i, e := range all.ts {
 		if e < p.rollFrom || e > p.rollTo || !keep.in(e) {
 			continue
 		}
-		mid.ts, mid.vs = append(mid.ts, e), append(mid.vs, all.vs[i])
 		// A neighbour read is present: all.ts holds only times in seen, so
 		// most buckets are answered without searching seen and all.ts.
 		if !(i > 0 && all.ts[i-1] == e-r) && !present(e-r) {
@@ -377,6 +399,20 @@ func (s *Store) readCounter(ctx context.Context, ref *index.Series, rkey rollupK
 			rawEnds = append(rawEnds, span{max(addSat(e, -reach), p.rollFrom), e})
 		}
 	}
+	// The points the windows keep, moved down in all's own slices once
+	// present has no more use for them: a copy was a quarter of what a
+	// counter read allocated.
+	mid := &listSeries{lset: ref.Labels}
+	keep = spanFilter{spans: kept}
+	k := 0
+	for i, e := range all.ts {
+		if e < p.rollFrom || e > p.rollTo || !keep.in(e) {
+			continue
+		}
+		all.ts[k], all.vs[k] = e, all.vs[i]
+		k++
+	}
+	mid.ts, mid.vs = all.ts[:k], all.vs[:k]
 	// The same in the raw samples either side of the rollups, by their gaps
 	// of more than a bucket: a series that starts before the rollups or
 	// stops after them, within a window's reach. Before the first sample
@@ -574,13 +610,16 @@ func runningSum(ls labels.Labels, r, rng int64, pieces []counterPiece) *listSeri
 	for _, pc := range pieces {
 		n += 2 * len(pc.s.ts)
 	}
-	out := &listSeries{lset: ls, ts: make([]int64, 0, n), vs: make([]float64, 0, n)}
+	// ts, vs and own are locals, set on out at the end: appended to
+	// through out or a closure, each point cost a write barrier while the
+	// collector marks.
+	ts, vs := make([]int64, 0, n), make([]float64, 0, n)
 	cur, have := 0.0, false
 	if len(pieces) > 0 && pieces[0].raw {
 		l := pieces[0].s
 		for i, t := range l.ts {
 			if v := l.vs[i]; !value.IsStaleNaN(v) {
-				out.ts, out.vs = append(out.ts, t), append(out.vs, v)
+				ts, vs = append(ts, t), append(vs, v)
 				if !math.IsNaN(v) {
 					cur, have = v, true
 				}
@@ -588,18 +627,15 @@ func runningSum(ls labels.Labels, r, rng int64, pieces []counterPiece) *listSeri
 		}
 		pieces = pieces[1:]
 	}
-	k0 := len(out.ts)
-	var own []bool // from k0: the value is the sample's own, not an increment
-	add := func(t int64, v float64, o bool) {
-		out.ts, out.vs, own = append(out.ts, t), append(out.vs, v), append(own, o)
-	}
+	k0 := len(ts)
+	own := make([]bool, 0, n-k0) // from k0: the value is the sample's own, not an increment
 	for _, pc := range pieces {
 		if !pc.raw {
 			for i, end := range pc.s.ts {
-				if n := len(out.ts); n == 0 || out.ts[n-1] < end-r+1 {
-					add(end-r+1, 0, false)
+				if n := len(ts); n == 0 || ts[n-1] < end-r+1 {
+					ts, vs, own = append(ts, end-r+1), append(vs, 0), append(own, false)
 				}
-				add(end, pc.s.vs[i], false)
+				ts, vs, own = append(ts, end), append(vs, pc.s.vs[i]), append(own, false)
 			}
 			continue
 		}
@@ -609,36 +645,36 @@ func runningSum(ls labels.Labels, r, rng int64, pieces []counterPiece) *listSeri
 			if math.IsNaN(v) {
 				continue // stale markers too
 			}
-			n := len(out.ts)
+			inc, o := 0.0, false
+			n := len(ts)
 			switch {
-			case rng > 0 && (n == 0 || uint64(t)-uint64(out.ts[n-1]) >= uint64(rng)):
-				add(t, v, true)
+			case rng > 0 && (n == 0 || uint64(t)-uint64(ts[n-1]) >= uint64(rng)):
+				inc, o = v, true
 			case hp && v < prev:
-				add(t, v, false)
+				inc = v
 			case hp:
-				add(t, v-prev, false)
-			default:
-				add(t, 0, false)
+				inc = v - prev
 			}
+			ts, vs, own = append(ts, t), append(vs, inc), append(own, o)
 			prev, hp = v, true
 		}
 	}
 	if !have {
-		for i, inc := range out.vs[k0:] {
+		for i, inc := range vs[k0:] {
 			if !own[i] {
 				cur += inc
 			}
 		}
 	}
-	for i := k0; i < len(out.vs); i++ {
+	for i := k0; i < len(vs); i++ {
 		if own[i-k0] {
-			cur = out.vs[i]
+			cur = vs[i]
 		} else {
-			cur += out.vs[i]
+			cur += vs[i]
 		}
-		out.vs[i] = cur
+		vs[i] = cur
 	}
-	return out
+	return &listSeries{lset: ls, ts: ts, vs: vs}
 }
 
 // rollupKey is what the row keys of one rollup series are made of.

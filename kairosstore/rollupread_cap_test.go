@@ -70,8 +70,18 @@ func TestClipAsFilter(t *testing.T) {
 			return int64(rng.IntN(40)) - 20
 		}
 		lo, hi := pick(), pick()
-		if got, want := clip(spans, lo, hi), naive(spans, lo, hi); !slices.Equal(got, want) {
+		orig := slices.Clone(spans)
+		got, want := clip(spans, lo, hi), naive(spans, lo, hi)
+		if !slices.Equal(got, want) {
 			t.Fatalf("clip(%v, %d, %d) = %v, want %v", spans, lo, hi, got, want)
+		}
+		// clip may share spans' array (a plan's spans, read by every
+		// series at once): it never writes it, nor lets an append.
+		if !slices.Equal(spans, orig) || len(got) > 0 && cap(got) != len(got) {
+			t.Fatalf("clip(%v, %d, %d) changed its spans or left room after them", orig, lo, hi)
+		}
+		if got := trim(slices.Clone(spans), lo, hi); !slices.Equal(got, want) {
+			t.Fatalf("trim(%v, %d, %d) = %v, want %v", spans, lo, hi, got, want)
 		}
 	}
 }

@@ -57,26 +57,39 @@ func (r *bitReader) bit() (bool, error) {
 }
 
 func (r *bitReader) bits(n uint8) (uint64, error) {
-	// With 8 bytes left, one load holds up to 56 bits after any offset.
-	if i := r.pos >> 3; n <= 56 && i+8 <= uint64(len(r.b)) {
-		v := binary.BigEndian.Uint64(r.b[i:]) << (r.pos & 7) >> (64 - n)
-		r.pos += uint64(n)
-		return v, nil
+	if n == 0 {
+		return 0, nil
 	}
-	if r.pos+uint64(n) > uint64(len(r.b))*8 {
+	if r.left() < uint64(n) {
 		return 0, errShort
 	}
-	var v uint64
-	for n > 0 {
-		off := uint8(r.pos & 7)
-		avail := 8 - off
-		take := min(n, avail)
-		cur := uint64(r.b[r.pos>>3]>>(avail-take)) & (1<<take - 1)
-		v = v<<take | cur
-		r.pos += uint64(take)
-		n -= take
-	}
+	v := r.peek() >> (64 - n)
+	r.pos += uint64(n)
 	return v, nil
+}
+
+// left is the number of bits after pos.
+func (r *bitReader) left() uint64 {
+	if end := uint64(len(r.b)) * 8; r.pos < end {
+		return end - r.pos
+	}
+	return 0
+}
+
+// peek is the 64 bits from pos, zeros past the stream's end: one load
+// where 9 bytes are left (a ninth tops up an unaligned load), so that a
+// field is decoded from one load wherever it lies. A rollup block holds a
+// few cells, so most of its fields lie in its last 9 bytes.
+func (r *bitReader) peek() uint64 {
+	i, off := r.pos>>3, r.pos&7
+	if i+9 <= uint64(len(r.b)) {
+		return binary.BigEndian.Uint64(r.b[i:])<<off | uint64(r.b[i+8])>>(8-off)
+	}
+	var buf [9]byte
+	if i < uint64(len(r.b)) {
+		copy(buf[:], r.b[i:])
+	}
+	return binary.BigEndian.Uint64(buf[:])<<off | uint64(buf[8])>>(8-off)
 }
 
 // Signed deltas are written in one of four widths, the shortest that holds
@@ -112,31 +125,33 @@ func (w *bitWriter) delta(v int64, ws widths) {
 }
 
 func (r *bitReader) delta(ws widths) (int64, error) {
-	n := uint8(0)
-	for n < 3 {
-		b, err := r.bit()
-		if err != nil {
-			return 0, err
-		}
-		if !b {
-			break
-		}
-		n++
+	// The prefix and the value from one peek where they fit in it.
+	left, w := r.left(), r.peek()
+	if left == 0 {
+		return 0, errShort
 	}
-	var width uint8
-	switch n {
-	case 0:
+	var pre, width uint8
+	switch {
+	case w>>63 == 0:
+		r.pos++
 		return 0, nil
-	case 1:
-		width = ws.w1
-	case 2:
-		width = ws.w2
+	case w>>62 == 0b10:
+		pre, width = 2, ws.w1
+	case w>>61 == 0b110:
+		pre, width = 3, ws.w2
 	default:
-		width = 64
+		pre, width = 3, 64
 	}
-	v, err := r.bits(width)
-	if err != nil {
-		return 0, err
+	if left < uint64(pre)+uint64(width) {
+		return 0, errShort
+	}
+	var v uint64
+	if pre+width <= 64 {
+		v = w << pre >> (64 - width)
+		r.pos += uint64(pre + width)
+	} else {
+		r.pos += uint64(pre)
+		v, _ = r.bits(width) // left was checked
 	}
 	// Sign-extend.
 	shift := 64 - width

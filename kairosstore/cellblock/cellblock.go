@@ -166,6 +166,35 @@ func (x *xorState) write(w *bitWriter, v uint64) {
 }
 
 func (x *xorState) read(r *bitReader) (uint64, error) {
+	// A value that changes (every rollup bucket's does) is decoded from
+	// one load of the stream where its control bits and significant bits
+	// fit in it; anything else takes the field-by-field path below, which
+	// also names what is corrupt.
+	if left := r.left(); x.started && left > 0 {
+		w := r.peek()
+		switch w >> 62 {
+		case 0b00, 0b01:
+			r.pos++
+			return x.prev, nil
+		case 0b10:
+			if sig := 64 - x.leading - x.trailing; x.window && sig <= 62 && uint64(2+sig) <= left {
+				x.prev ^= w << 2 >> (64 - sig) << x.trailing
+				r.pos += 2 + uint64(sig)
+				return x.prev, nil
+			}
+		case 0b11:
+			lead, sig := w<<2>>59, w<<7>>58
+			if sig == 0 {
+				sig = 64
+			}
+			if lead+sig <= 64 && sig <= 51 && 13+sig <= left {
+				x.window, x.leading, x.trailing = true, uint8(lead), uint8(64-lead-sig)
+				x.prev ^= w << 13 >> (64 - sig) << x.trailing
+				r.pos += 13 + sig
+				return x.prev, nil
+			}
+		}
+	}
 	if !x.started {
 		v, err := r.bits(64)
 		x.started, x.prev = true, v
@@ -227,39 +256,60 @@ type Reader struct {
 // block.
 func NewReader(block []byte) (Reader, error) {
 	var r Reader
+	err := r.Reset(block)
+	return r, err
+}
+
+// Reset makes r a reader of block as NewReader does, in place: a read of
+// many blocks through one reader then neither copies a Reader per block
+// nor clears what the new block sets anyway. After an error r reads no
+// cell.
+func (r *Reader) Reset(block []byte) error {
+	r.n, r.i, r.vlo, r.vhi, r.delta, r.err = 0, 0, 0, 0, 0, nil
+	r.cell.Column, r.cell.WriteTime, r.cell.Expiry = 0, 0, 0
+	r.xor = xorState{}
+	r.bits.pos = 0
 	if len(block) < 1+checksumLen {
-		return r, fmt.Errorf("%w: %d bytes", ErrCorrupt, len(block))
+		return r.fail(fmt.Errorf("%w: %d bytes", ErrCorrupt, len(block)))
 	}
 	body := block[:len(block)-checksumLen]
 	if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(block[len(body):]) {
-		return r, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
+		return r.fail(fmt.Errorf("%w: checksum mismatch", ErrCorrupt))
 	}
 	if body[0] != format {
-		return r, fmt.Errorf("%w: format %d", ErrCorrupt, body[0])
+		return r.fail(fmt.Errorf("%w: format %d", ErrCorrupt, body[0]))
 	}
 	body = body[1:]
 	n, k := binary.Uvarint(body)
 	// Every cell takes at least two bits (column and write time), which
 	// bounds n before anything trusts it.
 	if k <= 0 || n == 0 || n > uint64(len(body))*4 {
-		return r, fmt.Errorf("%w: bad cell count", ErrCorrupt)
+		return r.fail(fmt.Errorf("%w: bad cell count", ErrCorrupt))
 	}
 	body = body[k:]
 	if len(body) < 1 || body[0]&^(flagFixed8|flagExpiry) != 0 {
-		return r, fmt.Errorf("%w: bad flags", ErrCorrupt)
+		return r.fail(fmt.Errorf("%w: bad flags", ErrCorrupt))
 	}
-	r.n, r.flags = int(n), body[0]
+	flags := body[0]
 	body = body[1:]
 	blen, k := binary.Uvarint(body)
 	if k <= 0 || blen > uint64(len(body)-k) {
-		return r, fmt.Errorf("%w: bad bit stream length", ErrCorrupt)
+		return r.fail(fmt.Errorf("%w: bad bit stream length", ErrCorrupt))
 	}
-	r.bits.b = body[k : k+int(blen)]
-	r.bytes = body[k+int(blen):]
-	if r.flags&flagFixed8 != 0 && len(r.bytes) != 0 {
-		return r, fmt.Errorf("%w: trailing bytes", ErrCorrupt)
+	bytes := body[k+int(blen):]
+	if flags&flagFixed8 != 0 && len(bytes) != 0 {
+		return r.fail(fmt.Errorf("%w: trailing bytes", ErrCorrupt))
 	}
-	return r, nil
+	r.n, r.flags = int(n), flags
+	r.bits.b, r.bytes = body[k:k+int(blen)], bytes
+	return nil
+}
+
+// fail leaves r reading nothing, its slices those of no block, and
+// returns err.
+func (r *Reader) fail(err error) error {
+	r.flags, r.bits.b, r.bytes = 0, nil, nil
+	return err
 }
 
 // Column, Expiry and Value are the fields of the cell Next decoded, for a

@@ -17,6 +17,12 @@ func decodeAll(block []byte) ([]Cell, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readAll(&r)
+}
+
+// readAll decodes the rest of r's block into cells with values of their
+// own.
+func readAll(r *Reader) ([]Cell, error) {
 	var cells []Cell
 	for r.Next() {
 		c := r.Cell()

@@ -320,7 +320,7 @@ func (e *Engine) blockCells(ctx context.Context, it *pebble.Iterator, ok bool, r
 		if err != nil {
 			return err
 		}
-		if *r, err = cellblock.NewReader(v); err != nil {
+		if err := r.Reset(v); err != nil {
 			return fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(it.Key()), err)
 		}
 		if err := readerCells(ctx, r, now, lo, hi, &n, fn); err != nil {
@@ -393,7 +393,7 @@ func (e *Engine) CellDoubles(ctx context.Context, rowKey []byte, lo, hi uint32, 
 		if err != nil {
 			return err
 		}
-		if r, err = cellblock.NewReader(v); err != nil {
+		if err := r.Reset(v); err != nil {
 			return fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(it.Key()), err)
 		}
 		if r.Fixed8() {
