@@ -231,6 +231,7 @@ func (e *Engine) toHead(t *txn) {
 	var full []*headRow
 	h := e.head
 	h.mu.Lock()
+	h.touch(t.pending)
 	for _, p := range t.pending {
 		row := t.rowBuf[p.rowOff : p.rowOff+p.rowLen]
 		if r, isFull := h.add(p.hash, row, p.window, t.pendCells[p.first:p.first+p.n]); isFull {
