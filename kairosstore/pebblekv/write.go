@@ -163,7 +163,6 @@ func (e *Engine) commit(writeTime int64, indexed, direct bool, fn func(t *txn) e
 		writeTime: writeTime,
 		newest:    writeTime > e.highWater,
 		written:   map[string]entry{},
-		rows:      map[uint64]bool{},
 		direct:    direct || e.head == nil,
 	}
 	e.takeScratch(t)

@@ -15,7 +15,9 @@ import (
 // load: 100,000 rows, each already in the head and the marks, written one
 // cell a row in batches of 2,000, in both commit-log modes. The head then
 // holds more rows than the CPU caches, and what a cell costs is mostly the
-// cache misses of finding its row.
+// cache misses of finding its row. With below, a write above every
+// batch's write time came first: no transaction is newest, as when
+// concurrent writers share a millisecond, and each looks up its rows' marks.
 func BenchmarkWriteKnown(b *testing.B) {
 	const (
 		nRows    = 100_000
@@ -31,8 +33,9 @@ func BenchmarkWriteKnown(b *testing.B) {
 	for _, mode := range []struct {
 		name   string
 		period time.Duration
-	}{{"batch", 0}, {"periodic", 10 * time.Second}} {
-		b.Run("sync="+mode.name, func(b *testing.B) {
+		below  bool
+	}{{"batch", 0, false}, {"periodic", 10 * time.Second, false}, {"periodic", 10 * time.Second, true}} {
+		b.Run(fmt.Sprintf("sync=%s/below=%t", mode.name, mode.below), func(b *testing.B) {
 			opts := DefaultOptions()
 			opts.SyncPeriod = mode.period
 			e := open(b, b.TempDir(), opts)
@@ -54,6 +57,10 @@ func BenchmarkWriteKnown(b *testing.B) {
 			}
 			for range nRows / perBatch {
 				write()
+			}
+			if mode.below {
+				above := &engine.Batch{WriteTime: time.Now().Add(time.Hour).UnixMicro(), Cells: []engine.Cell{{Key: []byte("above"), Column: 1, Value: value}}}
+				require.NoError(b, e.Write(b.Context(), above))
 			}
 			b.ReportAllocs()
 			cpu0 := cpuTime(b)
