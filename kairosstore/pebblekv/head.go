@@ -200,10 +200,11 @@ type headScratch struct {
 
 // maxHeadScratch bounds the bytes of log record kept for the next
 // transaction, and maxScratchRows the partitions of txn.rows: one large
-// request's buffers are not kept for good (a map never shrinks).
+// request's buffers are not kept for good (a map never shrinks, and
+// clearing it costs its capacity).
 const (
 	maxHeadScratch = 4 << 20
-	maxScratchRows = 1 << 14
+	maxScratchRows = 1 << 12
 )
 
 func (e *Engine) takeScratch(t *txn) {

@@ -80,3 +80,30 @@ func cpuTime(b *testing.B) time.Duration {
 	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestScratchRowsBounded: the map of partitions a transaction leaves for
+// the next one is empty, and dropped after a transaction of more than
+// maxScratchRows partitions, so one large request does not make every
+// later transaction clear its capacity.
+func TestScratchRowsBounded(t *testing.T) {
+	e := open(t, t.TempDir(), DefaultOptions())
+	above := time.Now().UnixMilli()
+	write := func(rows int) {
+		t.Helper()
+		// Below a write already made: not newest, so every row is noted in txn.rows.
+		b := &engine.Batch{WriteTime: above - 1}
+		for i := range rows {
+			b.Cells = append(b.Cells, engine.Cell{Key: fmt.Appendf(nil, "row%d", i), Column: 1, Value: []byte{1}})
+		}
+		require.NoError(t, e.Write(t.Context(), b))
+	}
+	require.NoError(t, e.Write(t.Context(), &engine.Batch{WriteTime: above, Cells: []engine.Cell{{Key: []byte("above"), Column: 1, Value: []byte{1}}}}))
+	write(10)
+	require.NotNil(t, e.headScratch.rows)
+	require.Empty(t, e.headScratch.rows)
+	write(maxScratchRows + 1)
+	require.Nil(t, e.headScratch.rows)
+	write(10)
+	require.NotNil(t, e.headScratch.rows)
+	require.Empty(t, e.headScratch.rows)
+}
