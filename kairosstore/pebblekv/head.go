@@ -101,6 +101,8 @@ type head struct {
 	// (math.MaxInt64: none), for the purge: the cells' expiry index keys
 	// are written when they drain.
 	minExpiry int64
+	// touched keeps touch's reads from being optimized away.
+	touched uint32
 }
 
 func newHead() *head { return &head{rows: map[uint64]*headRow{}, minExpiry: math.MaxInt64} }
@@ -147,6 +149,21 @@ func (h *head) add(hash uint64, rowKey []byte, win uint32, cells []cellblock.Cel
 	return r, len(w.cells) >= headFullCells
 }
 
+// touch reads the map slot, row and last window of each block's row, so
+// that add finds them in the CPU cache. Each read is a cache miss when the
+// head holds many rows, and add's reads of one row depend on each other,
+// so a loop of adds waits for them one after another; the reads of this
+// loop are independent, and the CPU overlaps their misses.
+func (h *head) touch(blocks []pendingBlock) {
+	var sum uint32
+	for i := range blocks {
+		if r := h.rows[blocks[i].hash]; r != nil && len(r.windows) > 0 {
+			sum += r.windows[len(r.windows)-1].window
+		}
+	}
+	h.touched = sum
+}
+
 // remove takes r out of the head, if it is there.
 func (h *head) remove(r *headRow) {
 	for p := h.rows[r.hash]; p != nil; p = p.next {
@@ -171,31 +188,50 @@ func (h *head) remove(r *headRow) {
 	}
 }
 
-// headScratch holds the buffers of txn.logBuf, pending and pendCells
-// between transactions.
+// headScratch holds the buffers of txn.logBuf, pending, pendCells and
+// newRows, and the map txn.rows, between transactions.
 type headScratch struct {
 	logBuf, rowBuf []byte
 	pending        []pendingBlock
 	pendCells      []cellblock.Cell
+	newRows        []uint64
+	rows           map[uint64]bool
 }
 
 // maxHeadScratch bounds the bytes of log record kept for the next
-// transaction: one large request's buffers are not kept for good.
-const maxHeadScratch = 4 << 20
+// transaction, and maxScratchRows the partitions of txn.rows: one large
+// request's buffers are not kept for good (a map never shrinks, and
+// clearing it costs its capacity).
+const (
+	maxHeadScratch = 4 << 20
+	maxScratchRows = 1 << 12
+)
 
 func (e *Engine) takeScratch(t *txn) {
 	s := &e.headScratch
-	t.logBuf, t.rowBuf, t.pending, t.pendCells = s.logBuf[:0], s.rowBuf[:0], s.pending[:0], s.pendCells[:0]
+	t.logBuf, t.rowBuf, t.pending, t.pendCells, t.newRows = s.logBuf[:0], s.rowBuf[:0], s.pending[:0], s.pendCells[:0], s.newRows[:0]
+	// A new map grew several times over a request's rows, and when
+	// writers share a millisecond most transactions are not newest and
+	// note every row in it.
+	t.rows = s.rows
+	if t.rows == nil {
+		t.rows = map[uint64]bool{}
+	}
 }
 
 func (e *Engine) keepScratch(t *txn) {
 	// The cells' values are the request's memory.
 	clear(t.pendCells)
+	rows := t.rows
+	if len(rows) > maxScratchRows {
+		rows = nil
+	}
+	clear(rows)
 	if cap(t.logBuf) > maxHeadScratch {
-		e.headScratch = headScratch{}
+		e.headScratch = headScratch{rows: rows}
 		return
 	}
-	e.headScratch = headScratch{logBuf: t.logBuf, rowBuf: t.rowBuf, pending: t.pending, pendCells: t.pendCells}
+	e.headScratch = headScratch{logBuf: t.logBuf, rowBuf: t.rowBuf, pending: t.pending, pendCells: t.pendCells, newRows: t.newRows, rows: rows}
 }
 
 // pendingBlock is a block a transaction gives the head once it committed:

@@ -163,7 +163,6 @@ func (e *Engine) commit(writeTime int64, indexed, direct bool, fn func(t *txn) e
 		writeTime: writeTime,
 		newest:    writeTime > e.highWater,
 		written:   map[string]entry{},
-		rows:      map[uint64]bool{},
 		direct:    direct || e.head == nil,
 	}
 	e.takeScratch(t)
@@ -231,6 +230,7 @@ func (e *Engine) toHead(t *txn) {
 	var full []*headRow
 	h := e.head
 	h.mu.Lock()
+	h.touch(t.pending)
 	for _, p := range t.pending {
 		row := t.rowBuf[p.rowOff : p.rowOff+p.rowLen]
 		if r, isFull := h.add(p.hash, row, p.window, t.pendCells[p.first:p.first+p.n]); isFull {
