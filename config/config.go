@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
+
+	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
 // Config is everything the adapter can be told. YAML keys mirror the flag
@@ -192,6 +194,16 @@ func (c *Config) Validate() error {
 	ttl, maxTTL := time.Duration(c.KairosDB.DatapointTTL), 630720000*time.Second-time.Duration(c.KairosDB.RowWidth)
 	if ttl < 0 || ttl%time.Second != 0 || ttl > maxTTL {
 		bad("kairosdb.datapoint-ttl", "%s must be whole seconds between 0 and %s (Cassandra's 20y TTL limit less the row width)", c.KairosDB.DatapointTTL, model.Duration(maxTTL))
+	}
+	// Rollup rows get the same index rows, and both engines refuse a
+	// longer TTL: the job would fail every write. A malformed list is the
+	// flag check's to report.
+	if ret, err := rollup.ParseRetention(strings.Join(c.Rollup.Retention, ",")); err == nil {
+		for r, ttl := range ret {
+			if ttl > maxTTL {
+				bad("rollup.retention", "%s rollups kept %s: must be at most %s (Cassandra's 20y TTL limit less the row width), or 0 to keep them forever", r, model.Duration(ttl), model.Duration(maxTTL))
+			}
+		}
 	}
 	// Accepted in any case, stored as the spec table spells it: the store
 	// reads the unit case-sensitively, as KairosDB reads its spec table.

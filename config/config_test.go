@@ -126,6 +126,8 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{name: "commit log sync period past the bound", args: []string{"--storage.embedded-commitlog-sync-period=11m"}, want: "invalid --storage.embedded-commitlog-sync-period (storage.embedded_commitlog_sync_period): must be at most 10m, got 11m"},
 		{name: "commit log sync period of 300 years", args: []string{"--storage.embedded-commitlog-sync-period=300y"}, want: "invalid --storage.embedded-commitlog-sync-period"},
 		{name: "commit log sync period of 1e300", args: []string{"--storage.embedded-commitlog-sync-period=1e300s"}, want: "invalid --storage.embedded-commitlog-sync-period"},
+		{name: "rollup retention past Cassandra's TTL limit", args: []string{"--rollup.retention=1h=100y"}, want: "invalid --rollup.retention (rollup.retention): 1h rollups kept 100y: must be at most 7279d"},
+		{name: "rollup retention past the limit less the row width", args: []string{"--rollup.retention=1h=20y"}, want: "invalid --rollup.retention (rollup.retention): 1h rollups kept 20y: must be at most"},
 		{name: "password without user", args: []string{"--cassandra.password-file=/x"}, want: "needs --cassandra.username"},
 		{name: "bad rollup resolution", args: []string{"--rollup.resolutions=5m,7m"}, want: "invalid --rollup.resolutions (rollup.resolutions): rollup resolution \"7m\": want a whole number of minutes that divides 24h"},
 		{name: "rollup resolution not dividing the largest", file: "rollup:\n  resolutions: [45m, 1h]\n", want: "invalid --rollup.resolutions (rollup.resolutions): rollup resolution 45m does not divide the largest, 1h"},
