@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -19,7 +18,6 @@ import (
 	"github.com/kairos-remote/kairos-adapter/config"
 	"github.com/kairos-remote/kairos-adapter/frontend"
 	"github.com/kairos-remote/kairos-adapter/kairosstore"
-	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cql"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/pebblekv"
@@ -71,7 +69,7 @@ func (p *parts) openStore(ctx context.Context, eng engine.Engine, logger *slog.L
 	if err != nil {
 		return err
 	}
-	if err := p.checkTTL(ctx, eng, s.Spec()); err != nil {
+	if err := p.checkTTL(ctx, eng, s); err != nil {
 		return err
 	}
 	logger.Info("Store ready", "row_time_unit", s.Spec().Unit, "row_width", s.Spec().Width)
@@ -89,16 +87,16 @@ type ttlChecker interface {
 
 // checkTTL refuses to start with a TTL the engine refuses: every write
 // would fail with a 5xx that Prometheus retries for ever. The longest TTL
-// written is an index row's, the data's or a rollup's plus a row width
-// (kairosstore's indexTTL).
-func (p *parts) checkTTL(ctx context.Context, eng engine.Engine, spec codec.RowSpec) error {
+// written is the index rows' of the data or of the longest-kept rollup.
+func (p *parts) checkTTL(ctx context.Context, eng engine.Engine, s *kairosstore.Store) error {
 	c, ok := eng.(ttlChecker)
 	longest := max(time.Duration(p.cfg.KairosDB.DatapointTTL), p.rolls.LongestRetention())
 	if !ok || longest <= 0 {
 		return nil
 	}
-	ttl := longest/time.Second + time.Duration(spec.WidthMillis()/1000)
-	if err := c.CheckTTL(ctx, int32(min(ttl, math.MaxInt32))); err != nil {
+	// Both are at most 20 years (config), so in range of int32 seconds.
+	ttl := s.IndexTTL(int32(longest / time.Second))
+	if err := c.CheckTTL(ctx, ttl); err != nil {
 		return fmt.Errorf("the longest TTL the adapter would write (--kairosdb.datapoint-ttl=%s or --rollup.retention=%q, plus the row width for index rows) is %d seconds, and every write with it would fail: %w",
 			p.cfg.KairosDB.DatapointTTL, strings.Join(p.cfg.Rollup.Retention, ","), ttl, err)
 	}

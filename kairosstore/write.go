@@ -73,7 +73,7 @@ type pendingRow struct {
 	dataType    string
 	tags        []codec.Tag
 	shared      *seriesRow // the cached row to mark indexed, if any
-	ttl         int32      // of the row's cells; its index rows outlive them (Store.indexTTL)
+	ttl         int32      // of the row's cells; its index rows outlive them (Store.IndexTTL)
 }
 
 // NewAppender starts collecting one request.
@@ -435,7 +435,7 @@ func (a *Appender) Commit(ctx context.Context) error {
 		if r.shared != nil {
 			confirmed = append(confirmed, r.shared)
 		}
-		indexTTL := s.indexTTL(r.ttl)
+		indexTTL := s.IndexTTL(r.ttl)
 		irk := engine.IndexedRowKey{Metric: r.indexMetric, RowTime: r.rowTime, DataType: r.dataType, Tags: r.tags, TTL: indexTTL}
 		b.RowKeys = append(b.RowKeys, irk)
 		if r.indexMetric == r.metric {
@@ -514,10 +514,10 @@ func (a *Appender) Commit(ctx context.Context) error {
 	return nil
 }
 
-// indexTTL is KairosDB's TTL of the index rows of cells with TTL ttl: the
+// IndexTTL is KairosDB's TTL of the index rows of cells with TTL ttl: the
 // data TTL plus one row width, so an index entry outlives every cell of its
 // row (§5.2 step 4).
-func (s *Store) indexTTL(ttl int32) int32 {
+func (s *Store) IndexTTL(ttl int32) int32 {
 	if ttl == 0 {
 		return 0
 	}
