@@ -146,10 +146,10 @@ func respondError(w http.ResponseWriter, logger *slog.Logger, e *apiError, ann a
 // of JSON that compresses tenfold. With Prometheus's compressor (klauspost's
 // gzip), not the standard library's, which took twice the CPU for the same
 // answer (BenchmarkRespond); at level 2, not Prometheus's default: the
-// default took a quarter of the CPU of a rollup year panel over 20 series
-// for answers a few percent smaller, and level 1 (BestSpeed) lost most of
-// what repetitive answers (counts) compress to (BENCHMARKS.md, "Issue #30:
-// a rollup year in one part").
+// default cost a large share of a rollup panel's CPU for answers barely
+// smaller, and level 1 (BestSpeed) lost most of what repetitive answers
+// (counts) compress to (BENCHMARKS.md, "Issue #30: a rollup year in one
+// part", has the figures).
 //
 // It keeps the writers of finished answers for the next: a new one
 // allocates its compressor's tables, about 1 MiB, which cost a small answer
