@@ -16,9 +16,10 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
 )
 
-// What the rollup job (rollupjob) needs of the store besides the
-// appender and MetricNames: a way through every series of a metric, a
-// metric's oldest sample, and deletes of single cells.
+// Walks of a metric's rows and series for the rollup job (package
+// rollupjob), which needs of the store, beside the appender and
+// MetricNames, a way through every series of a metric, a metric's oldest
+// sample, and deletes of single cells.
 
 // OldestRowTime is metric's earliest row time (row_key_time_index, §7.3):
 // no sample of the metric is older.
