@@ -1,6 +1,7 @@
 package pebblekv
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"io"
@@ -9,13 +10,18 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cellblock"
+	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
 // data_points cells are kept in blocks (package cellblock): one Pebble key
-// per row key and window of 2^windowShift columns, whose value holds every
-// cell of that window with its write time and expiry. With the default
-// MILLISECONDS columns a window is 2^24 ms (4.7 hours): 280 samples at one a
-// minute, 1,118 at 15 s. Keys are row-major (the window after the row key),
+// per row key and window of columns (windowOf), whose value holds every
+// cell of that window with its write time and expiry. A raw row's window is
+// 2^windowShift columns: with the default MILLISECONDS columns 2^24 ms (4.7
+// hours), 280 samples at one a minute, 1,118 at 15 s. A rollup row is one
+// window whole: it holds one cell per bucket, so a three-week row is 504
+// cells at 1h and 6,048 at 5m, and a block per 4.7 hours would be a Pebble
+// key per cell or few, whose per-key cost is most of a rollup read. Keys
+// are row-major (the window after the row key),
 // so that a read of a row is one iterator over adjacent keys; row keys begin
 // with the metric and row time, so new rows still sort after old ones of the
 // same metric.
@@ -29,7 +35,32 @@ import (
 // which replaces every operand below.
 const windowShift = 24
 
-func window(column uint32) uint32 { return column >> windowShift }
+// windowOf is the window of a cell of rowKey: every caller that makes or
+// finds a block key goes through it, so a row's blocks never overlap.
+func windowOf(rowKey []byte, column uint32) uint32 {
+	if isRollupRow(rowKey) {
+		return 0
+	}
+	return column >> windowShift
+}
+
+// isRollupRow tells a rollup row from its key alone, as the engine gets
+// no labels: a metric name ending in rollup.NameSuffix and the resolution
+// tag somewhere after the row time. A raw row that matches (the tag text
+// in another tag's value, say) only gets one block per row, which holds
+// the same cells.
+func isRollupRow(rowKey []byte) bool {
+	nul := bytes.IndexByte(rowKey, 0)
+	if nul < 0 || !bytes.HasSuffix(rowKey[:nul], rollupSuffix) || len(rowKey) < nul+9 {
+		return false
+	}
+	return bytes.Contains(rowKey[nul+9:], rollupResolutionTag)
+}
+
+var (
+	rollupSuffix        = []byte(rollup.NameSuffix)
+	rollupResolutionTag = []byte(rollup.ResolutionTag + "=")
+)
 
 // mergerName is stored by Pebble in the OPTIONS file; a store opened with
 // another merger is refused, which is how Open recognises a store of layout

@@ -16,9 +16,10 @@ import (
 // the store's rollup read does (kairosstore/rollupread.go: a CellsOfRows
 // per series, its rows of three weeks whole), with the values rollups
 // hold: 8-byte doubles that change every bucket (a counter's running
-// sum), written one row at a time with one write time each. At 1h a block
-// (2^24 ms) holds 4-5 cells, at 6h one. Compacted first, as a store's
-// rollups are minutes after the job wrote them.
+// sum), written one row at a time with one write time each, under the
+// rollup job's row keys: one block per row (windowOf), where a raw row's
+// 2^24 ms window would hold 4-5 cells at 1h and one at 6h. Compacted
+// first, as a store's rollups are minutes after the job wrote them.
 //
 //	go test -run '^$' -bench RollupDoubles -benchtime 200x ./kairosstore/pebblekv/
 func BenchmarkRollupDoubles(b *testing.B) {
@@ -37,10 +38,10 @@ func BenchmarkRollupDoubles(b *testing.B) {
 			rows := make([][][]byte, series)
 			want := 0
 			for s := range series {
-				tags := []codec.Tag{{Name: "instance", Value: fmt.Sprint("i", s)}, {Name: "job", Value: "j"}, {Name: "rollup", Value: "counter"}}
+				tags := []codec.Tag{{Name: "instance", Value: fmt.Sprint("i", s)}, {Name: "job", Value: "j"}, {Name: "rollup_aggregate", Value: "counter"}, {Name: "rollup_resolution", Value: fmt.Sprint(res/3600_000, "h")}, {Name: "saved_from", Value: "x"}}
 				v := 0.0
 				for rt := spec.RowTime(t0); rt < end; rt += spec.WidthMillis() {
-					key := codec.AppendRowKey(nil, codec.RowKey{Metric: "x", RowTime: rt, DataType: codec.TypeDouble, Tags: tags})
+					key := codec.AppendRowKey(nil, codec.RowKey{Metric: "x_rollup", RowTime: rt, DataType: codec.TypeDouble, Tags: tags})
 					rows[s] = append(rows[s], key)
 					batch := &engine.Batch{WriteTime: rt}
 					for t := max(rt, t0) / res * res; t < min(rt+spec.WidthMillis(), end); t += res {
