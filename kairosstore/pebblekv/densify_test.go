@@ -20,14 +20,6 @@ import (
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 )
 
-// rollupRowKey is the row key of a rollup series of metric, as the rollup
-// job writes it (package rollup's name and tags).
-func rollupRowKey(metric string, rowTime int64) string {
-	return string(codec.AppendRowKey(nil, codec.RowKey{Metric: metric + "_rollup", RowTime: rowTime, DataType: codec.TypeDouble, Tags: []codec.Tag{
-		{Name: "instance", Value: "i:0"}, {Name: "rollup_aggregate", Value: "max"}, {Name: "rollup_resolution", Value: "1h"}, {Name: "saved_from", Value: metric},
-	}}))
-}
-
 func TestWindowOf(t *testing.T) {
 	key := func(metric, dataType string, tags ...codec.Tag) []byte {
 		return codec.AppendRowKey(nil, codec.RowKey{Metric: metric, RowTime: -1, DataType: dataType, Tags: tags})
