@@ -418,9 +418,9 @@ func (c *converter) commit(lastKey []byte) error {
 // killed at any moment is resumed by the next Open, which finds the rows
 // done in one block and skips them. A batch carries whole rows, up to
 // densifyBatchRows or 16 MiB, and is synced: Pebble keeps an unsynced
-// batch's log record in the process until a later sync. The layout key, set last, ends it. The
-// old blocks' expiry index keys stay; the purge drops them when it finds
-// their blocks gone.
+// batch's log record in the process until a later sync. The layout key,
+// set last, ends it. The old blocks' expiry index keys stay; the purge
+// drops them when it finds their blocks gone.
 var layoutVersionWindows = []byte("kairosdb-2")
 
 // Knobs of densify, variables for the test that kills it midway.
