@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -408,15 +409,14 @@ func (c *converter) commit(lastKey []byte) error {
 }
 
 // A store of layout kairosdb-2 keeps rollup rows in windows of 2^24 columns
-// like raw rows; this build keeps each in one block (windowOf). Open turns
-// the one into the other in place before anything reads or writes
-// (densify): each rollup row with more than one block, or one not at its
-// window, is read (each block merged, as a read sees it), its cells
-// reconciled as the merge operator does (mergeBlocks), and set as the one
-// block with its expiry index keys while its old keys are deleted, in the
-// same batch: a row is converted whole or not at all, so a conversion
-// killed at any moment is resumed by the next Open, which finds the rows
-// done in one block and skips them. A batch carries whole rows, up to
+// like raw rows; this build keeps them in larger ones (windowOf). Open
+// turns the one into the other in place before anything reads or writes
+// (densify): each rollup row is read (each block merged, as a read sees
+// it), its cells reconciled as the merge operator does (mergeBlocks), and
+// set as its new blocks with their expiry index keys while its old keys
+// are deleted, in the same batch: a row is converted whole or not at all,
+// so a conversion killed at any moment is resumed by the next Open, which
+// finds the rows done already in their new blocks and skips them. A batch carries whole rows, up to
 // densifyBatchRows or 16 MiB, and is synced: Pebble keeps an unsynced
 // batch's log record in the process until a later sync. The layout key,
 // set last, ends it. The old blocks' expiry index keys stay; the purge
@@ -444,7 +444,7 @@ func (e *Engine) densify() (err error) {
 	if err := closer.Close(); err != nil || !old {
 		return err
 	}
-	e.logger.Info("Converting the embedded store's rollup rows to one block per row")
+	e.logger.Info("Converting the embedded store's rollup rows to larger blocks")
 	it, err := e.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tableBlock}, UpperBound: []byte{tableBlock + 1}})
 	if err != nil {
 		return err
@@ -465,7 +465,7 @@ func (e *Engine) densify() (err error) {
 		}
 		rowKey = bytes.Clone(rowKey)
 		prefix := appendBlockPrefix(nil, rowKey)
-		if !isRollupRow(rowKey) {
+		if windowShiftOf(rowKey) == windowShift {
 			ok = it.SeekGE(prefixEnd(prefix))
 			continue
 		}
@@ -479,23 +479,41 @@ func (e *Engine) densify() (err error) {
 			keys = append(keys, bytes.Clone(it.Key()))
 			blocks = append(blocks, bytes.Clone(v))
 		}
-		want := appendBlockKey(nil, rowKey, 0)
-		if len(keys) == 1 && bytes.Equal(keys[0], want) {
-			continue // one block already: a row converted before a kill, or never past its first window
-		}
 		cells, err := mergeBlocks(blocks)
 		if err != nil {
 			return fmt.Errorf("pebblekv: data_points row %q: %w", rowKey, err)
 		}
+		// The cells in their new blocks; a row whose keys are those already
+		// was converted before a kill (or never reached its second old
+		// window), since an old window above 0 is never a new one.
+		type newBlock struct {
+			key   []byte
+			cells []cellblock.Cell
+		}
+		var news []newBlock
+		for i := 0; i < len(cells); {
+			w := windowOf(rowKey, cells[i].Column)
+			j := i + 1
+			for j < len(cells) && windowOf(rowKey, cells[j].Column) == w {
+				j++
+			}
+			news = append(news, newBlock{appendBlockKey(nil, rowKey, w), cells[i:j]})
+			i = j
+		}
+		if slices.EqualFunc(keys, news, func(k []byte, n newBlock) bool { return bytes.Equal(k, n.key) }) {
+			continue
+		}
 		for _, k := range keys {
-			if !bytes.Equal(k, want) {
+			if !slices.ContainsFunc(news, func(n newBlock) bool { return bytes.Equal(k, n.key) }) {
 				if err := b.Delete(k, nil); err != nil {
 					return err
 				}
 			}
 		}
-		if err := errors.Join(b.Set(want, cellblock.Append(nil, cells), nil), indexBlock(b, want, cells, e.blockPurgeStep, &xkey)); err != nil {
-			return err
+		for _, n := range news {
+			if err := errors.Join(b.Set(n.key, cellblock.Append(nil, n.cells), nil), indexBlock(b, n.key, n.cells, e.blockPurgeStep, &xkey)); err != nil {
+				return err
+			}
 		}
 		converted++
 		if batchRows++; batchRows >= densifyBatchRows || b.Len() >= 16<<20 {

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,31 +25,45 @@ func TestWindowOf(t *testing.T) {
 	key := func(metric, dataType string, tags ...codec.Tag) []byte {
 		return codec.AppendRowKey(nil, codec.RowKey{Metric: metric, RowTime: -1, DataType: dataType, Tags: tags})
 	}
-	res := codec.Tag{Name: "rollup_resolution", Value: "5m"}
+	res := func(v string) codec.Tag { return codec.Tag{Name: "rollup_resolution", Value: v} }
 	for _, c := range []struct {
-		name   string
-		key    []byte
-		rollup bool
+		name  string
+		key   []byte
+		shift uint
 	}{
-		{"rollup", []byte(rollupRowKey("m", 0)), true},
-		{"rollup at Prometheus's minimum time", []byte(rollupRowKey("m", math.MinInt64)), true},
-		{"legacy type", key("m_rollup", codec.TypeLegacy, res), true},
-		{"raw", key("m", codec.TypeDouble, codec.Tag{Name: "job", Value: "j"}), false},
-		{"suffix without the tag", key("m_rollup", codec.TypeDouble, codec.Tag{Name: "rollup_aggregate", Value: "max"}), false},
-		{"tag without the suffix", key("m", codec.TypeDouble, res), false},
-		{"suffix inside the name", key("m_rollup_x", codec.TypeDouble, res), false},
-		{"tag in the row time", append([]byte("m_rollup\x00"), "rollup_resolution="[:8]...), false},
-		{"no NUL", []byte("m_rollup"), false},
-		{"empty", nil, false},
+		{"rollup at 1h", []byte(rollupRowKey("m", "1h", 0)), 31},
+		{"rollup at 6h", []byte(rollupRowKey("m", "6h", 0)), 32},
+		{"rollup at 1d", []byte(rollupRowKey("m", "1d", 0)), 32},
+		{"rollup at 5m", []byte(rollupRowKey("m", "5m", 0)), 28},
+		{"rollup at 1m", []byte(rollupRowKey("m", "1m", 0)), 25},
+		{"rollup at Prometheus's minimum time", []byte(rollupRowKey("m", "6h", math.MinInt64)), 32},
+		{"legacy type", key("m_rollup", codec.TypeLegacy, res("5m")), 28},
+		{"only tag", key("m_rollup", codec.TypeDouble, res("5m")), 28},
+		{"resolution not a rollup's", key("m_rollup", codec.TypeDouble, res("7m")), windowShift},
+		{"resolution past a day", key("m_rollup", codec.TypeDouble, res("2d")), windowShift},
+		{"resolution not a duration", key("m_rollup", codec.TypeDouble, res("x")), windowShift},
+		{"resolution empty", key("m_rollup", codec.TypeDouble, codec.Tag{Name: "rollup_resolution", Value: ""}), windowShift},
+		{"raw", key("m", codec.TypeDouble, codec.Tag{Name: "job", Value: "j"}), windowShift},
+		{"suffix without the tag", key("m_rollup", codec.TypeDouble, codec.Tag{Name: "rollup_aggregate", Value: "max"}), windowShift},
+		{"tag without the suffix", key("m", codec.TypeDouble, res("5m")), windowShift},
+		{"suffix inside the name", key("m_rollup_x", codec.TypeDouble, res("5m")), windowShift},
+		{"tag in a value", key("m_rollup", codec.TypeDouble, codec.Tag{Name: "a", Value: "x:rollup_resolution=5m:"}), windowShift},
+		{"tag in a name", key("m_rollup", codec.TypeDouble, codec.Tag{Name: "xrollup_resolution", Value: "5m"}), windowShift},
+		{"tag in a value, then the tag", key("m_rollup", codec.TypeDouble, codec.Tag{Name: "a", Value: "rollup_resolution=x"}, res("1h")), 31},
+		{"tag in the row time", append([]byte("m_rollup\x00"), "rollup_r"...), windowShift},
+		{"type block past the key", append([]byte("m_rollup\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x7f"), "rollup_resolution=5m:"...), windowShift},
+		{"type block cut short", []byte("m_rollup\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"), windowShift},
+		{"no NUL", []byte("m_rollup"), windowShift},
+		{"empty", nil, windowShift},
 	} {
-		require.Equal(t, c.rollup, isRollupRow(c.key), c.name)
-		for _, col := range []uint32{0, 1, 1<<24 - 1, 1 << 24, 1<<31 + 5, math.MaxUint32} {
-			want := col >> windowShift
-			if c.rollup {
-				want = 0
-			}
-			require.Equal(t, want, windowOf(c.key, col), "%s, column %d", c.name, col)
+		require.Equal(t, c.shift, windowShiftOf(c.key), c.name)
+		for _, col := range []uint32{0, 1, 1<<24 - 1, 1 << 24, 1_814_399_999, 1 << 31, math.MaxUint32} {
+			require.Equal(t, uint32(uint64(col)>>c.shift), windowOf(c.key, col), "%s, column %d", c.name, col)
 		}
+	}
+	// A three-week row of milliseconds is one window at 1h and 6h.
+	for _, r := range []string{"1h", "6h"} {
+		require.Zero(t, windowOf([]byte(rollupRowKey("m", r, 0)), 1_814_399_999), r)
 	}
 }
 
@@ -82,7 +97,7 @@ func buildWindowedStore(t *testing.T, dir string, rows int) windowedStore {
 	columns := []uint32{0, 1, 1<<24 - 1, 1 << 24, 1<<24 + 3_600_000, 5<<24 + 7, 1_814_399_999, 1 << 31, math.MaxUint32}
 	values := []float64{math.NaN(), math.Inf(1), math.Inf(-1), 1e300, -0.0}
 	for r := range rows {
-		row := rollupRowKey(fmt.Sprint("m", r%3), int64(r)*1_814_400_000-math.MaxInt64/2)
+		row := rollupRowKey(fmt.Sprint("m", r%3), []string{"1h", "5m", "6h"}[r%3], int64(r)*1_814_400_000-math.MaxInt64/2)
 		raw := string(codec.AppendRowKey(nil, codec.RowKey{Metric: "m", RowTime: int64(r), DataType: codec.TypeDouble}))
 		s.rollupRows, s.rawRows = append(s.rollupRows, row), append(s.rawRows, raw)
 		for _, rowKey := range []string{row, raw} {
@@ -146,7 +161,14 @@ func checkDensified(t *testing.T, e *Engine, s windowedStore) {
 	}
 	for _, row := range s.rollupRows {
 		keys, cells := blocks(row)
-		require.Equal(t, []string{string(appendBlockKey(nil, []byte(row), 0))}, keys, "rollup row %q is one block", row)
+		var want []string
+		for _, c := range s.cells[row] {
+			if k := string(appendBlockKey(nil, []byte(row), windowOf([]byte(row), c.Column))); !slices.Contains(want, k) {
+				want = append(want, k)
+			}
+		}
+		require.Less(t, len(want), 6, "rollup row %q has fewer windows than a raw one", row)
+		require.Equal(t, want, keys, "rollup row %q is in its windows", row)
 		require.Equal(t, s.cells[row], cells, "rollup row %q", row)
 	}
 	for _, row := range s.rawRows {

@@ -195,8 +195,8 @@ func runModel(t *testing.T, seed uint64, steps int, headBytes int64) {
 	ctx := t.Context()
 	m := &model{cells: map[string]map[uint32]modelCell{}, tombs: map[[3]string]modelTomb{}, grace: 30, due: map[modelDue]bool{}}
 
-	// The last row is a rollup's, one block per row (windowOf).
-	rows := []string{"a", "b\x00row", "c", rollupRowKey("m", 0)}
+	// The last row is a rollup's, in windows of 2^28 columns (windowOf).
+	rows := []string{"a", "b\x00row", "c", rollupRowKey("m", "5m", 0)}
 	columns := []uint32{0, 1, 2, 60_000, 120_000, 1<<24 - 1, 1 << 24, 1<<24 + 60_000, 5<<24 + 7, 1 << 31, math.MaxUint32 - 1, math.MaxUint32}
 	value := func() []byte {
 		switch rng.IntN(4) {

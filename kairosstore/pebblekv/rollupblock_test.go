@@ -16,9 +16,9 @@ import (
 
 // rollupRowKey is the row key of a rollup series of metric, as the rollup
 // job writes it (package rollup's name and tags).
-func rollupRowKey(metric string, rowTime int64) string {
+func rollupRowKey(metric, resolution string, rowTime int64) string {
 	return string(codec.AppendRowKey(nil, codec.RowKey{Metric: metric + "_rollup", RowTime: rowTime, DataType: codec.TypeDouble, Tags: []codec.Tag{
-		{Name: "instance", Value: "i:0"}, {Name: "rollup_aggregate", Value: "max"}, {Name: "rollup_resolution", Value: "1h"}, {Name: "saved_from", Value: metric},
+		{Name: "instance", Value: "i:0"}, {Name: "rollup_aggregate", Value: "max"}, {Name: "rollup_resolution", Value: resolution}, {Name: "saved_from", Value: metric},
 	}}))
 }
 
@@ -35,7 +35,7 @@ func TestRollupRowOneBlock(t *testing.T) {
 	opts.clock = func() time.Time { return time.Unix(clock, 0) }
 	e := open(t, t.TempDir(), opts)
 	ctx := t.Context()
-	rollupRow := []byte(rollupRowKey("m", 0))
+	rollupRow := []byte(rollupRowKey("m", "1h", 0))
 	rawRow := codec.AppendRowKey(nil, codec.RowKey{Metric: "m", RowTime: 0, DataType: codec.TypeDouble})
 	const hour = 3_600_000
 	value := func(i int) []byte {
