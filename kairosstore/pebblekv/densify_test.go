@@ -272,3 +272,21 @@ func TestDensifyResumesAfterKill(t *testing.T) {
 	require.Positive(t, converted, "the child was killed before the end")
 	checkDensified(t, e, s)
 }
+
+// FuzzWindowShiftOf: any row key, a raw or hostile one included, gets a
+// shift between the raw one and the whole row, without a panic.
+func FuzzWindowShiftOf(f *testing.F) {
+	f.Add([]byte(rollupRowKey("m", "5m", 0)))
+	f.Add([]byte(rollupRowKey("m", "6h", math.MinInt64)))
+	f.Add([]byte("m_rollup\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x7frollup_resolution=5m:"))
+	f.Add(codec.AppendRowKey(nil, codec.RowKey{Metric: "m", DataType: codec.TypeDouble, Tags: []codec.Tag{{Name: "job", Value: "j"}}}))
+	f.Fuzz(func(t *testing.T, key []byte) {
+		s := windowShiftOf(key)
+		if s != windowShift && (s < 25 || s > 32) {
+			t.Fatalf("shift %d of %q", s, key)
+		}
+		if s != windowShift && !bytes.Contains(key, []byte("_rollup\x00")) {
+			t.Fatalf("shift %d of %q, not a rollup's key", s, key)
+		}
+	})
+}
