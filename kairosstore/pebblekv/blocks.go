@@ -55,7 +55,9 @@ func windowOf(rowKey []byte, column uint32) uint32 {
 // takes. Its shift is then that of the largest power of two of
 // milliseconds that holds rollupBlockCells buckets or fewer, 32 (the whole
 // row) at most; any other row's is windowShift. A raw row that matches
-// only gets larger blocks, which hold the same cells.
+// only gets larger blocks, which hold the same cells. With SECONDS columns
+// a row is 1.8 M columns, so its rollup rows are one block each, as its raw
+// rows already are at 2^24.
 func windowShiftOf(rowKey []byte) uint {
 	nul := bytes.IndexByte(rowKey, 0)
 	if nul < 0 || !bytes.HasSuffix(rowKey[:nul], rollupSuffix) || len(rowKey) < nul+9 {

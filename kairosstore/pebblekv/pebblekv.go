@@ -16,8 +16,8 @@
 // blocks, one key per row key and window of columns (blocks.go, package
 // cellblock), written blind through a merge operator. A store of the layout
 // before (kairosdb-1, a key per cell) is converted by Open (convert.go), and
-// so is one of kairosdb-2, whose rollup rows had a block per window of
-// 2^24 columns instead of one per row.
+// so is one of kairosdb-2, whose rollup rows had blocks of 2^24 columns
+// like raw rows instead of larger ones (windowOf).
 // The cells of small writes (a scrape's: a cell or a few per row) go
 // through a head first (head.go): kept in memory and in a log of their own
 // (wal.go) until one operand can carry many of a row's cells; every read
