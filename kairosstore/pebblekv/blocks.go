@@ -1,21 +1,32 @@
 package pebblekv
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"io"
+	"math/bits"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/cellblock"
+	"github.com/kairos-remote/kairos-adapter/rollup"
 )
 
 // data_points cells are kept in blocks (package cellblock): one Pebble key
-// per row key and window of 2^windowShift columns, whose value holds every
-// cell of that window with its write time and expiry. With the default
-// MILLISECONDS columns a window is 2^24 ms (4.7 hours): 280 samples at one a
-// minute, 1,118 at 15 s. Keys are row-major (the window after the row key),
+// per row key and window of columns (windowOf), whose value holds every
+// cell of that window with its write time and expiry. A raw row's window is
+// 2^windowShift columns: with the default MILLISECONDS columns 2^24 ms (4.7
+// hours), 280 samples at one a minute, 1,118 at 15 s. A rollup row holds
+// one cell per bucket, so in windows of 2^24 ms its blocks were a cell or
+// a few (a 6h bucket's one, a 1h bucket's 4.66), and Pebble's cost per key
+// was most of a rollup read. Its window is the power of two of columns
+// that holds rollupBlockCells buckets of its resolution or fewer, up to the
+// whole row: at 1h and 6h a three-week row is one block (504 and 84
+// cells), at 5m a block of 2^28 ms holds 894, at 1m one of 2^25 ms 559, so
+// a merge or a read materialises no more than a raw row's block at 15 s.
+// Keys are row-major (the window after the row key),
 // so that a read of a row is one iterator over adjacent keys; row keys begin
 // with the metric and row time, so new rows still sort after old ones of the
 // same metric.
@@ -27,9 +38,63 @@ import (
 // how flushes and compactions group the operands. Deletes and the purge,
 // which run under Engine.mu, read the merged block and Set what remains,
 // which replaces every operand below.
-const windowShift = 24
+const (
+	windowShift      = 24
+	rollupBlockCells = 1024
+)
 
-func window(column uint32) uint32 { return column >> windowShift }
+// windowOf is the window of a cell of rowKey: every caller that makes or
+// finds a block key goes through it, so a row's blocks never overlap.
+func windowOf(rowKey []byte, column uint32) uint32 {
+	return uint32(uint64(column) >> windowShiftOf(rowKey))
+}
+
+// windowShiftOf tells a rollup row from its key alone, as the engine gets
+// no labels: a metric name ending in rollup.NameSuffix, and a tag
+// rollup.ResolutionTag whose value is a resolution rollup.ParseResolution
+// takes. Its shift is then that of the largest power of two of
+// milliseconds that holds rollupBlockCells buckets or fewer, 32 (the whole
+// row) at most; any other row's is windowShift. A raw row that matches
+// only gets larger blocks, which hold the same cells. With SECONDS columns
+// a row is 1.8 M columns, so its rollup rows are one block each, as its raw
+// rows already are at 2^24.
+func windowShiftOf(rowKey []byte) uint {
+	nul := bytes.IndexByte(rowKey, 0)
+	if nul < 0 || !bytes.HasSuffix(rowKey[:nul], rollupSuffix) || len(rowKey) < nul+9 {
+		return windowShift
+	}
+	tags := rowKey[nul+9:]
+	if len(tags) >= 2 && tags[0] == 0 { // the type block (codec.AppendRowKey)
+		tags = tags[min(2+int(tags[1]), len(tags)):]
+	}
+	for i := 0; i < len(tags); {
+		j := bytes.Index(tags[i:], rollupResolutionTag)
+		if j < 0 {
+			break
+		}
+		at := i + j
+		i = at + 1
+		if at > 0 && tags[at-1] != ':' {
+			continue // inside a name or value
+		}
+		v := tags[at+len(rollupResolutionTag):]
+		end := bytes.IndexByte(v, ':')
+		if end < 0 {
+			continue
+		}
+		r, err := rollup.ParseResolution(string(v[:end]))
+		if err != nil {
+			continue
+		}
+		return min(uint(bits.Len64(uint64(r.Millis())*rollupBlockCells))-1, 32)
+	}
+	return windowShift
+}
+
+var (
+	rollupSuffix        = []byte(rollup.NameSuffix)
+	rollupResolutionTag = []byte(rollup.ResolutionTag + "=")
+)
 
 // mergerName is stored by Pebble in the OPTIONS file; a store opened with
 // another merger is refused, which is how Open recognises a store of layout

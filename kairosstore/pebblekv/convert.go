@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -349,12 +350,12 @@ func (c *converter) cell(key, value []byte, now int64) error {
 		return nil // nothing a read would return, nor a write find
 	}
 	col := binary.BigEndian.Uint32(rest)
-	if len(c.block) == 0 || window(col) != c.window || !bytes.Equal(rowKey, c.row) {
+	if len(c.block) == 0 || windowOf(rowKey, col) != c.window || !bytes.Equal(rowKey, c.row) {
 		if err := c.flush(); err != nil {
 			return err
 		}
 		c.row = append(c.row[:0], rowKey...)
-		c.window = window(col)
+		c.window = windowOf(rowKey, col)
 	}
 	n := len(c.arena)
 	c.arena = append(c.arena, ent.value...)
@@ -404,5 +405,139 @@ func (c *converter) commit(lastKey []byte) error {
 		return err
 	}
 	c.b, c.cells = c.db.NewBatch(), 0
+	return nil
+}
+
+// A store of layout kairosdb-2 keeps rollup rows in windows of 2^24 columns
+// like raw rows; this build keeps them in larger ones (windowOf). Open
+// turns the one into the other in place before anything reads or writes
+// (densify): each rollup row is read (each block merged, as a read sees
+// it), its cells reconciled as the merge operator does (mergeBlocks), and
+// set as its new blocks with their expiry index keys while its old keys
+// are deleted, in the same batch: a row is converted whole or not at all,
+// so a conversion killed at any moment is resumed by the next Open, which
+// finds the rows done already in their new blocks and skips them. A batch carries whole rows, up to
+// densifyBatchRows or 16 MiB, and is synced: Pebble keeps an unsynced
+// batch's log record in the process until a later sync. The layout key,
+// set last, ends it. The old blocks' expiry index keys stay; the purge
+// drops them when it finds their blocks gone.
+var layoutVersionWindows = []byte("kairosdb-2")
+
+// Knobs of densify, variables for the test that kills it midway.
+var (
+	densifyLogEvery  = 10 * time.Second
+	densifyBatchRows = 256
+	densifyRowPause  time.Duration
+)
+
+// densify converts a store of layout kairosdb-2 (see above); any other
+// layout is left to checkLayout.
+func (e *Engine) densify() (err error) {
+	v, closer, err := e.db.Get(layoutKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	old := bytes.Equal(v, layoutVersionWindows)
+	if err := closer.Close(); err != nil || !old {
+		return err
+	}
+	e.logger.Info("Converting the embedded store's rollup rows to larger blocks")
+	it, err := e.db.NewIter(&pebble.IterOptions{LowerBound: []byte{tableBlock}, UpperBound: []byte{tableBlock + 1}})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, it.Close()) }()
+	start, lastLog := time.Now(), time.Now()
+	var rows, converted int64
+	var blocks [][]byte
+	var keys [][]byte
+	var xkey []byte
+	b := e.db.NewBatch()
+	defer func() { err = errors.Join(err, b.Close()) }()
+	batchRows := 0
+	for ok := it.First(); ok; {
+		rowKey, rest, err := cutEscaped(it.Key()[1:])
+		if err != nil || len(rest) != 4 {
+			return fmt.Errorf("%w: data_points block key %x", errCorrupt, it.Key())
+		}
+		rowKey = bytes.Clone(rowKey)
+		prefix := appendBlockPrefix(nil, rowKey)
+		if windowShiftOf(rowKey) == windowShift {
+			ok = it.SeekGE(prefixEnd(prefix))
+			continue
+		}
+		rows++
+		blocks, keys = blocks[:0], keys[:0]
+		for ; ok && bytes.HasPrefix(it.Key(), prefix); ok = it.Next() {
+			v, err := it.ValueAndErr()
+			if err != nil {
+				return err
+			}
+			keys = append(keys, bytes.Clone(it.Key()))
+			blocks = append(blocks, bytes.Clone(v))
+		}
+		cells, err := mergeBlocks(blocks)
+		if err != nil {
+			return fmt.Errorf("pebblekv: data_points row %q: %w", rowKey, err)
+		}
+		// The cells in their new blocks; a row whose keys are those already
+		// was converted before a kill (or never reached its second old
+		// window), since an old window above 0 is never a new one.
+		type newBlock struct {
+			key   []byte
+			cells []cellblock.Cell
+		}
+		var news []newBlock
+		for i := 0; i < len(cells); {
+			w := windowOf(rowKey, cells[i].Column)
+			j := i + 1
+			for j < len(cells) && windowOf(rowKey, cells[j].Column) == w {
+				j++
+			}
+			news = append(news, newBlock{appendBlockKey(nil, rowKey, w), cells[i:j]})
+			i = j
+		}
+		if slices.EqualFunc(keys, news, func(k []byte, n newBlock) bool { return bytes.Equal(k, n.key) }) {
+			continue
+		}
+		for _, k := range keys {
+			if !slices.ContainsFunc(news, func(n newBlock) bool { return bytes.Equal(k, n.key) }) {
+				if err := b.Delete(k, nil); err != nil {
+					return err
+				}
+			}
+		}
+		for _, n := range news {
+			if err := errors.Join(b.Set(n.key, cellblock.Append(nil, n.cells), nil), indexBlock(b, n.key, n.cells, e.blockPurgeStep, &xkey)); err != nil {
+				return err
+			}
+		}
+		converted++
+		if batchRows++; batchRows >= densifyBatchRows || b.Len() >= 16<<20 {
+			if err := b.Commit(pebble.Sync); err != nil {
+				return err
+			}
+			b.Reset()
+			batchRows = 0
+			if time.Since(lastLog) >= densifyLogEvery {
+				lastLog = time.Now()
+				e.logger.Info("Converting the embedded store's rollup rows", "rows_done", rows, "rows_converted", converted, "rows_per_second", int64(float64(rows)/time.Since(start).Seconds()))
+			}
+			time.Sleep(densifyRowPause)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return err
+	}
+	if err := b.Set(layoutKey, layoutVersion, nil); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	e.logger.Info("Converted the embedded store's rollup rows", "rows", rows, "rows_converted", converted, "duration", time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -205,7 +205,7 @@ func TestConvertRefusedWithoutRoom(t *testing.T) {
 	opts := DefaultOptions()
 	opts.FS = lowDisk{vfs.Default}
 	_, err := Open(dir, opts, nil)
-	require.ErrorContains(t, err, fmt.Sprintf("cannot convert the pebble store in %q to layout kairosdb-2: it needs about 64 MiB free on its disk and 10 MiB are: free some space and start again (the store is unchanged)", dir))
+	require.ErrorContains(t, err, fmt.Sprintf("cannot convert the pebble store in %q to layout kairosdb-3: it needs about 64 MiB free on its disk and 10 MiB are: free some space and start again (the store is unchanged)", dir))
 	old, err := isOldLayout(vfs.Default, dir)
 	require.NoError(t, err)
 	require.True(t, old)
@@ -253,11 +253,16 @@ func TestConvertResumesAfterKill(t *testing.T) {
 }
 
 // TestMain runs this binary as the conversion TestConvertResumesAfterKill
-// kills, when that test sets KAIROS_CONVERT_CHILD, rather than as a test
+// (or TestDensifyResumesAfterKill) kills, when that test sets
+// KAIROS_CONVERT_CHILD (KAIROS_DENSIFY_CHILD), rather than as a test
 // that would skip everywhere else: a slow conversion in small batches that
 // logs every one.
 func TestMain(m *testing.M) {
 	dir := os.Getenv("KAIROS_CONVERT_CHILD")
+	if d := os.Getenv("KAIROS_DENSIFY_CHILD"); d != "" {
+		dir = d
+		densifyLogEvery, densifyBatchRows, densifyRowPause = 0, 1, 100*time.Millisecond
+	}
 	if dir == "" {
 		os.Exit(m.Run())
 	}

@@ -82,8 +82,8 @@ func (e *Engine) Delete(ctx context.Context, d *engine.Deletes) error {
 // replaces its operands.
 func (t *txn) deleteCells(rowKey []byte, lo, hi uint32, tomb entry) (err error) {
 	t.rows[t.e.marks.hash(rowKey)] = false
-	lower := appendBlockKey(nil, rowKey, window(lo))
-	upper := prefixEnd(appendBlockKey(nil, rowKey, window(hi)))
+	lower := appendBlockKey(nil, rowKey, windowOf(rowKey, lo))
+	upper := prefixEnd(appendBlockKey(nil, rowKey, windowOf(rowKey, hi)))
 	it, err := t.b.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return err

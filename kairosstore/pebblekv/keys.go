@@ -162,7 +162,7 @@ func decodeTags(dst []codec.Tag, src []byte) ([]codec.Tag, []byte, error) {
 // data_points of layout kairosdb-1, read only by the conversion:
 // d | key | column1 (4 bytes, unsigned order).
 
-// data_points blocks: b | key | window (4 bytes, column >> windowShift).
+// data_points blocks: b | key | window (4 bytes, windowOf).
 func appendBlockPrefix(dst, rowKey []byte) []byte {
 	return appendEscaped(append(dst, tableBlock), rowKey)
 }

@@ -75,7 +75,7 @@ func (m *model) write(now, writeTime, purgeStep int64, cells []engine.Cell) {
 		if c.TTL != 0 {
 			exp = now + int64(c.TTL)
 			if winner[rc{string(c.Key), c.Column}] == i {
-				m.due[modelDue{string(c.Key), window(c.Column), blockPurgeTime(exp, purgeStep)}] = true
+				m.due[modelDue{string(c.Key), windowOf(c.Key, c.Column), blockPurgeTime(exp, purgeStep)}] = true
 			}
 		}
 		nc := modelCell{writeTime: writeTime, expiry: exp, value: bytes.Clone(c.Value)}
@@ -131,7 +131,7 @@ func (m *model) purge(now int64) {
 		}
 		delete(m.due, d)
 		for col, c := range m.cells[d.row] {
-			if window(col) == d.window && c.expiry != 0 && c.expiry <= now {
+			if windowOf([]byte(d.row), col) == d.window && c.expiry != 0 && c.expiry <= now {
 				delete(m.cells[d.row], col)
 			}
 		}
@@ -195,7 +195,8 @@ func runModel(t *testing.T, seed uint64, steps int, headBytes int64) {
 	ctx := t.Context()
 	m := &model{cells: map[string]map[uint32]modelCell{}, tombs: map[[3]string]modelTomb{}, grace: 30, due: map[modelDue]bool{}}
 
-	rows := []string{"a", "b\x00row", "c"}
+	// The last row is a rollup's, in windows of 2^28 columns (windowOf).
+	rows := []string{"a", "b\x00row", "c", rollupRowKey("m", "5m", 0)}
 	columns := []uint32{0, 1, 2, 60_000, 120_000, 1<<24 - 1, 1 << 24, 1<<24 + 60_000, 5<<24 + 7, 1 << 31, math.MaxUint32 - 1, math.MaxUint32}
 	value := func() []byte {
 		switch rng.IntN(4) {

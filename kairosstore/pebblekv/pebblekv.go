@@ -15,7 +15,9 @@
 // data_points is the exception to one key per row: its cells are kept in
 // blocks, one key per row key and window of columns (blocks.go, package
 // cellblock), written blind through a merge operator. A store of the layout
-// before (kairosdb-1, a key per cell) is converted by Open (convert.go).
+// before (kairosdb-1, a key per cell) is converted by Open (convert.go), and
+// so is one of kairosdb-2, whose rollup rows had blocks of 2^24 columns
+// like raw rows instead of larger ones (windowOf).
 // The cells of small writes (a scrape's: a cell or a few per row) go
 // through a head first (head.go): kept in memory and in a log of their own
 // (wal.go) until one operand can carry many of a row's cells; every read
@@ -96,7 +98,7 @@ const formatVersion = pebble.FormatValueSeparation
 // stores it and Open refuses a store written with another one.
 var (
 	layoutKey     = []byte{tableMeta, 'l', 'a', 'y', 'o', 'u', 't'}
-	layoutVersion = []byte("kairosdb-2")
+	layoutVersion = []byte("kairosdb-3")
 )
 
 const (
@@ -305,6 +307,11 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 		return nil, fmt.Errorf("cannot open pebble store in %q: %w", dir, err)
 	}
 	e.db = db
+	if err := e.densify(); err != nil {
+		_ = db.Close()
+		_ = lock.Close()
+		return nil, fmt.Errorf("cannot convert the rollup rows of the pebble store in %q to layout %s: %w", dir, layoutVersion, err)
+	}
 	if err := e.load(); err != nil {
 		_ = db.Close()
 		_ = lock.Close()

@@ -98,7 +98,7 @@ func TestOpenOtherLayout(t *testing.T) {
 	require.NoError(t, e.Close())
 
 	_, err = Open("db", opts, nil)
-	require.EqualError(t, err, `cannot open pebble store in "db": store layout "kairosdb-0", this build reads "kairosdb-2"`)
+	require.EqualError(t, err, `cannot open pebble store in "db": store layout "kairosdb-0", this build reads "kairosdb-3"`)
 }
 
 // countKeys counts the raw keys of a table whose partition is rowKey (all of

@@ -284,8 +284,8 @@ func (e *Engine) CellsOfRows(ctx context.Context, read func(cells func(rowKey []
 				return err
 			}
 		}
-		lower = appendBlockKey(lower[:0], rowKey, window(lo))
-		upper = toPrefixEnd(appendBlockKey(upper[:0], rowKey, window(hi-1)))
+		lower = appendBlockKey(lower[:0], rowKey, windowOf(rowKey, lo))
+		upper = toPrefixEnd(appendBlockKey(upper[:0], rowKey, windowOf(rowKey, hi-1)))
 		if it == nil {
 			itDrains = e.headDrains()
 			var err error
@@ -378,8 +378,8 @@ func (e *Engine) CellDoubles(ctx context.Context, rowKey []byte, lo, hi uint32, 
 	if _, err := e.drainRow(rowKey); err != nil {
 		return err
 	}
-	lower := appendBlockKey(nil, rowKey, window(lo))
-	upper := toPrefixEnd(appendBlockKey(nil, rowKey, window(hi-1)))
+	lower := appendBlockKey(nil, rowKey, windowOf(rowKey, lo))
+	upper := toPrefixEnd(appendBlockKey(nil, rowKey, windowOf(rowKey, hi-1)))
 	it, err := e.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return err

@@ -443,7 +443,7 @@ func (t *txn) putCellAt(c *engine.Cell, writeTime, expiry int64) error {
 	// Cells come grouped by row key, so a block is usually built from
 	// consecutive cells; a row and window seen again later in the batch is
 	// one more merge operand, which the merge operator reconciles the same.
-	if !sameRow || window(c.Column) != t.blockWindow {
+	if !sameRow || windowOf(c.Key, c.Column) != t.blockWindow {
 		if err := t.flushBlock(); err != nil {
 			return err
 		}
@@ -452,7 +452,7 @@ func (t *txn) putCellAt(c *engine.Cell, writeTime, expiry int64) error {
 			t.blockHash = h
 			t.haveRow = true
 		}
-		t.blockWindow = window(c.Column)
+		t.blockWindow = windowOf(c.Key, c.Column)
 	}
 	t.block = append(t.block, cellblock.Cell{Column: c.Column, WriteTime: writeTime, Expiry: expiry, Value: c.Value})
 	return nil
