@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/kahansum"
 
 	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
@@ -34,7 +35,9 @@ import (
 //   - Aggregate Count returns 1 per raw sample (the query API rewrote
 //     count_over_time to sum_over_time); Counter returns a running sum of
 //     increases, resets applied, so rate and increase see a counter that
-//     never resets.
+//     never resets; Avg returns each bucket's mean, from the sum and count
+//     rollups or from raw samples, for avg_over_time over windows of one
+//     bucket.
 //
 // A series with native-histogram rows, or one that is not rollable, is read
 // raw: no rollup applies to it.
@@ -300,6 +303,9 @@ func overlapping(spans []span, lo, hi int64) []span {
 
 // readPlanned reads one series as p says.
 func (s *Store) readPlanned(ctx context.Context, ref *index.Series, p *plannedRead, sizeHint int, budget *sampleBudget) (*listSeries, error) {
+	if p.Aggregate == rollup.Avg {
+		return s.readAvg(ctx, ref, p, sizeHint, budget)
+	}
 	var rkey rollupKey
 	rolled := p.rolled && rollup.Rollable(ref.Labels) && !hasHistograms(ref)
 	if rolled {
@@ -341,6 +347,112 @@ func (s *Store) readPlanned(ctx context.Context, ref *index.Series, p *plannedRe
 	out.ts = slices.Concat(before.ts, mid.ts, after.ts)
 	out.vs = slices.Concat(before.vs, mid.vs, after.vs)
 	return out, nil
+}
+
+// readAvg reads the mean of each bucket: from the sum and count rollups
+// where written, a point only where both have one (as the query API's
+// division of the two matched them, so a bucket another writer deleted
+// from either has none), and from the raw samples before and after them
+// and of a series without rollups.
+func (s *Store) readAvg(ctx context.Context, ref *index.Series, p *plannedRead, sizeHint int, budget *sampleBudget) (*listSeries, error) {
+	var sumKey, countKey rollupKey
+	rolled := p.rolled && rollup.Rollable(ref.Labels) && !hasHistograms(ref)
+	if rolled {
+		var errSum, errCount error
+		sumKey, errSum = s.rollupKeyOf(ref.Labels, p.Resolution, rollup.Sum)
+		countKey, errCount = s.rollupKeyOf(ref.Labels, p.Resolution, rollup.Count)
+		rolled = errSum == nil && errCount == nil
+	}
+	if !rolled {
+		out, err := s.readSeriesIn(ctx, ref, p.spans, sizeHint, budget)
+		if err != nil {
+			return nil, err
+		}
+		return means(out, p.Resolution), nil
+	}
+	r := p.Resolution.Millis()
+	before, err := s.readSeriesIn(ctx, ref, clip(p.spans, p.start, p.rollFrom-r), 0, budget)
+	if err != nil {
+		return nil, err
+	}
+	mid := clip(p.spans, p.rollFrom, p.rollTo)
+	sums, err := s.readRollup(ctx, ref, sumKey, p.Resolution, mid, budget)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := s.readRollup(ctx, ref, countKey, p.Resolution, mid, budget)
+	if err != nil {
+		return nil, err
+	}
+	after, err := s.readSeriesIn(ctx, ref, clip(p.spans, p.rollTo+1, p.end), 0, budget)
+	if err != nil {
+		return nil, err
+	}
+	// The means go in sums' own slices, at or before the point they are
+	// made from.
+	k, j := 0, 0
+	for i, t := range sums.ts {
+		for j < len(counts.ts) && counts.ts[j] < t {
+			j++
+		}
+		if j < len(counts.ts) && counts.ts[j] == t {
+			sums.ts[k], sums.vs[k] = t, rollup.Mean(sums.vs[i], counts.vs[j])
+			k++
+		}
+	}
+	sums.ts, sums.vs = sums.ts[:k], sums.vs[:k]
+	before, after = means(before, p.Resolution), means(after, p.Resolution)
+	if len(before.ts) == 0 && len(after.ts) == 0 {
+		return sums, nil
+	}
+	out := &listSeries{lset: ref.Labels}
+	out.ts = slices.Concat(before.ts, sums.ts, after.ts)
+	out.vs = slices.Concat(before.vs, sums.vs, after.vs)
+	return out, nil
+}
+
+// means turns raw float samples (ascending) into one point per bucket of
+// res at its end, the bucket's mean as sum_over_time over
+// count_over_time computes it: the compensated sum PromQL's sum_over_time
+// takes (kahansum), over the number of samples. Stale markers are no
+// samples to a range function, so they go. It works in l's own slices,
+// each point written at or before the first sample of its bucket. A
+// series with histogram samples, or a read without a resolution, is l
+// as it is: avg_over_time over it is then raw's answer.
+func means(l *listSeries, res rollup.Resolution) *listSeries {
+	if l.hs != nil || l.fhs != nil || res <= 0 {
+		return l
+	}
+	k := 0
+	var (
+		end       int64
+		sum, c, n float64
+	)
+	flush := func() {
+		if n == 0 {
+			return
+		}
+		if !math.IsInf(sum, 0) {
+			sum += c
+		}
+		l.ts[k], l.vs[k] = end, rollup.Mean(sum, n)
+		k++
+	}
+	for i, t := range l.ts {
+		v := l.vs[i]
+		if value.IsStaleNaN(v) {
+			continue
+		}
+		if e := res.Bucket(t); n == 0 || e != end {
+			flush()
+			end, sum, c, n = e, 0, 0, 0
+		}
+		sum, c = kahansum.Inc(v, sum, c)
+		n++
+	}
+	flush()
+	l.ts, l.vs = l.ts[:k], l.vs[:k]
+	return l
 }
 
 // readCounter reads a counter from its rollups, except around the buckets
