@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
@@ -85,6 +86,25 @@ func rollupAvg(t *testing.T, engName string) {
 		require.NoError(t, app.Commit(ctx))
 	}
 	require.NoError(t, rolluptest.Write(ctx, st, eng, testResolutions, t0+2*day, t0+8*day, data))
+	// Native histograms have no rollups: the means read a series of them
+	// raw, and avg_over_time answers as over raw samples. Among floats,
+	// the floats are rolled up (as the job does), and the means are the
+	// quotient's.
+	mixed := rolluptest.Series{Labels: labels.FromStrings("__name__", "hg", "i", "mixed")}
+	app := st.NewAppender()
+	for ts := t0 + 13_000; ts < t0+10*day; ts += 10 * 60_000 {
+		h := &histogram.Histogram{Count: uint64(ts % 7), Sum: float64(ts%13) - 6, ZeroThreshold: 0.001, ZeroCount: uint64(ts % 7),
+			PositiveSpans: []histogram.Span{{Offset: 0, Length: 0}}}
+		require.NoError(t, errOf(app.AppendHistogram(0, labels.FromStrings("__name__", "hg", "i", "h"), ts, h, nil)))
+		if ts%3 == 0 {
+			require.NoError(t, errOf(app.AppendHistogram(0, labels.FromStrings("__name__", "hg", "i", "mixed"), ts, h, nil)))
+		} else {
+			require.NoError(t, errOf(app.Append(0, mixed.Labels, ts, float64(ts%11))))
+			mixed.T, mixed.V = append(mixed.T, ts), append(mixed.V, float64(ts%11))
+		}
+	}
+	require.NoError(t, app.Commit(ctx))
+	require.NoError(t, rolluptest.Write(ctx, st, eng, testResolutions, t0+2*day, t0+8*day, []rolluptest.Series{mixed}))
 	api := New(st, Options{RollupResolutions: testResolutions}, nil, prometheus.NewRegistry())
 	h := mount(api, http.NotFoundHandler())
 
@@ -199,6 +219,15 @@ func rollupAvg(t *testing.T, engName string) {
 		}
 	}
 	compare(false)
+	for _, w := range windows[:2] {
+		for _, r := range []string{"6h", "1h"} {
+			q := `avg_over_time(hg{i="h"}[` + r + `])`
+			require.True(t, planned(q, w, ""))
+			require.Equal(t, query(q, w, "0").body, query(q, w, "").body, "%s over %v", q, w)
+			q = `avg_over_time(hg{i="mixed"}[` + r + `])`
+			require.Equal(t, query(`sum_over_time(hg{i="mixed"}[`+r+`]) / count_over_time(hg{i="mixed"}[`+r+`])`, w, "").body, query(q, w, "").body, "%s over %v", q, w)
+		}
+	}
 	require.Greater(t, compared, 40, "most reads are planned")
 	require.Greater(t, rawPoints, 500)
 
@@ -218,7 +247,7 @@ func rollupAvg(t *testing.T, engName string) {
 		require.NoError(t, err)
 		require.Positive(t, n)
 	}
-	app := st.NewAppender()
+	app = st.NewAppender()
 	require.NoError(t, errOf(app.Append(0, rollup.SeriesLabels(data[2].Labels, six, rollup.Count), t0+5*day, 0)))
 	require.NoError(t, app.Commit(ctx))
 	whole := func(ms int64) string { return strconv.FormatInt(ms/1000, 10) }
