@@ -828,8 +828,44 @@ func (s *Store) cellsOfRows(ctx context.Context, read func(cells cellsFunc) erro
 }
 
 // readRollup reads the rollup values at bucket ends within spans, from the
-// kairos_double rows of k at res. Rows that do not exist hold no cell.
+// kairos_double rows of k at res, and, where the raw series has non-finite
+// samples (its null-typed rows, §5.7), from the null-typed rows of k too,
+// where the job writes a bucket's NaN or ±Inf. Rows that do not exist hold
+// no cell. A bucket whose finite samples overflow to ±Inf in a raw series
+// without non-finite samples is not read: reading every rollup's null rows
+// would double the rows a read seeks.
 func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, res rollup.Resolution, spans []span, budget *sampleBudget) (*listSeries, error) {
+	out, err := s.readRollupOf(ctx, ref, k, res, spans, budget, codec.TypeDouble)
+	if err != nil || len(spans) == 0 || !slices.ContainsFunc(ref.Rows, func(r index.Row) bool { return r.DataType == codec.TypeNull }) {
+		return out, err
+	}
+	odd, err := s.readRollupOf(ctx, ref, k, res, spans, budget, codec.TypeNull)
+	if err != nil || len(odd.ts) == 0 {
+		return out, err
+	}
+	// Both ascending; a bucket in both (a reader between the job's write
+	// of one and its delete of the other) keeps its finite value.
+	ts, vs := make([]int64, 0, len(out.ts)+len(odd.ts)), make([]float64, 0, len(out.ts)+len(odd.ts))
+	i, j := 0, 0
+	for i < len(out.ts) || j < len(odd.ts) {
+		switch {
+		case j == len(odd.ts) || i < len(out.ts) && out.ts[i] <= odd.ts[j]:
+			if j < len(odd.ts) && out.ts[i] == odd.ts[j] {
+				j++
+			}
+			ts, vs = append(ts, out.ts[i]), append(vs, out.vs[i])
+			i++
+		default:
+			ts, vs = append(ts, odd.ts[j]), append(vs, odd.vs[j])
+			j++
+		}
+	}
+	out.ts, out.vs = ts, vs
+	return out, nil
+}
+
+// readRollupOf is readRollup of the rows of one data type.
+func (s *Store) readRollupOf(ctx context.Context, ref *index.Series, k rollupKey, res rollup.Resolution, spans []span, budget *sampleBudget, dataType string) (*listSeries, error) {
 	out := &listSeries{lset: ref.Labels}
 	if len(spans) == 0 {
 		return out, nil
@@ -841,7 +877,8 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 	defer s.observe("data_points_rollup", t0)
 	read := 0
 	defer func() { s.m.cellsRead.WithLabelValues("rollup").Add(float64(read)) }()
-	if n := rollupCap(spans, res.Millis()); n > 0 {
+	if n := rollupCap(spans, res.Millis()); n > 0 && dataType == codec.TypeDouble {
+		// Non-finite buckets are few: those read grow as they come.
 		out.ts, out.vs = make([]int64, 0, n), make([]float64, 0, n)
 	}
 	w := s.spec.WidthMillis()
@@ -851,7 +888,7 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 	_, serial := s.eng.(rowsReader)
 	var batch []rollupRowRead
 	flush := func(cells cellsFunc) error {
-		err := s.readRollupRows(ctx, ref, cells, batch, out)
+		err := s.readRollupRows(ctx, ref, cells, batch, out, dataType)
 		for i := range batch {
 			read += batch[i].read
 		}
@@ -872,7 +909,7 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 				}
 				batch = batch[:len(batch)+1]
 				r := &batch[len(batch)-1]
-				r.key = codec.AppendRowKey(r.key[:0], codec.RowKey{Metric: k.metric, RowTime: rt, DataType: codec.TypeDouble, Tags: k.tags})
+				r.key = codec.AppendRowKey(r.key[:0], codec.RowKey{Metric: k.metric, RowTime: rt, DataType: dataType, Tags: k.tags})
 				r.rt, r.sl, r.keep, r.read = rt, sl, overlapping(keep, max(sl.lo, rt), min(sl.hi, addSat(rt, w-1))), 0
 				r.lo, r.hi = s.spec.SliceBounds(rt, sl.lo, sl.hi)
 				r.cols = s.rollupColumns(r, res.Millis(), max(sl.lo, rt), min(sl.hi, addSat(rt, w-1)))
@@ -1013,8 +1050,8 @@ type rollupRowRead struct {
 // readRollupRows reads the rows of batch and appends their points to out
 // in batch order: one row in place, several at once, each into its own
 // slices. Every goroutine has ended when it returns.
-func (s *Store) readRollupRows(ctx context.Context, ref *index.Series, cells cellsFunc, batch []rollupRowRead, out *listSeries) error {
-	rollupRow := index.Row{DataType: codec.TypeDouble} // rollups are kairos_double rows
+func (s *Store) readRollupRows(ctx context.Context, ref *index.Series, cells cellsFunc, batch []rollupRowRead, out *listSeries, dataType string) error {
+	rollupRow := index.Row{DataType: dataType}
 	// add takes one cell of r: counted, and kept when keep (r's spans) holds it.
 	add := func(r *rollupRowRead, keep *spanFilter, ts *[]int64, vs *[]float64, col uint32, b []byte) {
 		r.read++
