@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/kahansum"
 
 	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
@@ -34,7 +35,9 @@ import (
 //   - Aggregate Count returns 1 per raw sample (the query API rewrote
 //     count_over_time to sum_over_time); Counter returns a running sum of
 //     increases, resets applied, so rate and increase see a counter that
-//     never resets.
+//     never resets; Avg returns each bucket's mean, from the sum and count
+//     rollups or from raw samples, for avg_over_time over windows of one
+//     bucket.
 //
 // A series with native-histogram rows, or one that is not rollable, is read
 // raw: no rollup applies to it.
@@ -300,6 +303,9 @@ func overlapping(spans []span, lo, hi int64) []span {
 
 // readPlanned reads one series as p says.
 func (s *Store) readPlanned(ctx context.Context, ref *index.Series, p *plannedRead, sizeHint int, budget *sampleBudget) (*listSeries, error) {
+	if p.Aggregate == rollup.Avg {
+		return s.readAvg(ctx, ref, p, sizeHint, budget)
+	}
 	var rkey rollupKey
 	rolled := p.rolled && rollup.Rollable(ref.Labels) && !hasHistograms(ref)
 	if rolled {
@@ -341,6 +347,112 @@ func (s *Store) readPlanned(ctx context.Context, ref *index.Series, p *plannedRe
 	out.ts = slices.Concat(before.ts, mid.ts, after.ts)
 	out.vs = slices.Concat(before.vs, mid.vs, after.vs)
 	return out, nil
+}
+
+// readAvg reads the mean of each bucket: from the sum and count rollups
+// where written, a point only where both have one (as the query API's
+// division of the two matched them, so a bucket another writer deleted
+// from either has none), and from the raw samples before and after them
+// and of a series without rollups.
+func (s *Store) readAvg(ctx context.Context, ref *index.Series, p *plannedRead, sizeHint int, budget *sampleBudget) (*listSeries, error) {
+	var sumKey, countKey rollupKey
+	rolled := p.rolled && rollup.Rollable(ref.Labels) && !hasHistograms(ref)
+	if rolled {
+		var errSum, errCount error
+		sumKey, errSum = s.rollupKeyOf(ref.Labels, p.Resolution, rollup.Sum)
+		countKey, errCount = s.rollupKeyOf(ref.Labels, p.Resolution, rollup.Count)
+		rolled = errSum == nil && errCount == nil
+	}
+	if !rolled {
+		out, err := s.readSeriesIn(ctx, ref, p.spans, sizeHint, budget)
+		if err != nil {
+			return nil, err
+		}
+		return means(out, p.Resolution), nil
+	}
+	r := p.Resolution.Millis()
+	before, err := s.readSeriesIn(ctx, ref, clip(p.spans, p.start, p.rollFrom-r), 0, budget)
+	if err != nil {
+		return nil, err
+	}
+	mid := clip(p.spans, p.rollFrom, p.rollTo)
+	sums, err := s.readRollup(ctx, ref, sumKey, p.Resolution, mid, budget)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := s.readRollup(ctx, ref, countKey, p.Resolution, mid, budget)
+	if err != nil {
+		return nil, err
+	}
+	after, err := s.readSeriesIn(ctx, ref, clip(p.spans, p.rollTo+1, p.end), 0, budget)
+	if err != nil {
+		return nil, err
+	}
+	// The means go in sums' own slices, at or before the point they are
+	// made from.
+	k, j := 0, 0
+	for i, t := range sums.ts {
+		for j < len(counts.ts) && counts.ts[j] < t {
+			j++
+		}
+		if j < len(counts.ts) && counts.ts[j] == t {
+			sums.ts[k], sums.vs[k] = t, rollup.Mean(sums.vs[i], counts.vs[j])
+			k++
+		}
+	}
+	sums.ts, sums.vs = sums.ts[:k], sums.vs[:k]
+	before, after = means(before, p.Resolution), means(after, p.Resolution)
+	if len(before.ts) == 0 && len(after.ts) == 0 {
+		return sums, nil
+	}
+	out := &listSeries{lset: ref.Labels}
+	out.ts = slices.Concat(before.ts, sums.ts, after.ts)
+	out.vs = slices.Concat(before.vs, sums.vs, after.vs)
+	return out, nil
+}
+
+// means turns raw float samples (ascending) into one point per bucket of
+// res at its end, the bucket's mean as sum_over_time over
+// count_over_time computes it: the compensated sum PromQL's sum_over_time
+// takes (kahansum), over the number of samples. Stale markers are no
+// samples to a range function, so they go. It works in l's own slices,
+// each point written at or before the first sample of its bucket. A
+// series with histogram samples, or a read without a resolution, is l
+// as it is: avg_over_time over it is then raw's answer.
+func means(l *listSeries, res rollup.Resolution) *listSeries {
+	if l.hs != nil || l.fhs != nil || res <= 0 {
+		return l
+	}
+	k := 0
+	var (
+		end       int64
+		sum, c, n float64
+	)
+	flush := func() {
+		if n == 0 {
+			return
+		}
+		if !math.IsInf(sum, 0) {
+			sum += c
+		}
+		l.ts[k], l.vs[k] = end, rollup.Mean(sum, n)
+		k++
+	}
+	for i, t := range l.ts {
+		v := l.vs[i]
+		if value.IsStaleNaN(v) {
+			continue
+		}
+		if e := res.Bucket(t); n == 0 || e != end {
+			flush()
+			end, sum, c, n = e, 0, 0, 0
+		}
+		sum, c = kahansum.Inc(v, sum, c)
+		n++
+	}
+	flush()
+	l.ts, l.vs = l.ts[:k], l.vs[:k]
+	return l
 }
 
 // readCounter reads a counter from its rollups, except around the buckets
@@ -716,8 +828,44 @@ func (s *Store) cellsOfRows(ctx context.Context, read func(cells cellsFunc) erro
 }
 
 // readRollup reads the rollup values at bucket ends within spans, from the
-// kairos_double rows of k at res. Rows that do not exist hold no cell.
+// kairos_double rows of k at res, and, where the raw series has non-finite
+// samples (its null-typed rows, §5.7), from the null-typed rows of k too,
+// where the job writes a bucket's NaN or ±Inf. Rows that do not exist hold
+// no cell. A bucket whose finite samples overflow to ±Inf in a raw series
+// without non-finite samples is not read: reading every rollup's null rows
+// would double the rows a read seeks.
 func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, res rollup.Resolution, spans []span, budget *sampleBudget) (*listSeries, error) {
+	out, err := s.readRollupOf(ctx, ref, k, res, spans, budget, codec.TypeDouble)
+	if err != nil || len(spans) == 0 || !slices.ContainsFunc(ref.Rows, func(r index.Row) bool { return r.DataType == codec.TypeNull }) {
+		return out, err
+	}
+	odd, err := s.readRollupOf(ctx, ref, k, res, spans, budget, codec.TypeNull)
+	if err != nil || len(odd.ts) == 0 {
+		return out, err
+	}
+	// Both ascending; a bucket in both (a reader between the job's write
+	// of one and its delete of the other) keeps its finite value.
+	ts, vs := make([]int64, 0, len(out.ts)+len(odd.ts)), make([]float64, 0, len(out.ts)+len(odd.ts))
+	i, j := 0, 0
+	for i < len(out.ts) || j < len(odd.ts) {
+		switch {
+		case j == len(odd.ts) || i < len(out.ts) && out.ts[i] <= odd.ts[j]:
+			if j < len(odd.ts) && out.ts[i] == odd.ts[j] {
+				j++
+			}
+			ts, vs = append(ts, out.ts[i]), append(vs, out.vs[i])
+			i++
+		default:
+			ts, vs = append(ts, odd.ts[j]), append(vs, odd.vs[j])
+			j++
+		}
+	}
+	out.ts, out.vs = ts, vs
+	return out, nil
+}
+
+// readRollupOf is readRollup of the rows of one data type.
+func (s *Store) readRollupOf(ctx context.Context, ref *index.Series, k rollupKey, res rollup.Resolution, spans []span, budget *sampleBudget, dataType string) (*listSeries, error) {
 	out := &listSeries{lset: ref.Labels}
 	if len(spans) == 0 {
 		return out, nil
@@ -729,7 +877,8 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 	defer s.observe("data_points_rollup", t0)
 	read := 0
 	defer func() { s.m.cellsRead.WithLabelValues("rollup").Add(float64(read)) }()
-	if n := rollupCap(spans, res.Millis()); n > 0 {
+	if n := rollupCap(spans, res.Millis()); n > 0 && dataType == codec.TypeDouble {
+		// Non-finite buckets are few: those read grow as they come.
 		out.ts, out.vs = make([]int64, 0, n), make([]float64, 0, n)
 	}
 	w := s.spec.WidthMillis()
@@ -739,7 +888,7 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 	_, serial := s.eng.(rowsReader)
 	var batch []rollupRowRead
 	flush := func(cells cellsFunc) error {
-		err := s.readRollupRows(ctx, ref, cells, batch, out)
+		err := s.readRollupRows(ctx, ref, cells, batch, out, dataType)
 		for i := range batch {
 			read += batch[i].read
 		}
@@ -760,7 +909,7 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 				}
 				batch = batch[:len(batch)+1]
 				r := &batch[len(batch)-1]
-				r.key = codec.AppendRowKey(r.key[:0], codec.RowKey{Metric: k.metric, RowTime: rt, DataType: codec.TypeDouble, Tags: k.tags})
+				r.key = codec.AppendRowKey(r.key[:0], codec.RowKey{Metric: k.metric, RowTime: rt, DataType: dataType, Tags: k.tags})
 				r.rt, r.sl, r.keep, r.read = rt, sl, overlapping(keep, max(sl.lo, rt), min(sl.hi, addSat(rt, w-1))), 0
 				r.lo, r.hi = s.spec.SliceBounds(rt, sl.lo, sl.hi)
 				r.cols = s.rollupColumns(r, res.Millis(), max(sl.lo, rt), min(sl.hi, addSat(rt, w-1)))
@@ -901,8 +1050,8 @@ type rollupRowRead struct {
 // readRollupRows reads the rows of batch and appends their points to out
 // in batch order: one row in place, several at once, each into its own
 // slices. Every goroutine has ended when it returns.
-func (s *Store) readRollupRows(ctx context.Context, ref *index.Series, cells cellsFunc, batch []rollupRowRead, out *listSeries) error {
-	rollupRow := index.Row{DataType: codec.TypeDouble} // rollups are kairos_double rows
+func (s *Store) readRollupRows(ctx context.Context, ref *index.Series, cells cellsFunc, batch []rollupRowRead, out *listSeries, dataType string) error {
+	rollupRow := index.Row{DataType: dataType}
 	// add takes one cell of r: counted, and kept when keep (r's spans) holds it.
 	add := func(r *rollupRowRead, keep *spanFilter, ts *[]int64, vs *[]float64, col uint32, b []byte) {
 		r.read++

@@ -116,6 +116,20 @@ func TestRollupReadStitched(t *testing.T) {
 		require.Equal(t, rawMin, minOf(vs))
 		_, vs = read("g", readhint.Hint{Aggregate: rollup.Max, Resolution: h})
 		require.Equal(t, rawMax, -minOf(negate(vs)))
+		// Avg: a point per bucket at its end, raw or rolled up alike, each
+		// the mean of the bucket's samples.
+		ts, vs = read("g", readhint.Hint{Aggregate: rollup.Avg, Resolution: h})
+		require.Len(t, ts, 48)
+		for i, end := range ts {
+			require.Equal(t, t0+int64(i+1)*hour, end)
+			sum, n := 0.0, 0.0
+			for j, t := range g.T {
+				if t > end-hour && t <= end {
+					sum, n = sum+g.V[j], n+1
+				}
+			}
+			require.InEpsilon(t, sum/n, vs[i], 1e-12, "bucket %d", i)
+		}
 		// The raw samples before the rollups keep their values (resets
 		// included, as over raw samples); from the rollups on, a running
 		// sum that never resets.

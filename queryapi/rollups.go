@@ -22,7 +22,8 @@ import (
 //
 //   - Rollups. min_over_time, max_over_time and sum_over_time of x[R] read
 //     the rollup of that aggregate; count_over_time becomes sum_over_time
-//     over the count rollup, avg_over_time their quotient. Only where every
+//     over the count rollup, avg_over_time their quotient, or, where each
+//     window is one bucket, reads the buckets' means. Only where every
 //     window is a whole number of buckets (R, the step, and the first
 //     evaluation time minus the offset are multiples of the resolution), so
 //     the result is exactly the raw one. rate and increase read the counter
@@ -212,6 +213,14 @@ func (p *planner) rollupCall(c *parser.Call, ms *parser.MatrixSelector, vs *pars
 		hint.Aggregate = rollup.Count
 		c.Func = parser.Functions["sum_over_time"]
 	case "avg_over_time":
+		if ms.Range.Milliseconds() == r.Millis() {
+			// Each window is one bucket, whose mean the store reads
+			// (rollup.Avg): one selector, and no match of two. The
+			// answer is the quotient's, but where a mean underflows to
+			// -0: avg_over_time of it is 0, as over raw samples.
+			hint.Aggregate = rollup.Avg
+			break
+		}
 		// sum / count of the same windows: both keep the series' labels
 		// but the name, so they match one to one. The count's selector
 		// has matchers of its own, by which its Select is told apart

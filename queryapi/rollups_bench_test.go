@@ -125,7 +125,7 @@ func longRange(b *testing.B, eng *sliceCounter, series int) {
 		"rollups": mount(New(st, withBudget(Options{RollupResolutions: testResolutions, MaxSamples: 50_000_000}), nil, prometheus.NewRegistry()), http.NotFoundHandler()),
 		"raw":     mount(New(st, Options{RollupResolutions: testResolutions}, nil, prometheus.NewRegistry()), http.NotFoundHandler()),
 	}
-	for _, q := range []string{`sum by (job) (rate(x[6h1m]))`, `sum by (job) (rate(x[1h]))`, `max_over_time(x[6h])`, `sum by (job) (rate(x[5m]))`} {
+	for _, q := range []string{`sum by (job) (rate(x[6h1m]))`, `sum by (job) (rate(x[1h]))`, `max_over_time(x[6h])`, `avg by (job) (avg_over_time(x[6h]))`, `sum by (job) (rate(x[5m]))`} {
 		for _, read := range []string{"rollups", "raw"} {
 			b.Run(fmt.Sprintf("q=%s/read=%s", q, read), func(b *testing.B) {
 				form := url.Values{"query": {q}, "start": {strconv.FormatInt((t0+day)/1000, 10)}, "end": {strconv.FormatInt(end/1000, 10)}, "step": {"6h"}}

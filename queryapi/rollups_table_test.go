@@ -123,6 +123,10 @@ var rollupCases = []rollupCase{
 	{q: `rate(c_total{job="a"}[1h])`, step: 8 * time.Hour, approx: true, rollup: true},
 	// Grafana's year: $__interval 6h, $__rate_interval 6h plus a scrape.
 	{q: `max_over_time(g[6h])`, step: 6 * time.Hour, rollup: true},
+	{q: `avg by (job) (avg_over_time(g[6h]))`, step: 6 * time.Hour, rollup: true},
+	{q: `avg_over_time(g[6h] offset 1d)`, step: 6 * time.Hour, rollup: true},
+	{q: `avg_over_time(g[1h])`, step: 6 * time.Hour, rollup: true},
+	{q: `avg_over_time(g{job="b"}[5m])`, step: time.Hour, rollup: true},
 	{q: `sum by (job) (rate(c_total[6h2m30s]))`, step: 6 * time.Hour, approx: true, rollup: true},
 	{q: `increase(c_total{job="b"}[6h])`, step: 6 * time.Hour, approx: true, rollup: true},
 	{q: `rate(c_total[5m])`, step: 8 * time.Hour},
@@ -326,6 +330,12 @@ func rangeResult(t *testing.T, h http.Handler, form url.Values) map[string][][2]
 	t.Helper()
 	ans := get(t, h, http.MethodPost, "/api/v1/query_range", form)
 	require.Equal(t, http.StatusOK, ans.code, "%s: %s", form.Get("query"), ans.body)
+	return rangeBody(t, ans.body)
+}
+
+// rangeBody is the points by series of a query_range answer's body.
+func rangeBody(t *testing.T, ans string) map[string][][2]float64 {
+	t.Helper()
 	var body struct {
 		Data struct {
 			Result []struct {
@@ -334,7 +344,7 @@ func rangeResult(t *testing.T, h http.Handler, form url.Values) map[string][][2]
 			} `json:"result"`
 		} `json:"data"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(ans.body), &body))
+	require.NoError(t, json.Unmarshal([]byte(ans), &body))
 	out := map[string][][2]float64{}
 	for _, s := range body.Data.Result {
 		ls := labels.FromMap(s.Metric).String()

@@ -22,7 +22,11 @@ type Hint struct {
 	// Resolution means raw samples. For Count over raw samples the store
 	// returns 1 for each sample, so the query's sum_over_time (the query
 	// API rewrites count_over_time to it) counts them; for Counter it
-	// returns a running sum of increases, resets applied.
+	// returns a running sum of increases, resets applied. For Avg it
+	// returns one point per bucket, at its end: the bucket's mean
+	// (rollup.Mean), from the sum and count rollups where written and from
+	// the raw samples elsewhere, so that avg_over_time over windows of
+	// exactly one bucket is the mean of that bucket.
 	Aggregate  rollup.Aggregate
 	Resolution rollup.Resolution
 	// WindowMillis > 0 limits the cells read to the windows the engine

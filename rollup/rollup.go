@@ -45,6 +45,10 @@ const (
 	// into a running sum, a counter without resets, so rate and increase
 	// over it need no knowledge of rollups.
 	Counter Aggregate = "counter"
+	// Avg is no series of its own, and the job writes none: a read of it
+	// is each bucket's Mean of its Sum and Count, so that avg_over_time
+	// over windows of one bucket reads one series instead of two.
+	Avg Aggregate = "avg"
 )
 
 // Aggregates is every aggregate, in the order the job writes them.
@@ -197,6 +201,16 @@ func Compute(r Resolution, from, to int64, ts []int64, vs []float64) []Point {
 		prev, havePrev, prevEnd = v, true, end
 	}
 	return out
+}
+
+// Mean is a bucket's average from its sum and count, as the query API's
+// sum_over_time(sum)/sum_over_time(count) of one bucket computes it: each
+// sum_over_time of one value adds a zero compensation term (which turns a
+// -0 into 0; it skips it for ±Inf, which is the same), and the quotient is
+// float64 division. A count of 0 divides as well (±Inf or NaN), as the
+// query did.
+func Mean(sum, count float64) float64 {
+	return (sum + 0) / (count + 0)
 }
 
 // Progress keys in service_index (docs/kairosdb-layout.md §13.3): service Service, service key

@@ -58,3 +58,28 @@ func TestCompute(t *testing.T) {
 	got = Compute(r, 0, m, []int64{1, 2}, []float64{nan, nan})
 	require.True(t, math.IsNaN(got[0].Min) && math.IsNaN(got[0].Max))
 }
+
+// TestMean: a bucket's mean is what sum_over_time(sum) / sum_over_time(count)
+// of that one bucket answered, sum_over_time adding a zero compensation to
+// each: -0 sums become 0, ±Inf and NaN pass, a count of 0 divides.
+func TestMean(t *testing.T) {
+	for _, c := range []struct{ sum, count, want float64 }{
+		{6, 4, 1.5},
+		{math.Copysign(0, -1), 3, 0},
+		{math.Inf(1), 2, math.Inf(1)},
+		{math.Inf(-1), 2, math.Inf(-1)},
+		{1e300, 1e-10, math.Inf(1)},
+		{-1e300, 3, -1e300 / 3},
+		{5, 0, math.Inf(1)},
+		{-5, 0, math.Inf(-1)},
+		{0, 0, math.NaN()},
+		{math.NaN(), 3, math.NaN()},
+	} {
+		got := Mean(c.sum, c.count)
+		if math.IsNaN(c.want) {
+			require.True(t, math.IsNaN(got), "%v/%v", c.sum, c.count)
+			continue
+		}
+		require.Equal(t, math.Float64bits(c.want), math.Float64bits(got), "%v/%v: %v", c.sum, c.count, got)
+	}
+}
