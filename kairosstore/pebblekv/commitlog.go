@@ -22,7 +22,7 @@ import (
 //
 // Both logs only buffer in user space what their writer has not handed on:
 // the head's log (wal.go) writes each record with write(2) in append,
-// before the write returns; Pebble's WAL copies a NoSync batch into a
+// before the transaction commits; Pebble's WAL copies a NoSync batch into a
 // block that its flush goroutine writes later, so a write still asks Pebble
 // for a synced commit (Engine.run), which returns only after that goroutine
 // wrote the file and called Sync, and in periodic mode that Sync is

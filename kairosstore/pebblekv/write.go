@@ -204,6 +204,7 @@ func (e *Engine) commit(writeTime int64, indexed, direct bool, fn func(t *txn) e
 	}
 	logged, logSize := false, int64(0)
 	if len(t.pending) > 0 && !t.b.Empty() {
+		t.appendLogRecord()
 		if logPos, logSize, err = e.wal.append(t.logBuf); err != nil {
 			return 0, 0, err
 		}
@@ -257,6 +258,15 @@ func (e *Engine) commit(writeTime int64, indexed, direct bool, fn func(t *txn) e
 	return pebbleSeq, logPos, nil
 }
 
+// appendLogRecord encodes the transaction's head blocks as its log record,
+// in t.logBuf.
+func (t *txn) appendLogRecord() {
+	t.logBuf = binary.BigEndian.AppendUint64(t.logBuf[:0], uint64(t.now))
+	for _, p := range t.pending {
+		t.logBuf = appendLogBlock(t.logBuf, t.rowBuf[p.rowOff:p.rowOff+p.rowLen], t.pendCells[p.first:p.first+p.n])
+	}
+}
+
 // toHead writes a committed transaction's head log record, unless logged
 // (logPos and logSize are then the append's), gives the head its blocks,
 // and drains the windows that are full (headFullCells cells). It reports
@@ -265,6 +275,7 @@ func (e *Engine) commit(writeTime int64, indexed, direct bool, fn func(t *txn) e
 // drain that fails only leaves them in the head, and is logged.
 func (e *Engine) toHead(t *txn, logged bool, logPos *int64, logSize int64) (rotate bool, err error) {
 	if !logged {
+		t.appendLogRecord()
 		if *logPos, logSize, err = e.wal.append(t.logBuf); err != nil {
 			return false, err
 		}
@@ -557,13 +568,6 @@ func (t *txn) flushBlock() error {
 	if t.direct || len(cells) >= directCells {
 		return mergeBlock(t.b, t.blockRow, t.blockWindow, cells, t.e.blockPurgeStep, &t.key, &t.val, &t.xkey)
 	}
-	if len(t.logBuf) == 0 {
-		t.logBuf = binary.BigEndian.AppendUint64(t.logBuf, uint64(t.now))
-	}
-	// Encoded here, not after Engine.mu: the row key and cells are still
-	// in the CPU cache, and a second pass over a request's blocks cost
-	// more CPU than the lock's shorter hold saved.
-	t.logBuf = appendLogBlock(t.logBuf, t.blockRow, cells)
 	t.pending = append(t.pending, pendingBlock{hash: t.blockHash, rowOff: len(t.rowBuf), rowLen: len(t.blockRow), window: t.blockWindow, first: len(t.pendCells), n: len(cells)})
 	t.rowBuf = append(t.rowBuf, t.blockRow...)
 	t.pendCells = append(t.pendCells, cells...)
