@@ -82,92 +82,37 @@ type headRow struct {
 	windows []headWindow
 }
 
-// headShards is the number of parts of the head, each with its own lock,
-// so that concurrent writers insert their blocks in parallel: under one
-// lock the inserts were what writers waited for once they ran after
-// Engine.mu (BENCHMARKS.md, "Issue #31: the engine mutex").
-const (
-	headShardBits = 4
-	headShards    = 1 << headShardBits
-)
-
-// head is the head's shards, a row in the one its hash names (shard).
-// Writers change a shard under its mu and Engine.inflight (for reading),
-// whole-head drains under Engine.mu once no writer holds inflight
-// (quiesce), with every shard's mu: Engine.mu is taken before inflight,
-// both before a shard's mu, and shards' in their order. A reader takes
-// one shard's mu alone. since is Engine.mu's.
+// head is guarded by its mu. Writers change it under Engine.inflight (for
+// reading) too, drains of the whole head under Engine.mu once no writer
+// holds inflight (quiesce): Engine.mu is taken before inflight, and both
+// before mu, never after. A reader takes mu alone. since is Engine.mu's;
+// minExpiry is changed under mu by writers and by whole-head drains, and
+// read under Engine.mu once quiesced; readers leave it alone (a drained
+// row's cells only make it lower than it needs to be).
 type head struct {
-	shards [headShards]headShard
-	// drains counts the drains that committed, each before it releases
-	// its shards and before it lowers n: an iterator made before a drain
-	// does not see the cells it moved (CellsOfRows).
+	mu sync.Mutex
+	// drains counts the drains that committed, each before it releases mu
+	// and before it lowers Engine.headRows: an iterator made before a
+	// drain does not see the cells it moved (CellsOfRows).
 	drains atomic.Uint64
-	// n (rows) and bytes (estimated memory) are the sums of the shards',
-	// changed under the shard's mu (unlock), so a read that finds n zero
-	// finds no row of an acknowledged write in the head.
-	n, bytes atomic.Int64
-	// next spreads writers over the shards they start their inserts at.
-	next atomic.Uint32
+	rows   map[uint64]*headRow
+	n      int   // rows
+	bytes  int64 // estimated memory
 	// since is when the log got its first record after the last rotation.
 	since time.Time
-}
-
-// headShard is a part of the head. minExpiry is at most the earliest
-// expiry of a cell in it (math.MaxInt64: none), for the purge, which reads
-// it once quiesced: the cells' expiry index keys are written when they
-// drain. Readers leave it alone (a drained row's cells only make it lower
-// than it needs to be).
-type headShard struct {
-	mu        sync.Mutex
-	rows      map[uint64]*headRow
-	n         int
-	bytes     int64
+	// minExpiry is at most the earliest expiry of a cell in the head
+	// (math.MaxInt64: none), for the purge: the cells' expiry index keys
+	// are written when they drain.
 	minExpiry int64
 	// touched keeps touch's reads from being optimized away.
 	touched uint32
 }
 
-func newHead() *head {
-	h := &head{}
-	for i := range h.shards {
-		h.shards[i] = headShard{rows: map[uint64]*headRow{}, minExpiry: math.MaxInt64}
-	}
-	return h
-}
-
-// shardOf is the shard of a row whose hash is hash.
-func shardOf(hash uint64) int { return int(hash >> (64 - headShardBits)) }
-
-func (h *head) shard(hash uint64) *headShard { return &h.shards[shardOf(hash)] }
-
-// lock takes s's mu and returns its counts, for unlock.
-func (h *head) lock(s *headShard) (n int, bytes int64) {
-	s.mu.Lock()
-	return s.n, s.bytes
-}
-
-// unlock adds what s's counts changed since lock to the head's, and
-// releases s.
-func (h *head) unlock(s *headShard, n int, bytes int64) {
-	h.n.Add(int64(s.n - n))
-	h.bytes.Add(s.bytes - bytes)
-	s.mu.Unlock()
-}
-
-// minExpiry is the earliest expiry of a cell in the head, at most.
-// Called once quiesced.
-func (h *head) minExpiry() int64 {
-	m := int64(math.MaxInt64)
-	for i := range h.shards {
-		m = min(m, h.shards[i].minExpiry)
-	}
-	return m
-}
+func newHead() *head { return &head{rows: map[uint64]*headRow{}, minExpiry: math.MaxInt64} }
 
 // add puts cells (sorted, one per column) into the window of rowKey, whose
 // hash is hash, and returns its row and whether the window is full.
-func (h *headShard) add(hash uint64, rowKey []byte, win uint32, cells []cellblock.Cell) (*headRow, bool) {
+func (h *head) add(hash uint64, rowKey []byte, win uint32, cells []cellblock.Cell) (*headRow, bool) {
 	r := h.rows[hash]
 	for r != nil && r.key != string(rowKey) {
 		r = r.next
@@ -212,9 +157,9 @@ func (h *headShard) add(hash uint64, rowKey []byte, win uint32, cells []cellbloc
 // head holds many rows, and add's reads of one row depend on each other,
 // so a loop of adds waits for them one after another; the reads of this
 // loop are independent, and the CPU overlaps their misses.
-func (h *headShard) touch(blocks []pendingBlock, order []int32) {
+func (h *head) touch(blocks []pendingBlock) {
 	var sum uint32
-	for _, i := range order {
+	for i := range blocks {
 		if r := h.rows[blocks[i].hash]; r != nil && len(r.windows) > 0 {
 			sum += r.windows[len(r.windows)-1].window
 		}
@@ -222,8 +167,8 @@ func (h *headShard) touch(blocks []pendingBlock, order []int32) {
 	h.touched = sum
 }
 
-// remove takes r out of the shard, if it is there.
-func (h *headShard) remove(r *headRow) {
+// remove takes r out of the head, if it is there.
+func (h *head) remove(r *headRow) {
 	for p := h.rows[r.hash]; p != nil; p = p.next {
 		if p != r && p.next != r {
 			continue
@@ -252,7 +197,6 @@ func (h *headShard) remove(r *headRow) {
 type headScratch struct {
 	logBuf, rowBuf []byte
 	pending        []pendingBlock
-	order          []int32
 	pendCells      []cellblock.Cell
 	newRows        []uint64
 	rows           map[uint64]bool
@@ -272,7 +216,7 @@ func (e *Engine) takeScratch(t *txn) {
 	if s == nil {
 		s = &headScratch{}
 	}
-	t.logBuf, t.rowBuf, t.pending, t.order, t.pendCells, t.newRows = s.logBuf[:0], s.rowBuf[:0], s.pending[:0], s.order[:0], s.pendCells[:0], s.newRows[:0]
+	t.logBuf, t.rowBuf, t.pending, t.pendCells, t.newRows = s.logBuf[:0], s.rowBuf[:0], s.pending[:0], s.pendCells[:0], s.newRows[:0]
 	// A new map grew several times over a request's rows, and when
 	// writers share a millisecond most transactions are not newest and
 	// note every row in it.
@@ -296,7 +240,7 @@ func keptScratch(t *txn) *headScratch {
 	if cap(t.logBuf) > maxHeadScratch {
 		return &headScratch{rows: rows}
 	}
-	return &headScratch{logBuf: t.logBuf, rowBuf: t.rowBuf, pending: t.pending, order: t.order, pendCells: t.pendCells, newRows: t.newRows, rows: rows}
+	return &headScratch{logBuf: t.logBuf, rowBuf: t.rowBuf, pending: t.pending, pendCells: t.pendCells, newRows: t.newRows, rows: rows}
 }
 
 // pendingBlock is a block a transaction gives the head once it committed:
@@ -425,28 +369,17 @@ func indexBlock(b *pebble.Batch, key []byte, cells []cellblock.Cell, purgeStep i
 
 // drain hands every cell of the head to Pebble, one merge operand per
 // block key, in one batch (synced if sync), and empties the head once it
-// committed. Called under Engine.mu, quiesced; takes every shard's mu.
+// committed. Called under Engine.mu; takes head.mu.
 func (e *Engine) drain(sync bool) error {
-	h := e.head
-	var ns [headShards]int
-	var bs [headShards]int64
-	for i := range h.shards {
-		ns[i], bs[i] = h.lock(&h.shards[i])
-	}
-	defer func() {
-		for i := range h.shards {
-			h.unlock(&h.shards[i], ns[i], bs[i])
-		}
-	}()
+	e.head.mu.Lock()
+	defer e.head.mu.Unlock()
 	b := e.db.NewBatch()
 	defer b.Close()
 	var s mergeScratch
-	for i := range h.shards {
-		for _, r := range h.shards[i].rows {
-			for ; r != nil; r = r.next {
-				if err := e.mergeRow(b, r, &s); err != nil {
-					return err
-				}
+	for _, r := range e.head.rows {
+		for ; r != nil; r = r.next {
+			if err := e.mergeRow(b, r, &s); err != nil {
+				return err
 			}
 		}
 	}
@@ -458,7 +391,7 @@ func (e *Engine) drain(sync bool) error {
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return err
 	}
-	h.drains.Add(1)
+	e.head.drains.Add(1)
 	e.storedHighWater = max(e.storedHighWater, e.highWater)
 	if sync {
 		// Synced for real in periodic mode too: the caller removes the
@@ -468,11 +401,11 @@ func (e *Engine) drain(sync bool) error {
 		}
 		e.notePebbleSynced(e.pebbleSeq)
 	}
-	for i := range h.shards {
-		s := &h.shards[i]
-		clear(s.rows)
-		s.n, s.bytes, s.minExpiry = 0, 0, math.MaxInt64
-	}
+	clear(e.head.rows)
+	e.head.n = 0
+	e.head.bytes = 0
+	e.head.minExpiry = math.MaxInt64
+	e.headRows.Store(0)
 	return nil
 }
 
@@ -515,11 +448,10 @@ func (e *Engine) mergeRow(b *pebble.Batch, r *headRow, s *mergeScratch) error {
 	return nil
 }
 
-// drainRows drains the rows, all of shard s, alone, without fsync. Called
-// by a writer under Engine.inflight, so before any rotation's sync, and
-// under s's mu, which was held since the rows were added: no reader has
-// drained them since.
-func (e *Engine) drainRows(shard *headShard, rows []*headRow) error {
+// drainRows drains the rows alone, without fsync. Called by a writer under
+// Engine.inflight, so before any rotation's sync, and under head.mu, which
+// was held since the rows were added: no reader has drained them since.
+func (e *Engine) drainRows(rows []*headRow) error {
 	b := e.db.NewBatch()
 	defer b.Close()
 	var s mergeScratch
@@ -538,8 +470,9 @@ func (e *Engine) drainRows(shard *headShard, rows []*headRow) error {
 	}
 	e.head.drains.Add(1)
 	for r := range seen {
-		shard.remove(r)
+		e.head.remove(r)
 	}
+	e.headRows.Store(int64(e.head.n))
 	return nil
 }
 
@@ -550,7 +483,7 @@ func (e *Engine) rotate() error {
 		return nil
 	}
 	e.quiesce()
-	if e.wal.size == 0 && e.head.n.Load() == 0 && !e.wal.older {
+	if e.wal.size == 0 && e.headRows.Load() == 0 && !e.wal.older {
 		return nil
 	}
 	if err := e.drain(true); err != nil {
@@ -567,7 +500,7 @@ func (e *Engine) rotate() error {
 // drainHead hands the head to Pebble before a read of data_points, so the
 // read sees every cell written before it.
 func (e *Engine) drainHead() error {
-	if e.head == nil || e.head.n.Load() == 0 {
+	if e.headRows.Load() == 0 {
 		return nil
 	}
 	e.mu.Lock()
@@ -580,7 +513,7 @@ func (e *Engine) drainHead() error {
 }
 
 // drainHeadLocked is drainHead under mu. A reader's drain of the last row
-// counts it in head.n until it has committed, so an empty count means
+// counts it in headRows until it has committed, so an empty count means
 // that no row is on its way to Pebble.
 func (e *Engine) drainHeadLocked() error {
 	if e.head == nil {
@@ -589,7 +522,7 @@ func (e *Engine) drainHeadLocked() error {
 	// A writer past mu may still be adding cells older than the caller's
 	// tombstones (Delete) or read (Checkpoint).
 	e.quiesce()
-	if e.head.n.Load() == 0 {
+	if e.headRows.Load() == 0 {
 		return nil
 	}
 	return e.drain(false)
@@ -597,12 +530,12 @@ func (e *Engine) drainHeadLocked() error {
 
 // drainRow hands the cells rowKey has in the head to Pebble and takes the
 // row out of the head, for a read of it, and reports whether it moved any.
-// The row's shard's mu is held until the batch has committed, so that a
-// concurrent read of the row finds its cells either still in the head, and drains them
+// head.mu is held until the batch has committed, so that a concurrent read
+// of the row finds its cells either still in the head, and drains them
 // itself, or already in Pebble. Called without Engine.mu: a read waits
 // for no writer, only for drains.
 func (e *Engine) drainRow(rowKey []byte) (bool, error) {
-	if e.head == nil || e.head.n.Load() == 0 {
+	if e.head == nil || e.headRows.Load() == 0 {
 		return false, nil
 	}
 	return e.drainRowHash(e.marks.hash(rowKey), rowKey)
@@ -611,32 +544,32 @@ func (e *Engine) drainRow(rowKey []byte) (bool, error) {
 // drainRowHash is drainRow for rowKey's hash.
 func (e *Engine) drainRowHash(hash uint64, rowKey []byte) (bool, error) {
 	h := e.head
-	s := h.shard(hash)
-	n, bytes := h.lock(s)
-	defer h.unlock(s, n, bytes)
-	r := s.rows[hash]
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.rows[hash]
 	for r != nil && r.key != string(rowKey) {
 		r = r.next
 	}
 	if r == nil {
 		return false, nil
 	}
-	// Close drains the head under the shards' mu before it closes Pebble:
-	// a row still here after Close is one its rotation could not drain.
+	// Close drains the head under head.mu before it closes Pebble: a row
+	// still here after Close is one its rotation could not drain.
 	if e.closed.Load() {
 		return false, ErrClosed
 	}
 	b := e.db.NewBatch()
 	defer b.Close()
-	var ms mergeScratch
-	if err := e.mergeRow(b, r, &ms); err != nil {
+	var s mergeScratch
+	if err := e.mergeRow(b, r, &s); err != nil {
 		return false, err
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return false, err
 	}
 	h.drains.Add(1)
-	s.remove(r)
+	h.remove(r)
+	e.headRows.Store(int64(h.n))
 	return true, nil
 }
 

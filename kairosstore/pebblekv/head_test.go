@@ -74,7 +74,7 @@ func TestHeadDeleteSurvivesReplay(t *testing.T) {
 		{Key: []byte("gone"), Column: 2, Value: f64(2)},
 		{Key: []byte("kept"), Column: 1, Value: f64(3)},
 	}}))
-	require.Positive(t, e.head.n.Load(), "the cells are in the head")
+	require.Positive(t, e.headRows.Load(), "the cells are in the head")
 	require.NoError(t, e.Delete(ctx, &engine.Deletes{WriteTime: wt + 1, Rows: [][]byte{[]byte("gone")}}))
 	require.NoError(t, e.Delete(ctx, &engine.Deletes{WriteTime: wt + 1, CellRanges: []engine.CellRange{{Key: []byte("kept"), Lo: 5, Hi: 9}}}))
 	segs, err := walSegments(fs, "db")
@@ -213,7 +213,10 @@ func TestHeadMemoryBound(t *testing.T) {
 				batch.Cells[j] = engine.Cell{Key: keys[q+j], Column: uint32(round) * 15000, Value: f64(float64(q + j))}
 			}
 			require.NoError(t, e.Write(ctx, batch))
-			require.LessOrEqual(t, e.head.bytes.Load(), opts.HeadBytes)
+			e.mu.Lock()
+			hb := e.head.bytes
+			e.mu.Unlock()
+			require.LessOrEqual(t, hb, opts.HeadBytes)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&ms)
@@ -227,7 +230,10 @@ func TestHeadMemoryBound(t *testing.T) {
 		big.Cells[i] = engine.Cell{Key: fmt.Appendf(nil, "big%07d", i), Column: 3, Value: f64(float64(i))}
 	}
 	require.NoError(t, e.Write(ctx, big))
-	require.LessOrEqual(t, e.head.bytes.Load(), opts.HeadBytes, "a write past the bound rotates the head")
+	e.mu.Lock()
+	hb := e.head.bytes
+	e.mu.Unlock()
+	require.LessOrEqual(t, hb, opts.HeadBytes, "a write past the bound rotates the head")
 	require.Equal(t, []string{"3=" + fmt.Sprintf("%x", f64(999_999))}, cellsOf(t, e, "big0999999"))
 }
 
@@ -440,20 +446,16 @@ func TestHeadHashCollision(t *testing.T) {
 	opts.FS = vfs.NewMem()
 	e := open(t, "db", opts)
 	e.mu.Lock()
-	h := e.head
-	sh := h.shard(42)
-	n0, b0 := h.lock(sh)
-	_, _ = sh.add(42, []byte("one"), 0, []cellblock.Cell{{Column: 1, WriteTime: 1, Value: f64(1)}})
-	two, _ := sh.add(42, []byte("two"), 0, []cellblock.Cell{{Column: 2, WriteTime: 1, Value: f64(2)}})
-	three, _ := sh.add(42, []byte("three"), 0, []cellblock.Cell{{Column: 3, WriteTime: 1, Value: f64(3)}})
-	_, _ = sh.add(42, []byte("two"), 0, []cellblock.Cell{{Column: 4, WriteTime: 1, Value: f64(4)}})
-	require.Equal(t, 3, sh.n)
-	require.NoError(t, e.drainRows(sh, []*headRow{two, two}))
-	require.Equal(t, 2, sh.n)
-	require.NoError(t, e.drainRows(sh, []*headRow{three}))
-	require.Equal(t, 1, sh.n)
-	h.unlock(sh, n0, b0)
-	require.EqualValues(t, 1, h.n.Load())
+	_, _ = e.head.add(42, []byte("one"), 0, []cellblock.Cell{{Column: 1, WriteTime: 1, Value: f64(1)}})
+	two, _ := e.head.add(42, []byte("two"), 0, []cellblock.Cell{{Column: 2, WriteTime: 1, Value: f64(2)}})
+	three, _ := e.head.add(42, []byte("three"), 0, []cellblock.Cell{{Column: 3, WriteTime: 1, Value: f64(3)}})
+	_, _ = e.head.add(42, []byte("two"), 0, []cellblock.Cell{{Column: 4, WriteTime: 1, Value: f64(4)}})
+	require.Equal(t, 3, e.head.n)
+	require.NoError(t, e.drainRows([]*headRow{two, two}))
+	require.Equal(t, 2, e.head.n)
+	require.NoError(t, e.drainRows([]*headRow{three}))
+	require.Equal(t, 1, e.head.n)
+	e.headRows.Store(1)
 	e.mu.Unlock()
 	// A read's drain finds its row along the chain and leaves the others.
 	moved, err := e.drainRowHash(42, []byte("tw"))
@@ -465,8 +467,10 @@ func TestHeadHashCollision(t *testing.T) {
 	require.Equal(t, []string{"2=" + fmt.Sprintf("%x", f64(2)), "4=" + fmt.Sprintf("%x", f64(4))}, cellsOf(t, e, "two"))
 	require.Equal(t, []string{"3=" + fmt.Sprintf("%x", f64(3))}, cellsOf(t, e, "three"))
 	require.Equal(t, []string{"1=" + fmt.Sprintf("%x", f64(1))}, cellsOf(t, e, "one"))
-	require.Zero(t, e.head.n.Load())
-	require.Zero(t, e.head.bytes.Load())
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	require.Zero(t, e.head.n)
+	require.Zero(t, e.head.bytes)
 }
 
 // TestHeadLogFailures: a write whose log record cannot be written fails,
@@ -531,7 +535,7 @@ func TestHeadMaxAge(t *testing.T) {
 	require.Eventually(t, func() bool {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		return e.head.n.Load() == 0 && e.wal.size == 0
+		return e.head.n == 0 && e.wal.size == 0
 	}, 5*time.Second, 10*time.Millisecond)
 	require.Equal(t, 1, countKeys(t, e, tableBlock, "r"))
 }
@@ -549,7 +553,7 @@ func TestReadsSeeTheHead(t *testing.T) {
 		t.Helper()
 		b := &engine.Batch{WriteTime: time.Now().UnixMilli(), Cells: []engine.Cell{{Key: []byte("r"), Column: col, Value: val}}}
 		require.NoError(t, e.Write(ctx, b))
-		require.NotZero(t, e.head.n.Load(), "a one-cell write goes to the head")
+		require.NotZero(t, e.headRows.Load(), "a one-cell write goes to the head")
 	}
 	readers := rowReaders(t, e)
 	readers["ScanRaw"] = func(string, uint32) (got []uint32) {

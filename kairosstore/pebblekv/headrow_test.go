@@ -18,11 +18,9 @@ import (
 
 // inHead reports whether rowKey has cells in the head.
 func inHead(e *Engine, rowKey string) bool {
-	hash := e.marks.hash([]byte(rowKey))
-	s := e.head.shard(hash)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for r := s.rows[hash]; r != nil; r = r.next {
+	e.head.mu.Lock()
+	defer e.head.mu.Unlock()
+	for r := e.head.rows[e.marks.hash([]byte(rowKey))]; r != nil; r = r.next {
 		if r.key == rowKey {
 			return true
 		}

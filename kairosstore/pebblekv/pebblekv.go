@@ -176,10 +176,12 @@ type Engine struct {
 	// ckMu serialises checkpoints (Checkpoint).
 	ckMu sync.Mutex
 
-	// head and wal are nil when Options.HeadBytes < 0; their fields say
-	// what guards them.
-	head *head
-	wal  *wal
+	// head and wal are nil when Options.HeadBytes < 0. Guarded by mu;
+	// headRows is the head's row count, for reads that find it empty
+	// without the lock.
+	head     *head
+	wal      *wal
+	headRows atomic.Int64
 	// scratch keeps transactions' head buffers (*headScratch) for later ones.
 	scratch sync.Pool
 	// inflight is held for reading by writers from the end of their

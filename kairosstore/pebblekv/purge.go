@@ -87,7 +87,7 @@ func (e *Engine) purgeStep(upper []byte) (purged int, more bool, err error) {
 	if e.head != nil {
 		e.quiesce() // minExpiry counts the cells of every committed write
 	}
-	if it.First() || e.head != nil && e.head.minExpiry() <= e.now().Unix() {
+	if it.First() || e.head != nil && e.head.minExpiry <= e.now().Unix() {
 		// The iterator is made again after the rotation, to see the expiry
 		// index keys of the cells it drained.
 		if err := errors.Join(e.rotate(), it.Close()); err != nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -72,7 +71,6 @@ type txn struct {
 	logBuf    []byte
 	rowBuf    []byte
 	pending   []pendingBlock
-	order     []int32 // pending's indexes by head shard (toHead)
 	pendCells []cellblock.Cell
 }
 
@@ -268,11 +266,11 @@ func (t *txn) appendLogRecord() {
 }
 
 // toHead writes a committed transaction's head log record, unless logged
-// (logPos and logSize are then the append's), gives the head its blocks,
-// and drains the windows that are full (headFullCells cells). It reports
-// whether the head or the log is past its bound, for a rotation. Called
-// under Engine.inflight, without Engine.mu. Its cells are logged, so a
-// drain that fails only leaves them in the head, and is logged.
+// (logPos and logSize are then the append's), gives the head its blocks, and drains the windows that are full
+// (headFullCells cells). It reports whether the head or the log is past
+// its bound, for a rotation. Called under Engine.inflight, without
+// Engine.mu. Its cells are logged, so a drain that fails only leaves them
+// in the head, and is logged.
 func (e *Engine) toHead(t *txn, logged bool, logPos *int64, logSize int64) (rotate bool, err error) {
 	if !logged {
 		t.appendLogRecord()
@@ -280,51 +278,26 @@ func (e *Engine) toHead(t *txn, logged bool, logPos *int64, logSize int64) (rota
 			return false, err
 		}
 	}
-	// The blocks by shard, each shard's under one lock; writers start at
-	// different shards, so that they do not wait for each other at each.
-	h := e.head
-	var first [headShards + 1]int
-	for i := range t.pending {
-		first[shardOf(t.pending[i].hash)+1]++
-	}
-	for i := 1; i <= headShards; i++ {
-		first[i] += first[i-1]
-	}
-	next := first
-	t.order = slices.Grow(t.order[:0], len(t.pending))[:len(t.pending)]
-	for i := range t.pending {
-		sh := shardOf(t.pending[i].hash)
-		t.order[next[sh]] = int32(i)
-		next[sh]++
-	}
 	var full []*headRow
-	start := int(h.next.Add(1))
-	for k := range headShards {
-		sh := (start + k) % headShards
-		order := t.order[first[sh]:first[sh+1]]
-		if len(order) == 0 {
-			continue
+	h := e.head
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.touch(t.pending)
+	for _, p := range t.pending {
+		row := t.rowBuf[p.rowOff : p.rowOff+p.rowLen]
+		if r, isFull := h.add(p.hash, row, p.window, t.pendCells[p.first:p.first+p.n]); isFull {
+			full = append(full, r)
 		}
-		s := &h.shards[sh]
-		n, bytes := h.lock(s)
-		s.touch(t.pending, order)
-		full = full[:0]
-		for _, i := range order {
-			p := &t.pending[i]
-			row := t.rowBuf[p.rowOff : p.rowOff+p.rowLen]
-			if r, isFull := s.add(p.hash, row, p.window, t.pendCells[p.first:p.first+p.n]); isFull {
-				full = append(full, r)
-			}
-		}
-		if len(full) > 0 && h.bytes.Load()+s.bytes-bytes <= e.opts.HeadBytes {
-			// Still under s.mu: a reader may not take these rows meanwhile.
-			if err := e.drainRows(s, full); err != nil {
-				e.logger.Warn("Cannot drain the head into Pebble; its cells stay in memory and in the head log", "err", err)
-			}
-		}
-		h.unlock(s, n, bytes)
 	}
-	return h.bytes.Load() > e.opts.HeadBytes || logSize > e.logLimit(), nil
+	e.headRows.Store(int64(h.n))
+	rotate = h.bytes > e.opts.HeadBytes || logSize > e.logLimit()
+	if !rotate && len(full) > 0 {
+		// Still under head.mu: a reader may not take these rows meanwhile.
+		if err := e.drainRows(full); err != nil {
+			e.logger.Warn("Cannot drain the head into Pebble; its cells stay in memory and in the head log", "err", err)
+		}
+	}
+	return rotate, nil
 }
 
 // rotateIfFull rotates if the head or the log is still past its bound
@@ -336,7 +309,10 @@ func (e *Engine) rotateIfFull() {
 	if e.closed.Load() {
 		return
 	}
-	if e.head.bytes.Load() <= e.opts.HeadBytes && e.wal.size <= e.logLimit() {
+	e.head.mu.Lock()
+	full := e.head.bytes > e.opts.HeadBytes || e.wal.size > e.logLimit()
+	e.head.mu.Unlock()
+	if !full {
 		return
 	}
 	if err := e.rotate(); err != nil {
