@@ -82,13 +82,10 @@ type headRow struct {
 	windows []headWindow
 }
 
-// head is guarded by its mu. Writers change it under Engine.inflight (for
-// reading) too, drains of the whole head under Engine.mu once no writer
-// holds inflight (quiesce): Engine.mu is taken before inflight, and both
-// before mu, never after. A reader takes mu alone. since is Engine.mu's;
-// minExpiry is changed under mu by writers and by whole-head drains, and
-// read under Engine.mu once quiesced; readers leave it alone (a drained
-// row's cells only make it lower than it needs to be).
+// head is guarded by its mu, and changed by writers only under Engine.mu
+// too: Engine.mu is taken before mu, never after. A reader takes mu alone.
+// since is Engine.mu's, and so is minExpiry, which readers leave alone
+// (a drained row's cells only make it lower than it needs to be).
 type head struct {
 	mu sync.Mutex
 	// drains counts the drains that committed, each before it releases mu
@@ -192,8 +189,7 @@ func (h *head) remove(r *headRow) {
 }
 
 // headScratch holds the buffers of txn.logBuf, pending, pendCells and
-// newRows, and the map txn.rows, between transactions. Writers hold theirs
-// past Engine.mu (commit), so they are pooled (Engine.scratch).
+// newRows, and the map txn.rows, between transactions.
 type headScratch struct {
 	logBuf, rowBuf []byte
 	pending        []pendingBlock
@@ -212,10 +208,7 @@ const (
 )
 
 func (e *Engine) takeScratch(t *txn) {
-	s, _ := e.scratch.Get().(*headScratch)
-	if s == nil {
-		s = &headScratch{}
-	}
+	s := &e.headScratch
 	t.logBuf, t.rowBuf, t.pending, t.pendCells, t.newRows = s.logBuf[:0], s.rowBuf[:0], s.pending[:0], s.pendCells[:0], s.newRows[:0]
 	// A new map grew several times over a request's rows, and when
 	// writers share a millisecond most transactions are not newest and
@@ -226,10 +219,7 @@ func (e *Engine) takeScratch(t *txn) {
 	}
 }
 
-func (e *Engine) keepScratch(t *txn) { e.scratch.Put(keptScratch(t)) }
-
-// keptScratch is what of t's buffers is kept for a later transaction.
-func keptScratch(t *txn) *headScratch {
+func (e *Engine) keepScratch(t *txn) {
 	// The cells' values are the request's memory.
 	clear(t.pendCells)
 	rows := t.rows
@@ -238,9 +228,10 @@ func keptScratch(t *txn) *headScratch {
 	}
 	clear(rows)
 	if cap(t.logBuf) > maxHeadScratch {
-		return &headScratch{rows: rows}
+		e.headScratch = headScratch{rows: rows}
+		return
 	}
-	return &headScratch{logBuf: t.logBuf, rowBuf: t.rowBuf, pending: t.pending, pendCells: t.pendCells, newRows: t.newRows, rows: rows}
+	e.headScratch = headScratch{logBuf: t.logBuf, rowBuf: t.rowBuf, pending: t.pending, pendCells: t.pendCells, newRows: t.newRows, rows: rows}
 }
 
 // pendingBlock is a block a transaction gives the head once it committed:
@@ -448,9 +439,9 @@ func (e *Engine) mergeRow(b *pebble.Batch, r *headRow, s *mergeScratch) error {
 	return nil
 }
 
-// drainRows drains the rows alone, without fsync. Called by a writer under
-// Engine.inflight, so before any rotation's sync, and under head.mu, which
-// was held since the rows were added: no reader has drained them since.
+// drainRows drains the rows alone, without fsync. Called under Engine.mu
+// and head.mu, which was held since the rows were added: no reader has
+// drained them since.
 func (e *Engine) drainRows(rows []*headRow) error {
 	b := e.db.NewBatch()
 	defer b.Close()
@@ -482,7 +473,6 @@ func (e *Engine) rotate() error {
 	if e.wal == nil {
 		return nil
 	}
-	e.quiesce()
 	if e.wal.size == 0 && e.headRows.Load() == 0 && !e.wal.older {
 		return nil
 	}
@@ -508,7 +498,6 @@ func (e *Engine) drainHead() error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
-	e.quiesce()
 	return e.drain(false)
 }
 
@@ -516,13 +505,7 @@ func (e *Engine) drainHead() error {
 // counts it in headRows until it has committed, so an empty count means
 // that no row is on its way to Pebble.
 func (e *Engine) drainHeadLocked() error {
-	if e.head == nil {
-		return nil
-	}
-	// A writer past mu may still be adding cells older than the caller's
-	// tombstones (Delete) or read (Checkpoint).
-	e.quiesce()
-	if e.headRows.Load() == 0 {
+	if e.head == nil || e.headRows.Load() == 0 {
 		return nil
 	}
 	return e.drain(false)

@@ -182,12 +182,9 @@ type Engine struct {
 	head     *head
 	wal      *wal
 	headRows atomic.Int64
-	// scratch keeps transactions' head buffers (*headScratch) for later ones.
-	scratch sync.Pool
-	// inflight is held for reading by writers from the end of their
-	// transaction under mu until their cells are in the log and the head
-	// (commit), and waited for by quiesce.
-	inflight sync.RWMutex
+	// headScratch keeps a transaction's head buffers for the next one.
+	// Guarded by mu.
+	headScratch headScratch
 	// pebbleSeq counts the transactions committed to Pebble (guarded by
 	// mu), pebbleSynced how many of them are known durable.
 	pebbleSeq    int64

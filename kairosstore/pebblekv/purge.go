@@ -84,9 +84,6 @@ func (e *Engine) purgeStep(upper []byte) (purged int, more bool, err error) {
 	// replay would bring it back the same way, or from under a tombstone
 	// purged past its grace. (With TTLs on every write, something is due
 	// at most purges, so the head drains about once a purge interval.)
-	if e.head != nil {
-		e.quiesce() // minExpiry counts the cells of every committed write
-	}
 	if it.First() || e.head != nil && e.head.minExpiry <= e.now().Unix() {
 		// The iterator is made again after the rotation, to see the expiry
 		// index keys of the cells it drained.

@@ -43,11 +43,10 @@ type wal struct {
 	fs  vfs.FS
 	dir string
 
-	// Guarded by appendMu, or by Engine.mu once quiesced (rotations), and
-	// by syncMu for f and seg, which syncTo uses.
-	appendMu sync.Mutex
-	f        vfs.File
-	seg      uint64
+	// Guarded by Engine.mu (appends and rotations run under it), and by
+	// syncMu for f and seg, which syncTo uses.
+	f   vfs.File
+	seg uint64
 	// broken is set when a write failed part way: the segment may end in
 	// a torn record, so the next append starts a new one. older is set
 	// while segments before the current one hold records.
@@ -131,24 +130,22 @@ func syncDir(fs vfs.FS, dir string) error {
 }
 
 // append writes one record and returns the position syncTo must reach for
-// it to be durable, and the current segment's size after it.
-func (w *wal) append(payload []byte) (pos, size int64, err error) {
+// it to be durable. Called under Engine.mu.
+func (w *wal) append(payload []byte) (int64, error) {
 	if err := w.failure(); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	if len(payload) > maxWALRecord {
-		return 0, 0, fmt.Errorf("cannot write the head log: a record of %d bytes, at most %d", len(payload), maxWALRecord)
+		return 0, fmt.Errorf("cannot write the head log: a record of %d bytes, at most %d", len(payload), maxWALRecord)
 	}
-	w.appendMu.Lock()
-	defer w.appendMu.Unlock()
 	if w.broken {
 		// The records before the torn one may not be synced yet, and
 		// syncTo only syncs the current segment.
 		if err := w.f.Sync(); err != nil {
-			return 0, 0, w.fail(err)
+			return 0, w.fail(err)
 		}
 		if err := w.start(w.seg + 1); err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		w.older = true
 	}
@@ -158,15 +155,15 @@ func (w *wal) append(payload []byte) (pos, size int64, err error) {
 	// payload is the transaction's scratch, written once.
 	if _, err := w.f.Write(w.hdr[:]); err != nil {
 		w.broken = true
-		return 0, 0, fmt.Errorf("cannot write the head log: %w", err)
+		return 0, fmt.Errorf("cannot write the head log: %w", err)
 	}
 	if _, err := w.f.Write(payload); err != nil {
 		w.broken = true
-		return 0, 0, fmt.Errorf("cannot write the head log: %w", err)
+		return 0, fmt.Errorf("cannot write the head log: %w", err)
 	}
 	n := int64(len(w.hdr) + len(payload))
 	w.size += n
-	return w.written.Add(n), w.size, nil
+	return w.written.Add(n), nil
 }
 
 // syncTo returns once the log is durable up to pos. Concurrent callers

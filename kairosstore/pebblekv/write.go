@@ -19,9 +19,8 @@ import (
 // larger ones, and so does this engine.
 const maxTTL = 630720000
 
-// txn is one read-modify-write transaction, run under Engine.mu (its head
-// blocks are logged and added after it: commit). Every statement of a
-// transaction has the same write time.
+// txn is one read-modify-write transaction, run under Engine.mu. Every
+// statement of a transaction has the same write time.
 type txn struct {
 	e         *Engine
 	b         *pebble.Batch
@@ -147,25 +146,9 @@ func (e *Engine) notePebbleSynced(seq int64) {
 // commit runs and commits a transaction; direct sends its cells to Pebble,
 // not the head (replay). It returns the Pebble commit and the head log
 // position that the transaction's durability needs.
-//
-// What decides the write (marks, tombstones, highWater, the Pebble batch)
-// runs under Engine.mu; the head log record and the head's inserts run
-// after it, so that one writer's log write(2) and head inserts overlap the
-// next writer's decisions: under Engine.mu they were most of a known
-// sample's CPU, and every writer waited for it (BENCHMARKS.md, "Issue #31:
-// the engine mutex"). Between the two the writer holds Engine.inflight,
-// which whatever needs every committed write in the head or the log
-// segment to itself waits for (quiesce). A transaction that also writes to
-// Pebble appends its record under Engine.mu, before its batch commits, so
-// that a failed log write leaves nothing of it stored.
 func (e *Engine) commit(writeTime int64, indexed, direct bool, fn func(t *txn) error) (pebbleSeq, logPos int64, err error) {
 	e.mu.Lock()
-	locked := true
-	defer func() {
-		if locked {
-			e.mu.Unlock()
-		}
-	}()
+	defer e.mu.Unlock()
 	if e.closed.Load() {
 		return 0, 0, ErrClosed
 	}
@@ -200,13 +183,13 @@ func (e *Engine) commit(writeTime int64, indexed, direct bool, fn func(t *txn) e
 	for _, row := range t.newRows {
 		e.marks.recordHash(row, writeTime, max(e.highWater, writeTime))
 	}
-	logged, logSize := false, int64(0)
-	if len(t.pending) > 0 && !t.b.Empty() {
-		t.appendLogRecord()
-		if logPos, logSize, err = e.wal.append(t.logBuf); err != nil {
+	if len(t.logBuf) > 0 {
+		if _, err := e.wal.append(t.logBuf); err != nil {
 			return 0, 0, err
 		}
-		logged = true
+		if e.head.since.IsZero() {
+			e.head.since = time.Now()
+		}
 	}
 	if !t.b.Empty() {
 		// A transaction whose cells all went to the head writes no
@@ -226,62 +209,27 @@ func (e *Engine) commit(writeTime int64, indexed, direct bool, fn func(t *txn) e
 		e.storedHighWater = max(e.highWater, writeTime, e.storedHighWater)
 		e.pebbleSeq++
 	}
-	// Raised before a record appended below is written: if that fails,
-	// the mark is too high, which only costs lookups.
-	if t.newest && (len(t.pending) > 0 || !t.b.Empty()) {
+	if t.newest && (len(t.logBuf) > 0 || !t.b.Empty()) {
 		e.highWater = writeTime
 	}
+	if len(t.pending) > 0 {
+		e.toHead(t)
+	}
 	pebbleSeq = e.pebbleSeq
-	if e.wal != nil && !logged {
-		// A transaction that changed nothing syncs what it may have found.
+	if e.wal != nil {
 		logPos = e.wal.written.Load()
-	}
-	if len(t.pending) == 0 {
-		return pebbleSeq, logPos, nil
-	}
-	if e.head.since.IsZero() {
-		e.head.since = time.Now()
-	}
-	e.inflight.RLock()
-	e.mu.Unlock()
-	locked = false
-	rotate, err := e.toHead(t, logged, &logPos, logSize)
-	e.inflight.RUnlock()
-	if err != nil {
-		return 0, 0, err
-	}
-	if rotate {
-		e.rotateIfFull()
 	}
 	return pebbleSeq, logPos, nil
 }
 
-// appendLogRecord encodes the transaction's head blocks as its log record,
-// in t.logBuf.
-func (t *txn) appendLogRecord() {
-	t.logBuf = binary.BigEndian.AppendUint64(t.logBuf[:0], uint64(t.now))
-	for _, p := range t.pending {
-		t.logBuf = appendLogBlock(t.logBuf, t.rowBuf[p.rowOff:p.rowOff+p.rowLen], t.pendCells[p.first:p.first+p.n])
-	}
-}
-
-// toHead writes a committed transaction's head log record, unless logged
-// (logPos and logSize are then the append's), gives the head its blocks, and drains the windows that are full
-// (headFullCells cells). It reports whether the head or the log is past
-// its bound, for a rotation. Called under Engine.inflight, without
-// Engine.mu. Its cells are logged, so a drain that fails only leaves them
-// in the head, and is logged.
-func (e *Engine) toHead(t *txn, logged bool, logPos *int64, logSize int64) (rotate bool, err error) {
-	if !logged {
-		t.appendLogRecord()
-		if *logPos, logSize, err = e.wal.append(t.logBuf); err != nil {
-			return false, err
-		}
-	}
+// toHead gives the head a committed transaction's blocks, and drains what
+// is full: windows with headFullCells cells, the whole head past its
+// memory bound or when the log is past its own. Their cells are logged, so
+// a drain that fails only leaves them in the head, and is logged.
+func (e *Engine) toHead(t *txn) {
 	var full []*headRow
 	h := e.head
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.touch(t.pending)
 	for _, p := range t.pending {
 		row := t.rowBuf[p.rowOff : p.rowOff+p.rowLen]
@@ -290,41 +238,19 @@ func (e *Engine) toHead(t *txn, logged bool, logPos *int64, logSize int64) (rota
 		}
 	}
 	e.headRows.Store(int64(h.n))
-	rotate = h.bytes > e.opts.HeadBytes || logSize > e.logLimit()
+	var err error
+	rotate := h.bytes > e.opts.HeadBytes || e.wal.size > e.logLimit()
 	if !rotate && len(full) > 0 {
 		// Still under head.mu: a reader may not take these rows meanwhile.
-		if err := e.drainRows(full); err != nil {
-			e.logger.Warn("Cannot drain the head into Pebble; its cells stay in memory and in the head log", "err", err)
-		}
+		err = e.drainRows(full)
 	}
-	return rotate, nil
-}
-
-// rotateIfFull rotates if the head or the log is still past its bound
-// once this writer has the engine to itself.
-func (e *Engine) rotateIfFull() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.quiesce()
-	if e.closed.Load() {
-		return
+	h.mu.Unlock()
+	if rotate {
+		err = e.rotate()
 	}
-	e.head.mu.Lock()
-	full := e.head.bytes > e.opts.HeadBytes || e.wal.size > e.logLimit()
-	e.head.mu.Unlock()
-	if !full {
-		return
-	}
-	if err := e.rotate(); err != nil {
+	if err != nil {
 		e.logger.Warn("Cannot drain the head into Pebble; its cells stay in memory and in the head log", "err", err)
 	}
-}
-
-// quiesce waits for the writers past Engine.mu to have put their cells in
-// the log and the head. Called under Engine.mu, which keeps new ones out.
-func (e *Engine) quiesce() {
-	e.inflight.Lock()
-	e.inflight.Unlock()
 }
 
 // logLimit bounds the log's current segment: a log record repeats its row
@@ -544,6 +470,10 @@ func (t *txn) flushBlock() error {
 	if t.direct || len(cells) >= directCells {
 		return mergeBlock(t.b, t.blockRow, t.blockWindow, cells, t.e.blockPurgeStep, &t.key, &t.val, &t.xkey)
 	}
+	if len(t.logBuf) == 0 {
+		t.logBuf = binary.BigEndian.AppendUint64(t.logBuf, uint64(t.now))
+	}
+	t.logBuf = appendLogBlock(t.logBuf, t.blockRow, cells)
 	t.pending = append(t.pending, pendingBlock{hash: t.blockHash, rowOff: len(t.rowBuf), rowLen: len(t.blockRow), window: t.blockWindow, first: len(t.pendCells), n: len(cells)})
 	t.rowBuf = append(t.rowBuf, t.blockRow...)
 	t.pendCells = append(t.pendCells, cells...)

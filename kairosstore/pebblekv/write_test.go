@@ -2,8 +2,6 @@ package pebblekv
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -76,71 +74,6 @@ func BenchmarkWriteKnown(b *testing.B) {
 	}
 }
 
-// BenchmarkWriteKnownParallel is BenchmarkWriteKnown with 8 writers at
-// once, as the remote-write handler runs them: each writes its own share of
-// the rows, 2,000 cells a batch, its write time the clock's at the call, so
-// most transactions are not newest.
-func BenchmarkWriteKnownParallel(b *testing.B) {
-	const (
-		nRows    = 100_000
-		perBatch = 2_000
-		writers  = 8
-	)
-	keys := make([][]byte, nRows)
-	for i := range keys {
-		keys[i] = fmt.Appendf(nil, "load_metric_0\x00\x00\x00\x01\x9c\x69\xda\x9c\x00\x00\x0bkairos_double"+
-			"env=prod:instance=host-%06d.example.org:9100:job=node:region=eu-west-1:zone=eu-west-1a:"+
-			"cluster=c%03d:team=storage:service=kairos:shard=%d:", i, i%100, i%16)
-	}
-	for _, mode := range []struct {
-		name   string
-		period time.Duration
-	}{{"batch", 0}, {"periodic", 10 * time.Second}} {
-		b.Run("sync="+mode.name, func(b *testing.B) {
-			opts := DefaultOptions()
-			opts.SyncPeriod = mode.period
-			e := open(b, b.TempDir(), opts)
-			value := []byte{0xf6, 0x01}
-			// Batch i writes rows (i*perBatch) mod nRows onwards at column
-			// 2*(1 + i*perBatch/nRows): every row once per column.
-			var next atomic.Int64
-			run := func(n int64) {
-				var wg sync.WaitGroup
-				for range writers {
-					wg.Go(func() {
-						batch := &engine.Batch{Cells: make([]engine.Cell, perBatch)}
-						for {
-							i := next.Add(1) - 1
-							if i >= n {
-								return
-							}
-							first := int(i*perBatch) % nRows
-							column := uint32(2 * (1 + i*perBatch/nRows))
-							batch.WriteTime = time.Now().UnixMicro()
-							for j := range batch.Cells {
-								batch.Cells[j] = engine.Cell{Key: keys[first+j], Column: column, Value: value}
-							}
-							if err := e.Write(b.Context(), batch); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
-				}
-				wg.Wait()
-			}
-			run(nRows / perBatch)
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0 := cpuTime(b)
-			run(nRows/perBatch + int64(b.N))
-			cells := float64(b.N * perBatch)
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/cells, "ns/cell")
-			b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/cells, "cpu-ns/cell")
-		})
-	}
-}
-
 // cpuTime is the process's user and system CPU time so far.
 func cpuTime(b *testing.B) time.Duration {
 	var ru syscall.Rusage
@@ -149,25 +82,28 @@ func cpuTime(b *testing.B) time.Duration {
 }
 
 // TestScratchRowsBounded: the map of partitions a transaction leaves for
-// later ones is empty, and dropped after a transaction of more than
+// the next one is empty, and dropped after a transaction of more than
 // maxScratchRows partitions, so one large request does not make every
-// later transaction clear its capacity; a log record of more than
-// maxHeadScratch bytes is not kept either.
+// later transaction clear its capacity.
 func TestScratchRowsBounded(t *testing.T) {
-	txnOf := func(rows, logBytes int) *txn {
-		tx := &txn{rows: map[uint64]bool{}, logBuf: make([]byte, 0, logBytes)}
+	e := open(t, t.TempDir(), DefaultOptions())
+	above := time.Now().UnixMilli()
+	write := func(rows int) {
+		t.Helper()
+		// Below a write already made: not newest, so every row is noted in txn.rows.
+		b := &engine.Batch{WriteTime: above - 1}
 		for i := range rows {
-			tx.rows[uint64(i)] = true
+			b.Cells = append(b.Cells, engine.Cell{Key: fmt.Appendf(nil, "row%d", i), Column: 1, Value: []byte{1}})
 		}
-		return tx
+		require.NoError(t, e.Write(t.Context(), b))
 	}
-	s := keptScratch(txnOf(10, 100))
-	require.NotNil(t, s.rows)
-	require.Empty(t, s.rows)
-	require.Equal(t, 100, cap(s.logBuf))
-	s = keptScratch(txnOf(maxScratchRows+1, 100))
-	require.Nil(t, s.rows)
-	s = keptScratch(txnOf(10, maxHeadScratch+1))
-	require.Nil(t, s.logBuf)
-	require.Empty(t, s.rows)
+	require.NoError(t, e.Write(t.Context(), &engine.Batch{WriteTime: above, Cells: []engine.Cell{{Key: []byte("above"), Column: 1, Value: []byte{1}}}}))
+	write(10)
+	require.NotNil(t, e.headScratch.rows)
+	require.Empty(t, e.headScratch.rows)
+	write(maxScratchRows + 1)
+	require.Nil(t, e.headScratch.rows)
+	write(10)
+	require.NotNil(t, e.headScratch.rows)
+	require.Empty(t, e.headScratch.rows)
 }
