@@ -827,6 +827,42 @@ func (s *Store) cellsOfRows(ctx context.Context, read func(cells cellsFunc) erro
 	})
 }
 
+// doublesFunc reads the cells of one row as doubleCells.CellDoubles does.
+type doublesFunc = func(rowKey []byte, lo, hi uint32, cols *[]int64, vals *[]float64, flush func() error, other func(column uint32, value []byte) error) error
+
+// rowDoublesReader is an engine that reads several rows through one reader
+// as doubleCells reads one (pebblekv: one iterator, the 8-byte cells of a
+// block appended in bulk): a call per cell through readRollupRows' closures
+// cost a counter read more than the blocks' decoding (BENCHMARKS.md,
+// "Issue #30: rate's rollup rows in bulk").
+type rowDoublesReader interface {
+	CellDoublesOfRows(ctx context.Context, read func(doubles doublesFunc) error) error
+}
+
+// rollupRows is how readRollupOf reads rows: doubles, where set, in bulk,
+// and cells otherwise.
+type rollupRows struct {
+	cells   cellsFunc
+	doubles doublesFunc
+	// cols and vals are doubles' scratch, reused row after row: each
+	// flush empties them, so they hold a block's cells at most.
+	cols []int64
+	vals []float64
+}
+
+// rollupRowsOf calls read with the engine's reader of rollup rows of
+// dataType: in bulk for the kairos_double rows where the engine can.
+func (s *Store) rollupRowsOf(ctx context.Context, dataType string, read func(rows *rollupRows) error) error {
+	if d, ok := s.eng.(rowDoublesReader); ok && dataType == codec.TypeDouble {
+		return d.CellDoublesOfRows(ctx, func(doubles doublesFunc) error {
+			return read(&rollupRows{doubles: doubles})
+		})
+	}
+	return s.cellsOfRows(ctx, func(cells cellsFunc) error {
+		return read(&rollupRows{cells: cells})
+	})
+}
+
 // readRollup reads the rollup values at bucket ends within spans, from the
 // kairos_double rows of k at res, and, where the raw series has non-finite
 // samples (its null-typed rows, §5.7), from the null-typed rows of k too,
@@ -887,8 +923,8 @@ func (s *Store) readRollupOf(ctx context.Context, ref *index.Series, k rollupKey
 	// of 3-week rows waits for 3 round trips in a row, not 18.
 	_, serial := s.eng.(rowsReader)
 	var batch []rollupRowRead
-	flush := func(cells cellsFunc) error {
-		err := s.readRollupRows(ctx, ref, cells, batch, out, dataType)
+	flush := func(rows *rollupRows) error {
+		err := s.readRollupRows(ctx, ref, rows, batch, out, dataType)
 		for i := range batch {
 			read += batch[i].read
 		}
@@ -899,7 +935,7 @@ func (s *Store) readRollupOf(ctx context.Context, ref *index.Series, k rollupKey
 	// sliceCells buckets between windows is read through, not around: at a
 	// step of 6h, the 1h buckets of a year are a slice per row, not one per
 	// window (1,460).
-	err := s.cellsOfRows(ctx, func(cells cellsFunc) error {
+	err := s.rollupRowsOf(ctx, dataType, func(rows *rollupRows) error {
 		for _, sl := range coalesce(spans, sliceCells*res.Millis()) {
 			keep := overlapping(spans, sl.lo, sl.hi)
 			for t := sl.lo; t <= sl.hi; {
@@ -923,7 +959,7 @@ func (s *Store) readRollupOf(ctx context.Context, ref *index.Series, k rollupKey
 					}
 				}
 				if serial || len(batch) == rollupRowsAtOnce {
-					if err := flush(cells); err != nil {
+					if err := flush(rows); err != nil {
 						return err
 					}
 				}
@@ -933,7 +969,7 @@ func (s *Store) readRollupOf(ctx context.Context, ref *index.Series, k rollupKey
 				t = rt + w
 			}
 		}
-		return flush(cells)
+		return flush(rows)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read rollups of %s: %w", ref.Labels, err)
@@ -1050,7 +1086,7 @@ type rollupRowRead struct {
 // readRollupRows reads the rows of batch and appends their points to out
 // in batch order: one row in place, several at once, each into its own
 // slices. Every goroutine has ended when it returns.
-func (s *Store) readRollupRows(ctx context.Context, ref *index.Series, cells cellsFunc, batch []rollupRowRead, out *listSeries, dataType string) error {
+func (s *Store) readRollupRows(ctx context.Context, ref *index.Series, rows *rollupRows, batch []rollupRowRead, out *listSeries, dataType string) error {
 	rollupRow := index.Row{DataType: dataType}
 	// add takes one cell of r: counted, and kept when keep (r's spans) holds it.
 	add := func(r *rollupRowRead, keep *spanFilter, ts *[]int64, vs *[]float64, col uint32, b []byte) {
@@ -1066,19 +1102,32 @@ func (s *Store) readRollupRows(ctx context.Context, ref *index.Series, cells cel
 	cr, _ := s.eng.(columnsReader)
 	readRow := func(r *rollupRowRead, ts *[]int64, vs *[]float64) error {
 		keep := spanFilter{spans: r.keep}
+		if rows.doubles != nil && r.cols == nil {
+			return s.rollupDoubles(rows, r, &keep, ts, vs, func(col uint32, b []byte) error {
+				add(r, &keep, ts, vs, col, b)
+				return nil
+			})
+		}
 		if r.cols != nil {
 			return cr.CellsOfColumns(ctx, [][]byte{r.key}, r.cols, func(_ int, col uint32, b []byte) error {
 				add(r, &keep, ts, vs, col, b)
 				return nil
 			})
 		}
-		return cells(r.key, r.lo, r.hi, func(col uint32, b []byte) error {
+		return rows.cells(r.key, r.lo, r.hi, func(col uint32, b []byte) error {
 			add(r, &keep, ts, vs, col, b)
 			return nil
 		})
 	}
-	if len(batch) == 1 {
-		return readRow(&batch[0], &out.ts, &out.vs)
+	if len(batch) == 1 || rows.doubles != nil {
+		// One row in place; a reader of doubles is one iterator, its rows
+		// read in turn.
+		for i := range batch {
+			if err := readRow(&batch[i], &out.ts, &out.vs); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	for i := range batch {
 		r := &batch[i]
@@ -1144,4 +1193,26 @@ func (s *Store) readRollupRows(ctx context.Context, ref *index.Series, cells cel
 		out.ts, out.vs = append(out.ts, batch[i].ts...), append(out.vs, batch[i].vs...)
 	}
 	return nil
+}
+
+// rollupDoubles reads row r through rows.doubles into ts and vs, as
+// readRollupRows' add does cell by cell: every cell counted in r.read, the
+// values of those in r.sl and keep appended. Cells of another length go to
+// other, which is add.
+func (s *Store) rollupDoubles(rows *rollupRows, r *rollupRowRead, keep *spanFilter, ts *[]int64, vs *[]float64, other func(col uint32, b []byte) error) error {
+	flush := func() error {
+		out, outV := *ts, *vs
+		for i, c := range rows.cols {
+			t := s.spec.Timestamp(r.rt, uint32(c))
+			if t < r.sl.lo || t > r.sl.hi || !keep.in(t) {
+				continue
+			}
+			out, outV = append(out, t), append(outV, rows.vals[i])
+		}
+		*ts, *vs = out, outV
+		r.read += len(rows.cols)
+		rows.cols, rows.vals = rows.cols[:0], rows.vals[:0]
+		return nil
+	}
+	return rows.doubles(r.key, r.lo, r.hi, &rows.cols, &rows.vals, flush, other)
 }

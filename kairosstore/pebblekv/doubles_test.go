@@ -160,7 +160,62 @@ func runCellDoubles(t *testing.T, seed uint64, steps int) {
 			want := cellValues2(t, e, row, lo, hi)
 			require.Equal(t, want, cellDoubles(t, e, row, lo, hi), "seed %d step %d, row %q [%d, %d)", seed, step, row, lo, hi)
 		}
+		// The rows again through one reader of several rows, with a write
+		// to the last row now and then after the first row is read: the
+		// reader must see it (a new iterator after the head's drain).
+		var late *engine.Batch
+		if rng.IntN(3) == 0 {
+			late = &engine.Batch{WriteTime: base + 40}
+			for range 1 + rng.IntN(20) {
+				late.Cells = append(late.Cells, engine.Cell{Key: []byte(rows[len(rows)-1]), Column: column(), Value: val()})
+			}
+		}
+		got := cellDoublesOfRows(t, e, rows, func(i int) {
+			if i == 1 && late != nil {
+				require.NoError(t, e.Write(ctx, late))
+			}
+		})
+		for i, row := range rows {
+			require.Equal(t, cellValues2(t, e, row, 0, math.MaxUint32), got[i], "seed %d step %d, row %q of several", seed, step, row)
+		}
 	}
+}
+
+// cellDoublesOfRows reads every row whole through one CellDoublesOfRows,
+// as cellDoubles reads one, calling before(i) before row i.
+func cellDoublesOfRows(t *testing.T, e *Engine, rows []string, before func(i int)) [][]string {
+	t.Helper()
+	out := make([][]string, len(rows))
+	var (
+		cols []int64
+		vals []float64
+		i    int
+	)
+	flush := func() error {
+		require.NotEmpty(t, cols, "flush without cells")
+		require.LessOrEqual(t, len(cols), ctxCheckEvery)
+		for k := range cols {
+			out[i] = append(out[i], fmt.Sprintf("%d=%x", cols[k], binary.BigEndian.AppendUint64(nil, math.Float64bits(vals[k]))))
+		}
+		cols, vals = cols[:0], vals[:0]
+		return nil
+	}
+	other := func(col uint32, v []byte) error {
+		require.Empty(t, cols, "a cell handed over before the appended ones were flushed")
+		out[i] = append(out[i], fmt.Sprintf("%d=%x", col, v))
+		return nil
+	}
+	require.NoError(t, e.CellDoublesOfRows(t.Context(), func(doubles func([]byte, uint32, uint32, *[]int64, *[]float64, func() error, func(uint32, []byte) error) error) error {
+		for i = range rows {
+			before(i)
+			if err := doubles([]byte(rows[i]), 0, math.MaxUint32, &cols, &vals, flush, other); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	require.Empty(t, cols, "cells appended and never flushed")
+	return out
 }
 
 // cellValues2 is what Cells lists of row in [lo, hi).

@@ -252,52 +252,118 @@ func (e *Engine) CellsOfRows(ctx context.Context, read func(cells func(rowKey []
 	if err := e.usable(ctx); err != nil {
 		return err
 	}
-	var it *pebble.Iterator
-	defer func() {
-		if it != nil {
-			err = errors.Join(err, it.Close())
-		}
-	}()
-	var lower, upper []byte
-	var itDrains uint64
+	ri := &rowsIter{e: e, ctx: ctx}
+	defer func() { err = errors.Join(err, ri.close()) }()
 	// One reader for every block: fn's value may be the reader's own
 	// 8 bytes, so a reader per block would be an allocation per block.
 	r := new(cellblock.Reader)
 	return read(func(rowKey []byte, lo, hi uint32, fn func(column uint32, value []byte) error) error {
-		if err := e.usable(ctx); err != nil {
+		it, ok, err := ri.seek(rowKey, lo, hi)
+		if err != nil || it == nil {
 			return err
 		}
-		if lo >= hi {
-			return nil
-		}
-		// The iterator does not see what is committed after it was made,
-		// and SetOptions does not refresh it: after any drain since then
-		// (this row's, or a writer's or another reader's that took this
-		// row's cells out of the head), a new one is made.
-		if _, err := e.drainRow(rowKey); err != nil {
+		return e.blockCells(ctx, it, ok, r, lo, hi, fn)
+	})
+}
+
+// CellDoublesOfRows is CellsOfRows with a reader of rows that reads as
+// CellDoubles does: the 8-byte cells of a row appended to *cols and *vals
+// in bulk, its other cells one call each to other. The rows of rollups
+// are 8-byte doubles, and a call per cell was a quarter of a rate
+// panel's CPU (BENCHMARKS.md, "Issue #30: rate's rollup rows in bulk").
+func (e *Engine) CellDoublesOfRows(ctx context.Context, read func(doubles func(rowKey []byte, lo, hi uint32, cols *[]int64, vals *[]float64, flush func() error, other func(column uint32, value []byte) error) error) error) (err error) {
+	if err := e.usable(ctx); err != nil {
+		return err
+	}
+	ri := &rowsIter{e: e, ctx: ctx}
+	defer func() { err = errors.Join(err, ri.close()) }()
+	r := new(cellblock.Reader)
+	return read(func(rowKey []byte, lo, hi uint32, cols *[]int64, vals *[]float64, flush func() error, other func(column uint32, value []byte) error) error {
+		it, ok, err := ri.seek(rowKey, lo, hi)
+		if err != nil || it == nil {
 			return err
 		}
-		if it != nil && e.headDrains() != itDrains {
-			err := it.Close()
-			it = nil
+		now := e.now().Unix()
+		n := 0
+		for ; ok; ok = it.Next() {
+			v, err := it.ValueAndErr()
 			if err != nil {
 				return err
 			}
-		}
-		lower = appendBlockKey(lower[:0], rowKey, windowOf(rowKey, lo))
-		upper = toPrefixEnd(appendBlockKey(upper[:0], rowKey, windowOf(rowKey, hi-1)))
-		if it == nil {
-			itDrains = e.headDrains()
-			var err error
-			if it, err = e.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper}); err != nil {
-				it = nil
+			if err := r.Reset(v); err != nil {
+				return fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(it.Key()), err)
+			}
+			if r.Fixed8() {
+				err = fixed8Cells(ctx, r, now, lo, hi, cols, vals, flush)
+			} else {
+				err = readerCells(ctx, r, now, lo, hi, &n, other)
+			}
+			if err != nil {
 				return err
 			}
-		} else {
-			it.SetBounds(lower, upper)
+			if err := r.Err(); err != nil {
+				return fmt.Errorf("pebblekv: data_points block %s: %w", describeBlockKey(it.Key()), err)
+			}
 		}
-		return e.blockCells(ctx, it, it.SeekGE(lower), r, lo, hi, fn)
+		return it.Error()
 	})
+}
+
+// rowsIter is the one iterator of a read of several rows.
+type rowsIter struct {
+	e            *Engine
+	ctx          context.Context
+	it           *pebble.Iterator
+	lower, upper []byte
+	drains       uint64 // the head's drains when it was made
+}
+
+// seek moves the iterator to the blocks of rowKey that hold columns in
+// [lo, hi): ok says it is at one. A nil iterator is nothing to read.
+func (ri *rowsIter) seek(rowKey []byte, lo, hi uint32) (*pebble.Iterator, bool, error) {
+	e := ri.e
+	if err := e.usable(ri.ctx); err != nil {
+		return nil, false, err
+	}
+	if lo >= hi {
+		return nil, false, nil
+	}
+	// The iterator does not see what is committed after it was made,
+	// and SetOptions does not refresh it: after any drain since then
+	// (this row's, or a writer's or another reader's that took this
+	// row's cells out of the head), a new one is made.
+	if _, err := e.drainRow(rowKey); err != nil {
+		return nil, false, err
+	}
+	if ri.it != nil && e.headDrains() != ri.drains {
+		err := ri.it.Close()
+		ri.it = nil
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	ri.lower = appendBlockKey(ri.lower[:0], rowKey, windowOf(rowKey, lo))
+	ri.upper = toPrefixEnd(appendBlockKey(ri.upper[:0], rowKey, windowOf(rowKey, hi-1)))
+	if ri.it == nil {
+		ri.drains = e.headDrains()
+		it, err := e.db.NewIterWithContext(ri.ctx, &pebble.IterOptions{LowerBound: ri.lower, UpperBound: ri.upper})
+		if err != nil {
+			return nil, false, err
+		}
+		ri.it = it
+	} else {
+		ri.it.SetBounds(ri.lower, ri.upper)
+	}
+	return ri.it, ri.it.SeekGE(ri.lower), nil
+}
+
+func (ri *rowsIter) close() error {
+	if ri.it == nil {
+		return nil
+	}
+	err := ri.it.Close()
+	ri.it = nil
+	return err
 }
 
 // toPrefixEnd is prefixEnd(key) made in key's own bytes: Pebble copies the

@@ -15,8 +15,8 @@ import (
 )
 
 // BenchmarkRollupDoubles reads a year of rollup buckets of 20 series as
-// the store's rollup read does (kairosstore/rollupread.go: a CellsOfRows
-// per series, its rows of three weeks whole), with the values rollups
+// the store's rollup read does (kairosstore/rollupread.go: a reader of
+// rows per series, its rows of three weeks whole), with the values rollups
 // hold: 8-byte doubles that change every bucket (a counter's running
 // sum), written one row at a time with one write time each, under the
 // rollup job's row keys: one block per row (windowOf), where a raw row's
@@ -59,34 +59,62 @@ func BenchmarkRollupDoubles(b *testing.B) {
 			}
 			_, err := e.Compact(ctx)
 			require.NoError(b, err)
-			read := func() {
-				n, sum := 0, 0.0
-				count := func(_ uint32, v []byte) error {
-					n++
-					sum += math.Float64frombits(binary.BigEndian.Uint64(v))
-					return nil
-				}
-				for _, keys := range rows {
-					err := e.CellsOfRows(ctx, func(cells func([]byte, uint32, uint32, func(uint32, []byte) error) error) error {
-						for _, k := range keys {
-							if err := cells(k, 0, math.MaxUint32, count); err != nil {
-								return err
-							}
+			// read=cells is a call per cell (CellsOfRows), read=doubles
+			// the 8-byte cells of each block in bulk (CellDoublesOfRows).
+			for _, bulk := range []bool{false, true} {
+				b.Run(map[bool]string{false: "read=cells", true: "read=doubles"}[bulk], func(b *testing.B) {
+					read := func() {
+						n, sum := 0, 0.0
+						count := func(_ uint32, v []byte) error {
+							n++
+							sum += math.Float64frombits(binary.BigEndian.Uint64(v))
+							return nil
 						}
-						return nil
-					})
-					require.NoError(b, err)
-				}
-				if n != want || sum == 0 {
-					b.Fatal(n, want)
-				}
+						var cols []int64
+						var vals []float64
+						flush := func() error {
+							n += len(cols)
+							for _, v := range vals {
+								sum += v
+							}
+							cols, vals = cols[:0], vals[:0]
+							return nil
+						}
+						for _, keys := range rows {
+							var err error
+							if bulk {
+								err = e.CellDoublesOfRows(ctx, func(doubles func([]byte, uint32, uint32, *[]int64, *[]float64, func() error, func(uint32, []byte) error) error) error {
+									for _, k := range keys {
+										if err := doubles(k, 0, math.MaxUint32, &cols, &vals, flush, count); err != nil {
+											return err
+										}
+									}
+									return nil
+								})
+							} else {
+								err = e.CellsOfRows(ctx, func(cells func([]byte, uint32, uint32, func(uint32, []byte) error) error) error {
+									for _, k := range keys {
+										if err := cells(k, 0, math.MaxUint32, count); err != nil {
+											return err
+										}
+									}
+									return nil
+								})
+							}
+							require.NoError(b, err)
+						}
+						if n != want || sum == 0 {
+							b.Fatal(n, want)
+						}
+					}
+					read()
+					b.ReportAllocs()
+					for b.Loop() {
+						read()
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(want), "ns/cell")
+				})
 			}
-			read()
-			b.ReportAllocs()
-			for b.Loop() {
-				read()
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(want), "ns/cell")
 		})
 	}
 }
