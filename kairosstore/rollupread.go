@@ -3,6 +3,7 @@ package kairosstore
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -108,6 +109,17 @@ type plannedRead struct {
 	// selector's range (0: unknown).
 	doneFrom, doneTo int64
 	rng              int64
+	// nonFinite: which rollup metrics have null-typed rows near the
+	// rolled range, asked once per Select (not kept across queries, which
+	// another writer's rows would make stale).
+	nonFinite *nonFiniteRollups
+}
+
+// nonFiniteRollups is plannedRead.nonFinite: rollup metric (as stored) to
+// whether its side index (NonFiniteSuffix) has a row time near the read.
+type nonFiniteRollups struct {
+	mu sync.Mutex
+	m  map[string]bool
 }
 
 // planRead resolves read hint p for a Select over [start, end] with hints;
@@ -141,6 +153,7 @@ func (s *Store) planRead(ctx context.Context, p readhint.Hint, hints *storage.Se
 	if first <= last {
 		pr.rolled, pr.rollFrom, pr.rollTo = true, first, last
 		pr.doneFrom, pr.doneTo = from, to
+		pr.nonFinite = &nonFiniteRollups{m: map[string]bool{}}
 	}
 	return pr, nil
 }
@@ -313,6 +326,11 @@ func (s *Store) readPlanned(ctx context.Context, ref *index.Series, p *plannedRe
 		// A series whose rollup names could not be stored has none.
 		rkey, err = s.rollupKeyOf(ref.Labels, p.Resolution, p.Aggregate)
 		rolled = err == nil
+		if rolled {
+			if rkey, err = s.withNulls(ctx, ref, p, rkey); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if !rolled {
 		out, err := s.readSeriesIn(ctx, ref, p.spans, sizeHint, budget)
@@ -362,6 +380,15 @@ func (s *Store) readAvg(ctx context.Context, ref *index.Series, p *plannedRead, 
 		sumKey, errSum = s.rollupKeyOf(ref.Labels, p.Resolution, rollup.Sum)
 		countKey, errCount = s.rollupKeyOf(ref.Labels, p.Resolution, rollup.Count)
 		rolled = errSum == nil && errCount == nil
+		if rolled {
+			var err error
+			if sumKey, err = s.withNulls(ctx, ref, p, sumKey); err != nil {
+				return nil, err
+			}
+			if countKey, err = s.withNulls(ctx, ref, p, countKey); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if !rolled {
 		out, err := s.readSeriesIn(ctx, ref, p.spans, sizeHint, budget)
@@ -793,6 +820,47 @@ func runningSum(ls labels.Labels, r, rng int64, pieces []counterPiece) *listSeri
 type rollupKey struct {
 	metric string
 	tags   []codec.Tag
+	// nulls: read the null-typed rows too, where the job writes a
+	// bucket's NaN or ±Inf (§5.7); set by withNulls.
+	nulls bool
+}
+
+// withNulls sets k.nulls for the read of ref planned by p: where the raw
+// series has non-finite samples (its own null rows), or where the rollup
+// metric has null rows near the read at all, which also covers a bucket of
+// finite samples whose sum overflows to ±Inf, and rollups whose raw rows
+// have expired. A series of a metric without either reads no more rows.
+func (s *Store) withNulls(ctx context.Context, ref *index.Series, p *plannedRead, k rollupKey) (rollupKey, error) {
+	if slices.ContainsFunc(ref.Rows, func(r index.Row) bool { return r.DataType == codec.TypeNull }) {
+		k.nulls = true
+		return k, nil
+	}
+	n := p.nonFinite
+	if n == nil {
+		return k, nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if has, ok := n.m[k.metric]; ok {
+		k.nulls = has
+		return k, nil
+	}
+	// The buckets a read takes: from a bucket or two before the query's
+	// start (a counter's starting value) to one after its end.
+	r := p.Resolution.Millis()
+	lo := s.spec.RowTime(max(p.doneFrom, addSat(p.start, -2*r)))
+	hi := min(p.doneTo, addSat(p.end, r))
+	has := false
+	err := s.eng.RowTimes(ctx, k.metric+NonFiniteSuffix, lo, hi, func(int64) error {
+		has = true
+		return errStop
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return k, fmt.Errorf("read the non-finite rollups' row times of %s: %w", k.metric, err)
+	}
+	n.m[k.metric] = has
+	k.nulls = has
+	return k, nil
 }
 
 // rollupKeyOf is the rollup series of raw series ls at r of a, named as
@@ -803,7 +871,7 @@ func (s *Store) rollupKeyOf(ls labels.Labels, r rollup.Resolution, a rollup.Aggr
 		return rollupKey{}, err
 	}
 	codec.SortTags(tags)
-	return rollupKey{metric, tags}, nil
+	return rollupKey{metric: metric, tags: tags}, nil
 }
 
 // cellsFunc reads the cells of one row as engine.Engine.Cells does.
@@ -864,15 +932,13 @@ func (s *Store) rollupRowsOf(ctx context.Context, dataType string, read func(row
 }
 
 // readRollup reads the rollup values at bucket ends within spans, from the
-// kairos_double rows of k at res, and, where the raw series has non-finite
-// samples (its null-typed rows, §5.7), from the null-typed rows of k too,
-// where the job writes a bucket's NaN or ±Inf. Rows that do not exist hold
-// no cell. A bucket whose finite samples overflow to ±Inf in a raw series
-// without non-finite samples is not read: reading every rollup's null rows
-// would double the rows a read seeks.
+// kairos_double rows of k at res, and, where k.nulls (withNulls), from the
+// null-typed rows of k too, where the job writes a bucket's NaN or ±Inf
+// (§5.7). Rows that do not exist hold no cell. Reading every rollup's null
+// rows would double the rows a read seeks.
 func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, res rollup.Resolution, spans []span, budget *sampleBudget) (*listSeries, error) {
 	out, err := s.readRollupOf(ctx, ref, k, res, spans, budget, codec.TypeDouble)
-	if err != nil || len(spans) == 0 || !slices.ContainsFunc(ref.Rows, func(r index.Row) bool { return r.DataType == codec.TypeNull }) {
+	if err != nil || len(spans) == 0 || !k.nulls {
 		return out, err
 	}
 	odd, err := s.readRollupOf(ctx, ref, k, res, spans, budget, codec.TypeNull)

@@ -1,0 +1,80 @@
+package kairosstore_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kairos-remote/kairos-adapter/internal/rolluptest"
+	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
+	"github.com/kairos-remote/kairos-adapter/readhint"
+	"github.com/kairos-remote/kairos-adapter/rollup"
+)
+
+// TestRollupOverflowIsRead: a series of finite samples only, two of them
+// 1e308 in one bucket, whose sum rollup is +Inf. The job stores that bucket
+// in the rollup's null-typed row (§5.7); a rollup read must return it as
+// the raw read's sum does, although the raw series has no null row to say
+// so. Before the read asked the rollup metric's side index, the bucket had
+// no point (sum and avg), where raw has +Inf.
+func TestRollupOverflowIsRead(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
+		ctx := context.Background()
+		st, err := ks.Open(ctx, eng, ks.Options{RowWidth: 6 * time.Hour}, nil, nil)
+		require.NoError(t, err)
+		day := int64(24 * time.Hour / time.Millisecond)
+		t0 := 1_700_000_000_000 / day * day
+		s := rolluptest.Series{Labels: labels.FromStrings("__name__", "o", "job", "a")}
+		for i := int64(0); i < 24*60; i++ {
+			v := float64(i)
+			if i == 5*60+10 || i == 5*60+20 { // both in the bucket ending at t0+6h
+				v = 1e308
+			}
+			s.T, s.V = append(s.T, t0+7_000+i*60_000), append(s.V, v)
+		}
+		app := st.NewAppender()
+		for i := range s.T {
+			_, err := app.Append(0, s.Labels, s.T[i], s.V[i])
+			require.NoError(t, err)
+		}
+		require.NoError(t, app.Commit(ctx))
+		h := rollup.Resolution(time.Hour)
+		require.NoError(t, rolluptest.Write(ctx, st, eng, []rollup.Resolution{h}, t0+hour, t0+23*hour, []rolluptest.Series{s}))
+
+		read := func(a rollup.Aggregate) map[int64]float64 {
+			mint, maxt := t0+1, t0+23*hour
+			q, err := st.Querier(mint, maxt)
+			require.NoError(t, err)
+			defer q.Close()
+			ss := q.Select(readhint.With(ctx, readhint.Hint{Aggregate: a, Resolution: h, WindowMillis: hour}), false,
+				&storage.SelectHints{Start: mint, End: maxt, Step: hour, Range: hour},
+				labels.MustNewMatcher(labels.MatchEqual, "__name__", "o"))
+			require.True(t, ss.Next())
+			out := map[int64]float64{}
+			it := ss.At().Iterator(nil)
+			for it.Next() != 0 {
+				ts, v := it.At()
+				out[ts] = v
+			}
+			require.NoError(t, it.Err())
+			require.False(t, ss.Next())
+			require.NoError(t, ss.Err())
+			return out
+		}
+		end := t0 + 6*hour
+		sums := read(rollup.Sum)
+		require.Len(t, sums, 23, "a point for every bucket from t0+1h to t0+23h")
+		require.Contains(t, sums, end, "the overflowed bucket")
+		require.True(t, math.IsInf(sums[end], 1), "sum %v", sums[end])
+		require.Equal(t, 1e308, read(rollup.Max)[end], "the max of the bucket is finite and read as before")
+		avgs := read(rollup.Avg)
+		require.Contains(t, avgs, end)
+		require.True(t, math.IsInf(avgs[end], 1), "avg %v", avgs[end])
+	})
+}
