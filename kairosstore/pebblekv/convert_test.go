@@ -222,22 +222,7 @@ func TestConvertRefusedWithoutRoom(t *testing.T) {
 func TestConvertResumesAfterKill(t *testing.T) {
 	dir := extractOldStore(t)
 	want := readOldStore(t, dir)
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "KAIROS_CONVERT_CHILD="+dir)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	cmd.Stdout = cmd.Stderr
-	require.NoError(t, cmd.Start())
-	progress := 0
-	sc := bufio.NewScanner(stderr)
-	for progress < 3 && sc.Scan() {
-		if strings.Contains(sc.Text(), "cells_done=") {
-			progress++
-		}
-	}
-	require.Equal(t, 3, progress, "the child logs its progress")
-	require.NoError(t, cmd.Process.Kill())
-	_ = cmd.Wait()
+	killChildAfter(t, "KAIROS_CONVERT_CHILD", dir, "cells_done=", 3)
 	old, err := isOldLayout(vfs.Default, dir)
 	require.NoError(t, err)
 	require.True(t, old, "the old store is untouched until the copy is complete")
@@ -276,4 +261,27 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// killChildAfter runs this test binary as a child with env=dir, which
+// converts the store in dir, and kills it (SIGKILL) once it has logged n
+// lines of progress holding marker.
+func killChildAfter(t *testing.T, env, dir, marker string, n int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), env+"="+dir)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	cmd.Stdout = cmd.Stderr
+	require.NoError(t, cmd.Start())
+	progress := 0
+	sc := bufio.NewScanner(stderr)
+	for progress < n && sc.Scan() {
+		if strings.Contains(sc.Text(), marker) {
+			progress++
+		}
+	}
+	require.Equal(t, n, progress, "the child logs its progress")
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
 }

@@ -1,14 +1,11 @@
 package pebblekv
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"math"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -239,22 +236,7 @@ func deleteExpired(cells []cellblock.Cell, expired int64) []cellblock.Cell {
 func TestDensifyResumesAfterKill(t *testing.T) {
 	dir := t.TempDir()
 	s := buildWindowedStore(t, dir, 60)
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "KAIROS_DENSIFY_CHILD="+dir)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	cmd.Stdout = cmd.Stderr
-	require.NoError(t, cmd.Start())
-	progress := 0
-	sc := bufio.NewScanner(stderr)
-	for progress < 5 && sc.Scan() {
-		if strings.Contains(sc.Text(), "rows_done=") {
-			progress++
-		}
-	}
-	require.Equal(t, 5, progress, "the child logs its progress")
-	require.NoError(t, cmd.Process.Kill())
-	_ = cmd.Wait()
+	killChildAfter(t, "KAIROS_DENSIFY_CHILD", dir, "rows_done=", 5)
 
 	var log bytes.Buffer
 	e, err := Open(dir, DefaultOptions(), slog.New(slog.NewTextHandler(&log, nil)))

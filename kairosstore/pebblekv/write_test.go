@@ -25,13 +25,7 @@ func BenchmarkWriteKnown(b *testing.B) {
 		nRows    = 100_000
 		perBatch = 2_000
 	)
-	keys := make([][]byte, nRows)
-	for i := range keys {
-		// The shape of a row key of 10 labels: about 200 bytes.
-		keys[i] = fmt.Appendf(nil, "load_metric_0\x00\x00\x00\x01\x9c\x69\xda\x9c\x00\x00\x0bkairos_double"+
-			"env=prod:instance=host-%06d.example.org:9100:job=node:region=eu-west-1:zone=eu-west-1a:"+
-			"cluster=c%03d:team=storage:service=kairos:shard=%d:", i, i%100, i%16)
-	}
+	keys := knownRowKeys(nRows)
 	for _, mode := range []struct {
 		name   string
 		period time.Duration
@@ -86,12 +80,7 @@ func BenchmarkWriteKnownParallel(b *testing.B) {
 		perBatch = 2_000
 		writers  = 8
 	)
-	keys := make([][]byte, nRows)
-	for i := range keys {
-		keys[i] = fmt.Appendf(nil, "load_metric_0\x00\x00\x00\x01\x9c\x69\xda\x9c\x00\x00\x0bkairos_double"+
-			"env=prod:instance=host-%06d.example.org:9100:job=node:region=eu-west-1:zone=eu-west-1a:"+
-			"cluster=c%03d:team=storage:service=kairos:shard=%d:", i, i%100, i%16)
-	}
+	keys := knownRowKeys(nRows)
 	for _, mode := range []struct {
 		name   string
 		period time.Duration
@@ -173,4 +162,16 @@ func TestScratchRowsBounded(t *testing.T) {
 	write(10)
 	require.NotNil(t, e.headScratch.rows)
 	require.Empty(t, e.headScratch.rows)
+}
+
+// knownRowKeys are n row keys of the shape of a series of 10 labels: about
+// 200 bytes each.
+func knownRowKeys(n int) [][]byte {
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "load_metric_0\x00\x00\x00\x01\x9c\x69\xda\x9c\x00\x00\x0bkairos_double"+
+			"env=prod:instance=host-%06d.example.org:9100:job=node:region=eu-west-1:zone=eu-west-1a:"+
+			"cluster=c%03d:team=storage:service=kairos:shard=%d:", i, i%100, i%16)
+	}
+	return keys
 }
