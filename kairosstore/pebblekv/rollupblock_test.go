@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
@@ -74,17 +73,7 @@ func TestRollupRowOneBlock(t *testing.T) {
 	_, err := e.Compact(ctx)
 	require.NoError(t, err)
 
-	keys := func(row []byte) int {
-		prefix := appendBlockPrefix(nil, row)
-		it, err := e.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
-		require.NoError(t, err)
-		n := 0
-		for ok := it.First(); ok; ok = it.Next() {
-			n++
-		}
-		require.NoError(t, it.Close())
-		return n
-	}
+	keys := func(row []byte) int { return countKeys(t, e, tableBlock, string(row)) }
 	require.Equal(t, 1, keys(rollupRow), "a rollup row is one block")
 	windows := map[int]bool{}
 	for j := range 504 {
