@@ -54,6 +54,10 @@ func TestCassandraStallAnswers503(t *testing.T) {
 	jvm := nodePID(t, node)
 	require.NoError(t, syscall.Kill(jvm, syscall.SIGSTOP))
 	stopped := true
+	// kill returns once the stop is queued; a JVM thread already running
+	// may still answer a request before it stops (one CI run got a 204).
+	require.Eventually(t, func() bool { return allStopped(t, jvm) }, 10*time.Second, 10*time.Millisecond,
+		"the node's threads did not all stop within 10 s of SIGSTOP")
 	resume := func() {
 		if stopped {
 			require.NoError(t, syscall.Kill(jvm, syscall.SIGCONT))
@@ -95,6 +99,32 @@ func nodePID(t *testing.T, n *cassandraNode) int {
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	require.NoError(t, err)
 	return pid
+}
+
+// allStopped reports whether every thread of process pid is stopped (or
+// gone), by the state field of /proc/PID/task/TID/stat.
+func allStopped(t *testing.T, pid int) bool {
+	t.Helper()
+	stats, err := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "stat"))
+	require.NoError(t, err)
+	require.NotEmpty(t, stats, "no threads of PID %d", pid)
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended
+		}
+		// The state follows the command's closing parenthesis.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return false
+		}
+		switch b[i+2] {
+		case 'T', 't', 'Z', 'X':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // remoteReadStatus sends a SAMPLES read and returns the answer's status and
