@@ -945,24 +945,11 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 	if err != nil || len(odd.ts) == 0 {
 		return out, err
 	}
-	// Both ascending; a bucket in both (a reader between the job's write
-	// of one and its delete of the other) keeps its finite value.
-	ts, vs := make([]int64, 0, len(out.ts)+len(odd.ts)), make([]float64, 0, len(out.ts)+len(odd.ts))
-	i, j := 0, 0
-	for i < len(out.ts) || j < len(odd.ts) {
-		switch {
-		case j == len(odd.ts) || i < len(out.ts) && out.ts[i] <= odd.ts[j]:
-			if j < len(odd.ts) && out.ts[i] == odd.ts[j] {
-				j++
-			}
-			ts, vs = append(ts, out.ts[i]), append(vs, out.vs[i])
-			i++
-		default:
-			ts, vs = append(ts, odd.ts[j]), append(vs, odd.vs[j])
-			j++
-		}
-	}
-	out.ts, out.vs = ts, vs
+	// A bucket in both (a reader between the job's write of one and its
+	// delete of the other) keeps its finite value: sortDedupe keeps the
+	// first of a timestamp, as the raw read's rows of both types do.
+	out.ts, out.vs = append(out.ts, odd.ts...), append(out.vs, odd.vs...)
+	out.sortDedupe()
 	return out, nil
 }
 
