@@ -71,14 +71,7 @@ func testRollupBulkMatchesPerCell(t *testing.T, width time.Duration) {
 	for i := range 2 {
 		series = append(series, rolluptest.Hostile(rnd, "c", i, 300, t0), rolluptest.Hostile(rnd, "g", i, 300, t0))
 	}
-	app := bulk.NewAppender()
-	for _, s := range series {
-		for i := range s.T {
-			_, err := app.Append(0, s.Labels, s.T[i], s.V[i])
-			require.NoError(t, err)
-		}
-	}
-	require.NoError(t, app.Commit(ctx))
+	appendSeries(t, bulk, series)
 	res := []rollup.Resolution{rollup.Resolution(5 * time.Minute), rollup.Resolution(time.Hour), rollup.Resolution(6 * time.Hour)}
 	require.NoError(t, rolluptest.Write(ctx, bulk, pe, res, t0+6*hour, t0+9*day, series))
 
@@ -86,7 +79,7 @@ func testRollupBulkMatchesPerCell(t *testing.T, width time.Duration) {
 	// writer whose cells live a second (expired when read), ...
 	ttl, err := ks.Open(ctx, pe, ks.Options{RowWidth: width, TTL: 1}, nil, nil)
 	require.NoError(t, err)
-	app = ttl.NewAppender()
+	app := ttl.NewAppender()
 	for _, r := range res {
 		for _, a := range rollup.Aggregates {
 			for e := r.Bucket(t0 + 2*day); e < t0+3*day; e += r.Millis() {

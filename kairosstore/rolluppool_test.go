@@ -56,14 +56,7 @@ func TestRollupReadsReuseSlices(t *testing.T) {
 			}
 			series = append(series, k)
 		}
-		app := st.NewAppender()
-		for _, s := range series {
-			for i := range s.T {
-				_, err := app.Append(0, s.Labels, s.T[i], s.V[i])
-				require.NoError(t, err)
-			}
-		}
-		require.NoError(t, app.Commit(ctx))
+		appendSeries(t, st, series)
 		res := []rollup.Resolution{rollup.Resolution(time.Hour), rollup.Resolution(6 * time.Hour)}
 		require.NoError(t, rolluptest.Write(ctx, st, eng, res, t0+6*hour, t0+9*day, series))
 
