@@ -114,8 +114,8 @@ type plannedRead struct {
 	// another writer's rows would make stale).
 	nonFinite *nonFiniteRollups
 	// seen is counterSpans', and seenSize counterSize's of it, made once
-	// for every series of the Select: made per series, seen was a tenth
-	// of what a rate panel allocated.
+	// for every series of the Select, not per series (BENCHMARKS.md,
+	// "Issue #30: the rate panel's garbage").
 	seenOnce sync.Once
 	seen     []span
 	seenSize int
@@ -813,9 +813,8 @@ func (s *Store) runningSum(ls labels.Labels, r, rng int64, pieces []counterPiece
 	}
 	k0 := len(ts)
 	// own is the indices, from k0, whose value is the sample's own, not an
-	// increment: the raw samples rng or more after the point before,
-	// rare, where a flag per point was a sixth of what a rate panel
-	// allocated.
+	// increment: the raw samples rng or more after the point before, rare
+	// enough that a flag per point was mostly garbage.
 	var own []int
 	for _, pc := range pieces {
 		if !pc.raw {
@@ -1323,15 +1322,15 @@ func (s *Store) readRollupRows(ctx context.Context, ref *index.Series, rows *rol
 // readRollupRows' add does cell by cell: every cell counted in r.read, the
 // values of those in r.sl and keep appended. The engine appends a block's
 // columns and values to ts and vs themselves, and flush turns the columns
-// into times in place, dropping those outside the spans: a scratch pair
-// per series, grown block by block and copied from, was a tenth of what a
-// rate panel allocated (BENCHMARKS.md, "Issue #30: the rate panel's
-// garbage"). Cells of another length go to other, which is add.
+// into times in place, dropping those outside the spans, where a scratch
+// pair per series was grown block by block and copied from (BENCHMARKS.md,
+// "Issue #30: the rate panel's garbage"). Cells of another length go to
+// other, which is add.
 func (s *Store) rollupDoubles(rows *rollupRows, r *rollupRowRead, keep *spanFilter, ts *[]int64, vs *[]float64, other func(col uint32, b []byte) error) error {
 	done := len(*ts) // before done: points; from it: columns not flushed yet
 	flush := func() error {
-		// keep.in's walk, in locals: through keep and r, a load and a
-		// store per cell were a twelfth of a rate panel's CPU.
+		// keep.in's walk, in locals: through keep and r it cost a load
+		// and a store per cell.
 		out, outV := *ts, *vs
 		spec, rt, lo, hi := s.spec, r.rt, r.sl.lo, r.sl.hi
 		spans, j := keep.spans, keep.i
