@@ -26,7 +26,21 @@ func (s *Store) readSeries(ctx context.Context, ref *index.Series, start, end in
 // readSeriesIn is readSeries over the samples in spans (sorted, disjoint)
 // only.
 func (s *Store) readSeriesIn(ctx context.Context, ref *index.Series, spans []span, sizeHint int, budget *sampleBudget) (*listSeries, error) {
-	out := s.newListSeries(ref.Labels, int(min(int64(sizeHint), budget.left())))
+	return s.readSeriesInto(ctx, ref, spans, s.newListSeries(ref.Labels, int(min(int64(sizeHint), budget.left()))), budget)
+}
+
+// readSeamIn is readSeriesIn of the few raw samples a rollup read takes
+// beside its rollups, in slices of their own: the store's pool hands a read
+// of unknown length any slices of up to minPooledFit samples and drops
+// larger ones, which were the rollup reads' own slices, so that every
+// series of a rate panel allocated them anew (BENCHMARKS.md, "Issue #30:
+// the rate panel's garbage").
+func (s *Store) readSeamIn(ctx context.Context, ref *index.Series, spans []span, budget *sampleBudget) (*listSeries, error) {
+	return s.readSeriesInto(ctx, ref, spans, &listSeries{lset: ref.Labels}, budget)
+}
+
+// readSeriesInto is readSeriesIn into out, empty.
+func (s *Store) readSeriesInto(ctx context.Context, ref *index.Series, spans []span, out *listSeries, budget *sampleBudget) (*listSeries, error) {
 	sorted := true
 	var customValues []float64 // the last custom bucket bounds, shared while they repeat
 	// The row's type, compared once per row, not per cell.

@@ -42,12 +42,22 @@ func (noRowDoubles) CellDoublesOfRows() {}
 // (blocks that are not all doubles) and the null-typed rows of non-finite
 // buckets (hostile series: NaN, ±Inf, ±1e300).
 func TestRollupBulkMatchesPerCell(t *testing.T) {
+	// Rows of 6 h are one block at every resolution; rows of 3 weeks
+	// (the default) are several at 5m, so that a block of other value
+	// lengths (read a call per cell) comes before blocks of doubles (read
+	// in bulk) in one row.
+	for _, width := range []time.Duration{6 * time.Hour, 0} {
+		t.Run(fmt.Sprint("width=", width), func(t *testing.T) { testRollupBulkMatchesPerCell(t, width) })
+	}
+}
+
+func testRollupBulkMatchesPerCell(t *testing.T, width time.Duration) {
 	ctx := context.Background()
 	pe, err := pebblekv.Open(t.TempDir(), pebblekv.Options{}, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, pe.Close()) })
 	require.NoError(t, pe.Setup(ctx))
-	opts := ks.Options{RowWidth: 6 * time.Hour}
+	opts := ks.Options{RowWidth: width}
 	bulkReg, slowReg := prometheus.NewRegistry(), prometheus.NewRegistry()
 	bulk, err := ks.Open(ctx, pe, opts, nil, bulkReg)
 	require.NoError(t, err)
@@ -61,22 +71,15 @@ func TestRollupBulkMatchesPerCell(t *testing.T) {
 	for i := range 2 {
 		series = append(series, rolluptest.Hostile(rnd, "c", i, 300, t0), rolluptest.Hostile(rnd, "g", i, 300, t0))
 	}
-	app := bulk.NewAppender()
-	for _, s := range series {
-		for i := range s.T {
-			_, err := app.Append(0, s.Labels, s.T[i], s.V[i])
-			require.NoError(t, err)
-		}
-	}
-	require.NoError(t, app.Commit(ctx))
+	appendSeries(t, bulk, series)
 	res := []rollup.Resolution{rollup.Resolution(5 * time.Minute), rollup.Resolution(time.Hour), rollup.Resolution(6 * time.Hour)}
 	require.NoError(t, rolluptest.Write(ctx, bulk, pe, res, t0+6*hour, t0+9*day, series))
 
 	// Behind the store's back: buckets of series 1 written again by a
 	// writer whose cells live a second (expired when read), ...
-	ttl, err := ks.Open(ctx, pe, ks.Options{RowWidth: 6 * time.Hour, TTL: 1}, nil, nil)
+	ttl, err := ks.Open(ctx, pe, ks.Options{RowWidth: width, TTL: 1}, nil, nil)
 	require.NoError(t, err)
-	app = ttl.NewAppender()
+	app := ttl.NewAppender()
 	for _, r := range res {
 		for _, a := range rollup.Aggregates {
 			for e := r.Bucket(t0 + 2*day); e < t0+3*day; e += r.Millis() {

@@ -90,14 +90,7 @@ func TestRollupColumnsByName(t *testing.T) {
 			opts := ks.Options{RowWidth: width}
 			slices := openStore(t, slicesEngine{Engine: eng, kr: kr, cells: &sliceCells}, opts)
 			names := openStore(t, namesEngine{slicesEngine: slicesEngine{Engine: eng, kr: kr, cells: &nameCells}, cr: cr, stmts: &nameStmts}, opts)
-			app := slices.NewAppender()
-			for _, s := range ds {
-				for i := range s.T {
-					_, err := app.Append(0, s.Labels, s.T[i], s.V[i])
-					require.NoError(t, err)
-				}
-			}
-			require.NoError(t, app.Commit(ctx))
+			appendSeries(t, slices, ds)
 			h, m5 := rollup.Resolution(time.Hour), rollup.Resolution(5*time.Minute)
 			require.NoError(t, rolluptest.Write(ctx, slices, eng, []rollup.Resolution{h, m5}, t0+hour, t0+9*day+17*hour, ds))
 

@@ -114,14 +114,7 @@ func TestRollupRowsAtOnce(t *testing.T) {
 			}
 			data = append(data, rolluptest.Hostile(rnd, name, i, 50, t0))
 		}
-		app := conc.NewAppender()
-		for _, s := range data {
-			for i := range s.T {
-				_, err := app.Append(0, s.Labels, s.T[i], s.V[i])
-				require.NoError(t, err)
-			}
-		}
-		require.NoError(t, app.Commit(ctx))
+		appendSeries(t, conc, data)
 		h := rollup.Resolution(time.Hour)
 		m5 := rollup.Resolution(5 * time.Minute)
 		require.NoError(t, rolluptest.Write(ctx, conc, eng, []rollup.Resolution{h, m5}, t0+hour, t0+9*day+17*hour, data))

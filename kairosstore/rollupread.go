@@ -113,6 +113,26 @@ type plannedRead struct {
 	// rolled range, asked once per Select (not kept across queries, which
 	// another writer's rows would make stale).
 	nonFinite *nonFiniteRollups
+	// seen is counterSpans', and seenSize counterSize's of it, made once
+	// for every series of the Select, not per series (BENCHMARKS.md,
+	// "Issue #30: the rate panel's garbage").
+	seenOnce sync.Once
+	seen     []span
+	seenSize int
+}
+
+// counterSpans is what a counter read takes from rollups: the windows'
+// buckets and one either side of each, where written, and counterSize of
+// them. Every series of the Select shares them, so the spans are never
+// written after they are made.
+func (p *plannedRead) counterSpans() ([]span, int) {
+	p.seenOnce.Do(func() {
+		r := p.Resolution.Millis()
+		lo, hi := max(p.rollFrom-r, p.doneFrom), min(addSat(p.rollTo, r), p.doneTo)
+		p.seen = trim(widen(p.spans, r), lo, hi)
+		p.seenSize = counterSize(p.seen, r)
+	})
+	return p.seen, p.seenSize
 }
 
 // nonFiniteRollups is plannedRead.nonFinite: rollup metric (as stored) to
@@ -343,7 +363,7 @@ func (s *Store) readPlanned(ctx context.Context, ref *index.Series, p *plannedRe
 		return s.readCounter(ctx, ref, rkey, p, budget)
 	}
 	r := p.Resolution.Millis()
-	before, err := s.readSeriesIn(ctx, ref, clip(p.spans, p.start, p.rollFrom-r), 0, budget)
+	before, err := s.readSeamIn(ctx, ref, clip(p.spans, p.start, p.rollFrom-r), budget)
 	if err != nil {
 		return nil, err
 	}
@@ -351,7 +371,7 @@ func (s *Store) readPlanned(ctx context.Context, ref *index.Series, p *plannedRe
 	if err != nil {
 		return nil, err
 	}
-	after, err := s.readSeriesIn(ctx, ref, clip(p.spans, p.rollTo+1, p.end), 0, budget)
+	after, err := s.readSeamIn(ctx, ref, clip(p.spans, p.rollTo+1, p.end), budget)
 	if err != nil {
 		return nil, err
 	}
@@ -364,6 +384,7 @@ func (s *Store) readPlanned(ctx context.Context, ref *index.Series, p *plannedRe
 	out := &listSeries{lset: ref.Labels}
 	out.ts = slices.Concat(before.ts, mid.ts, after.ts)
 	out.vs = slices.Concat(before.vs, mid.vs, after.vs)
+	s.recycle(mid)
 	return out, nil
 }
 
@@ -398,7 +419,7 @@ func (s *Store) readAvg(ctx context.Context, ref *index.Series, p *plannedRead, 
 		return means(out, p.Resolution), nil
 	}
 	r := p.Resolution.Millis()
-	before, err := s.readSeriesIn(ctx, ref, clip(p.spans, p.start, p.rollFrom-r), 0, budget)
+	before, err := s.readSeamIn(ctx, ref, clip(p.spans, p.start, p.rollFrom-r), budget)
 	if err != nil {
 		return nil, err
 	}
@@ -411,7 +432,7 @@ func (s *Store) readAvg(ctx context.Context, ref *index.Series, p *plannedRead, 
 	if err != nil {
 		return nil, err
 	}
-	after, err := s.readSeriesIn(ctx, ref, clip(p.spans, p.rollTo+1, p.end), 0, budget)
+	after, err := s.readSeamIn(ctx, ref, clip(p.spans, p.rollTo+1, p.end), budget)
 	if err != nil {
 		return nil, err
 	}
@@ -428,6 +449,7 @@ func (s *Store) readAvg(ctx context.Context, ref *index.Series, p *plannedRead, 
 		}
 	}
 	sums.ts, sums.vs = sums.ts[:k], sums.vs[:k]
+	s.recycle(counts)
 	before, after = means(before, p.Resolution), means(after, p.Resolution)
 	if len(before.ts) == 0 && len(after.ts) == 0 {
 		return sums, nil
@@ -435,6 +457,7 @@ func (s *Store) readAvg(ctx context.Context, ref *index.Series, p *plannedRead, 
 	out := &listSeries{lset: ref.Labels}
 	out.ts = slices.Concat(before.ts, sums.ts, after.ts)
 	out.vs = slices.Concat(before.vs, sums.vs, after.vs)
+	s.recycle(sums)
 	return out, nil
 }
 
@@ -494,18 +517,19 @@ func means(l *listSeries, res rollup.Resolution) *listSeries {
 // reads, never a wrong extrapolation.
 func (s *Store) readCounter(ctx context.Context, ref *index.Series, rkey rollupKey, p *plannedRead, budget *sampleBudget) (*listSeries, error) {
 	r := p.Resolution.Millis()
-	before, err := s.readSeriesIn(ctx, ref, clip(p.spans, p.start, p.rollFrom-r), 0, budget)
+	before, err := s.readSeamIn(ctx, ref, clip(p.spans, p.start, p.rollFrom-r), budget)
 	if err != nil {
 		return nil, err
 	}
-	after, err := s.readSeriesIn(ctx, ref, clip(p.spans, p.rollTo+1, p.end), 0, budget)
+	after, err := s.readSeamIn(ctx, ref, clip(p.spans, p.rollTo+1, p.end), budget)
 	if err != nil {
 		return nil, err
 	}
-	// The windows' buckets and one either side of each, where written.
-	lo, hi := max(p.rollFrom-r, p.doneFrom), min(addSat(p.rollTo, r), p.doneTo)
-	seen := trim(widen(p.spans, r), lo, hi)
-	all, err := s.readRollup(ctx, ref, rkey, p.Resolution, seen, budget)
+	// all and runningSum's answer ask the store's pool for the same size,
+	// which the next series' reads then take again: a pooled slice too
+	// small for a read is dropped.
+	seen, size := p.counterSpans()
+	all, err := s.readRollupSized(ctx, ref, rkey, p.Resolution, seen, budget, size)
 	if err != nil {
 		return nil, err
 	}
@@ -620,7 +644,7 @@ func (s *Store) readCounter(ctx context.Context, ref *index.Series, rkey rollupK
 			k++
 		}
 		j = k
-		raw, err := s.readSeriesIn(ctx, ref, clip(p.spans, sp.lo-r+1, sp.hi), 0, budget)
+		raw, err := s.readSeamIn(ctx, ref, clip(p.spans, sp.lo-r+1, sp.hi), budget)
 		if err != nil {
 			return nil, err
 		}
@@ -635,7 +659,7 @@ func (s *Store) readCounter(ctx context.Context, ref *index.Series, rkey rollupK
 		if !pc.raw || len(pc.s.ts) == 0 {
 			continue
 		}
-		seam, err := s.readSeriesIn(ctx, ref, []span{{pc.from - r, pc.from - 1}}, 0, budget)
+		seam, err := s.readSeamIn(ctx, ref, []span{{pc.from - r, pc.from - 1}}, budget)
 		if err != nil {
 			return nil, err
 		}
@@ -646,8 +670,23 @@ func (s *Store) readCounter(ctx context.Context, ref *index.Series, rkey rollupK
 			}
 		}
 	}
-	return runningSum(ref.Labels, r, p.rng, pieces), nil
+	out := s.runningSum(ref.Labels, r, p.rng, pieces, size)
+	// all's slices, which mid and the pieces share, have no more use:
+	// the next series' read takes them, instead of the collector.
+	s.recycle(all)
+	return out, nil
 }
+
+// counterSize is the points a counter read asks its slices for, from
+// rollups read in seen at buckets of r: two a bucket for runningSum, and a
+// block's cells of room (readRollupOf). Bounded by maxRollupCap.
+func counterSize(seen []span, r int64) int {
+	return 2*rollupCap(seen, r) + doublesAtOnce
+}
+
+// doublesAtOnce is the most cells a rowDoublesReader appends before it
+// flushes (pebblekv flushes every block and every 1,024 cells).
+const doublesAtOnce = 1024
 
 // counterPiece is a run of a counter read raw (from its time from) or from
 // rollups.
@@ -744,15 +783,21 @@ func ones(l *listSeries) *listSeries {
 // window instead of extrapolating its first bucket from the average
 // spacing of the points. readCounter reads raw where that value did not
 // exist (the series starts in the bucket).
-func runningSum(ls labels.Labels, r, rng int64, pieces []counterPiece) *listSeries {
+func (s *Store) runningSum(ls labels.Labels, r, rng int64, pieces []counterPiece, size int) *listSeries {
 	n := 0
 	for _, pc := range pieces {
 		n += 2 * len(pc.s.ts)
 	}
+	// In slices of the store's pool, which the series' iterator gives
+	// back; of size where that holds n, as the counter's rollups were.
+	if n <= size {
+		n = size
+	}
+	out := s.newListSeries(ls, n)
 	// ts, vs and own are locals, set on out at the end: appended to
 	// through out or a closure, each point cost a write barrier while the
 	// collector marks.
-	ts, vs := make([]int64, 0, n), make([]float64, 0, n)
+	ts, vs := out.ts, out.vs
 	cur, have := 0.0, false
 	if len(pieces) > 0 && pieces[0].raw {
 		l := pieces[0].s
@@ -767,14 +812,17 @@ func runningSum(ls labels.Labels, r, rng int64, pieces []counterPiece) *listSeri
 		pieces = pieces[1:]
 	}
 	k0 := len(ts)
-	own := make([]bool, 0, n-k0) // from k0: the value is the sample's own, not an increment
+	// own is the indices, from k0, whose value is the sample's own, not an
+	// increment: the raw samples rng or more after the point before, rare
+	// enough that a flag per point was mostly garbage.
+	var own []int
 	for _, pc := range pieces {
 		if !pc.raw {
 			for i, end := range pc.s.ts {
 				if n := len(ts); n == 0 || ts[n-1] < end-r+1 {
-					ts, vs, own = append(ts, end-r+1), append(vs, 0), append(own, false)
+					ts, vs = append(ts, end-r+1), append(vs, 0)
 				}
-				ts, vs, own = append(ts, end), append(vs, pc.s.vs[i]), append(own, false)
+				ts, vs = append(ts, end), append(vs, pc.s.vs[i])
 			}
 			continue
 		}
@@ -784,36 +832,42 @@ func runningSum(ls labels.Labels, r, rng int64, pieces []counterPiece) *listSeri
 			if math.IsNaN(v) {
 				continue // stale markers too
 			}
-			inc, o := 0.0, false
+			inc := 0.0
 			n := len(ts)
 			switch {
 			case rng > 0 && (n == 0 || uint64(t)-uint64(ts[n-1]) >= uint64(rng)):
-				inc, o = v, true
+				inc, own = v, append(own, n)
 			case hp && v < prev:
 				inc = v
 			case hp:
 				inc = v - prev
 			}
-			ts, vs, own = append(ts, t), append(vs, inc), append(own, o)
+			ts, vs = append(ts, t), append(vs, inc)
 			prev, hp = v, true
 		}
 	}
 	if !have {
-		for i, inc := range vs[k0:] {
-			if !own[i] {
-				cur += inc
+		o := own
+		for i := k0; i < len(vs); i++ {
+			if len(o) > 0 && o[0] == i {
+				o = o[1:]
+				continue
 			}
+			cur += vs[i]
 		}
 	}
+	o := own
 	for i := k0; i < len(vs); i++ {
-		if own[i-k0] {
+		if len(o) > 0 && o[0] == i {
+			o = o[1:]
 			cur = vs[i]
 		} else {
 			cur += vs[i]
 		}
 		vs[i] = cur
 	}
-	return &listSeries{lset: ls, ts: ts, vs: vs}
+	out.ts, out.vs = ts, vs
+	return out
 }
 
 // rollupKey is what the row keys of one rollup series are made of.
@@ -912,10 +966,6 @@ type rowDoublesReader interface {
 type rollupRows struct {
 	cells   cellsFunc
 	doubles doublesFunc
-	// cols and vals are doubles' scratch, reused row after row: each
-	// flush empties them, so they hold a block's cells at most.
-	cols []int64
-	vals []float64
 }
 
 // rollupRowsOf calls read with the engine's reader of rollup rows of
@@ -937,11 +987,17 @@ func (s *Store) rollupRowsOf(ctx context.Context, dataType string, read func(row
 // (§5.7). Rows that do not exist hold no cell. Reading every rollup's null
 // rows would double the rows a read seeks.
 func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, res rollup.Resolution, spans []span, budget *sampleBudget) (*listSeries, error) {
-	out, err := s.readRollupOf(ctx, ref, k, res, spans, budget, codec.TypeDouble)
+	return s.readRollupSized(ctx, ref, k, res, spans, budget, 0)
+}
+
+// readRollupSized is readRollup into slices of size points (0: as many as
+// spans can hold, rollupCap, and a block's room), size at least that.
+func (s *Store) readRollupSized(ctx context.Context, ref *index.Series, k rollupKey, res rollup.Resolution, spans []span, budget *sampleBudget, size int) (*listSeries, error) {
+	out, err := s.readRollupOf(ctx, ref, k, res, spans, budget, codec.TypeDouble, size)
 	if err != nil || len(spans) == 0 || !k.nulls {
 		return out, err
 	}
-	odd, err := s.readRollupOf(ctx, ref, k, res, spans, budget, codec.TypeNull)
+	odd, err := s.readRollupOf(ctx, ref, k, res, spans, budget, codec.TypeNull, 0)
 	if err != nil || len(odd.ts) == 0 {
 		return out, err
 	}
@@ -954,7 +1010,7 @@ func (s *Store) readRollup(ctx context.Context, ref *index.Series, k rollupKey, 
 }
 
 // readRollupOf is readRollup of the rows of one data type.
-func (s *Store) readRollupOf(ctx context.Context, ref *index.Series, k rollupKey, res rollup.Resolution, spans []span, budget *sampleBudget, dataType string) (*listSeries, error) {
+func (s *Store) readRollupOf(ctx context.Context, ref *index.Series, k rollupKey, res rollup.Resolution, spans []span, budget *sampleBudget, dataType string, size int) (*listSeries, error) {
 	out := &listSeries{lset: ref.Labels}
 	if len(spans) == 0 {
 		return out, nil
@@ -966,9 +1022,23 @@ func (s *Store) readRollupOf(ctx context.Context, ref *index.Series, k rollupKey
 	defer s.observe("data_points_rollup", t0)
 	read := 0
 	defer func() { s.m.cellsRead.WithLabelValues("rollup").Add(float64(read)) }()
-	if n := rollupCap(spans, res.Millis()); n > 0 && dataType == codec.TypeDouble {
-		// Non-finite buckets are few: those read grow as they come.
-		out.ts, out.vs = make([]int64, 0, n), make([]float64, 0, n)
+	if dataType == codec.TypeDouble {
+		// Non-finite buckets are few: those read grow as they come. From
+		// the store's pool: the series of a panel read one after another
+		// take the same slices again. A reader of doubles appends a
+		// block's cells before it drops those outside the spans, so the
+		// answer's last block needs room for more. A size given holds
+		// that already (counterSize), and is counted once per Select.
+		n := size
+		if n == 0 {
+			n = rollupCap(spans, res.Millis())
+			if _, ok := s.eng.(rowDoublesReader); ok && n > 0 {
+				n += doublesAtOnce
+			}
+		}
+		if n > 0 {
+			out = s.newListSeries(ref.Labels, n)
+		}
 	}
 	w := s.spec.WidthMillis()
 	// An engine without a rows reader (Cassandra) answers each row in a
@@ -1250,22 +1320,43 @@ func (s *Store) readRollupRows(ctx context.Context, ref *index.Series, rows *rol
 
 // rollupDoubles reads row r through rows.doubles into ts and vs, as
 // readRollupRows' add does cell by cell: every cell counted in r.read, the
-// values of those in r.sl and keep appended. Cells of another length go to
+// values of those in r.sl and keep appended. The engine appends a block's
+// columns and values to ts and vs themselves, and flush turns the columns
+// into times in place, dropping those outside the spans, where a scratch
+// pair per series was grown block by block and copied from (BENCHMARKS.md,
+// "Issue #30: the rate panel's garbage"). Cells of another length go to
 // other, which is add.
 func (s *Store) rollupDoubles(rows *rollupRows, r *rollupRowRead, keep *spanFilter, ts *[]int64, vs *[]float64, other func(col uint32, b []byte) error) error {
+	done := len(*ts) // before done: points; from it: columns not flushed yet
 	flush := func() error {
+		// keep.in's walk, in locals: through keep and r it cost a load
+		// and a store per cell.
 		out, outV := *ts, *vs
-		for i, c := range rows.cols {
-			t := s.spec.Timestamp(r.rt, uint32(c))
-			if t < r.sl.lo || t > r.sl.hi || !keep.in(t) {
+		spec, rt, lo, hi := s.spec, r.rt, r.sl.lo, r.sl.hi
+		spans, j := keep.spans, keep.i
+		k := done
+		for i := done; i < len(out); i++ {
+			t := spec.Timestamp(rt, uint32(out[i]))
+			if t < lo || t > hi {
 				continue
 			}
-			out, outV = append(out, t), append(outV, rows.vals[i])
+			for j < len(spans) && spans[j].hi < t {
+				j++
+			}
+			if j == len(spans) || spans[j].lo > t {
+				continue
+			}
+			out[k], outV[k] = t, outV[i]
+			k++
 		}
-		*ts, *vs = out, outV
-		r.read += len(rows.cols)
-		rows.cols, rows.vals = rows.cols[:0], rows.vals[:0]
+		keep.i = j
+		r.read += len(out) - done
+		*ts, *vs, done = out[:k], outV[:k], k
 		return nil
 	}
-	return rows.doubles(r.key, r.lo, r.hi, &rows.cols, &rows.vals, flush, other)
+	return rows.doubles(r.key, r.lo, r.hi, ts, vs, flush, func(col uint32, b []byte) error {
+		err := other(col, b)
+		done = len(*ts)
+		return err
+	})
 }

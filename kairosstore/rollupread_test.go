@@ -46,14 +46,7 @@ func rollupStore(t *testing.T, eng engine.Engine) (*ks.Store, *prometheus.Regist
 	day := int64(24 * time.Hour / time.Millisecond)
 	t0 := 1_700_000_000_000 / day * day
 	data := rollupData(t0)
-	app := st.NewAppender()
-	for _, s := range data {
-		for i := range s.T {
-			_, err := app.Append(0, s.Labels, s.T[i], s.V[i])
-			require.NoError(t, err)
-		}
-	}
-	require.NoError(t, app.Commit(ctx))
+	appendSeries(t, st, data)
 	return st, reg, t0, data
 }
 
@@ -355,4 +348,17 @@ func TestRawWindowsFewSlices(t *testing.T) {
 		// 8 rows of 6h; the first reads one window alone first.
 		require.LessOrEqual(t, counted.slices.Load()-before, int64(9))
 	})
+}
+
+// appendSeries writes every sample of series through one appender of st.
+func appendSeries(t *testing.T, st *ks.Store, series []rolluptest.Series) {
+	t.Helper()
+	app := st.NewAppender()
+	for _, s := range series {
+		for i := range s.T {
+			_, err := app.Append(0, s.Labels, s.T[i], s.V[i])
+			require.NoError(t, err)
+		}
+	}
+	require.NoError(t, app.Commit(context.Background()))
 }
