@@ -188,50 +188,31 @@ func (h *head) remove(r *headRow) {
 	}
 }
 
-// headScratch holds the buffers of txn.logBuf, pending, pendCells and
-// newRows, and the map txn.rows, between transactions.
+// headScratch holds the buffers of txn.logBuf, rowBuf, pending and
+// pendCells between transactions.
 type headScratch struct {
 	logBuf, rowBuf []byte
 	pending        []pendingBlock
 	pendCells      []cellblock.Cell
-	newRows        []uint64
-	rows           map[uint64]bool
 }
 
 // maxHeadScratch bounds the bytes of log record kept for the next
-// transaction, and maxScratchRows the partitions of txn.rows: one large
-// request's buffers are not kept for good (a map never shrinks, and
-// clearing it costs its capacity).
-const (
-	maxHeadScratch = 4 << 20
-	maxScratchRows = 1 << 12
-)
+// transaction: one large request's buffers are not kept for good.
+const maxHeadScratch = 4 << 20
 
 func (e *Engine) takeScratch(t *txn) {
 	s := &e.headScratch
-	t.logBuf, t.rowBuf, t.pending, t.pendCells, t.newRows = s.logBuf[:0], s.rowBuf[:0], s.pending[:0], s.pendCells[:0], s.newRows[:0]
-	// A new map grew several times over a request's rows, and when
-	// writers share a millisecond most transactions are not newest and
-	// note every row in it.
-	t.rows = s.rows
-	if t.rows == nil {
-		t.rows = map[uint64]bool{}
-	}
+	t.logBuf, t.rowBuf, t.pending, t.pendCells = s.logBuf[:0], s.rowBuf[:0], s.pending[:0], s.pendCells[:0]
 }
 
 func (e *Engine) keepScratch(t *txn) {
 	// The cells' values are the request's memory.
 	clear(t.pendCells)
-	rows := t.rows
-	if len(rows) > maxScratchRows {
-		rows = nil
-	}
-	clear(rows)
 	if cap(t.logBuf) > maxHeadScratch {
-		e.headScratch = headScratch{rows: rows}
+		e.headScratch = headScratch{}
 		return
 	}
-	e.headScratch = headScratch{logBuf: t.logBuf, rowBuf: t.rowBuf, pending: t.pending, pendCells: t.pendCells, newRows: t.newRows, rows: rows}
+	e.headScratch = headScratch{logBuf: t.logBuf, rowBuf: t.rowBuf, pending: t.pending, pendCells: t.pendCells}
 }
 
 // pendingBlock is a block a transaction gives the head once it committed:

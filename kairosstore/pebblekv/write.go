@@ -29,15 +29,11 @@ type txn struct {
 	// newest: writeTime is above the write time of everything stored
 	// (Engine.highWater), so no stored entry or tombstone can win against
 	// this transaction and lookups in the store are skipped. Cells use the
-	// finer per-partition marks instead.
+	// finer per-partition marks otherwise.
 	newest bool
-	// rows holds the data_points partitions the transaction writes to, by
-	// their hash in Engine.marks, and for each whether writeTime is above
-	// its bound there as it was before the transaction.
-	rows map[uint64]bool
-	// newRows holds the partitions written while newest, which rows does
-	// not: writeTime is above all their bounds.
-	newRows []uint64
+	// tombRows holds the data_points partitions the transaction puts a
+	// tombstone in, by their hash in Engine.marks.
+	tombRows []uint64
 	// written holds the entries this transaction already put, for a request
 	// that carries one key twice: the batch is not indexed, so store lookups
 	// do not see them.
@@ -54,7 +50,8 @@ type txn struct {
 	tombs      []rangeTomb
 
 	// The data_points cells of the block being built (putCell), and
-	// rows' answer for its row, kept for the row's next cells.
+	// whether writeTime is above its row's tombstones, kept for the row's
+	// next cells.
 	block       []cellblock.Cell
 	blockRow    []byte
 	blockHash   uint64 // of blockRow, in marks
@@ -177,10 +174,7 @@ func (e *Engine) commit(writeTime int64, indexed, direct bool, fn func(t *txn) e
 		return 0, 0, err
 	}
 	// Recorded even if the commit fails: too high a bound only costs lookups.
-	for row := range t.rows {
-		e.marks.recordHash(row, writeTime, max(e.highWater, writeTime))
-	}
-	for _, row := range t.newRows {
+	for _, row := range t.tombRows {
 		e.marks.recordHash(row, writeTime, max(e.highWater, writeTime))
 	}
 	if len(t.logBuf) > 0 {
@@ -410,29 +404,15 @@ func (t *txn) putCell(c *engine.Cell) error {
 // raw load (LoadRaw) carries per cell; writeTime is at most t.writeTime.
 func (t *txn) putCellAt(c *engine.Cell, writeTime, expiry int64) error {
 	sameRow := t.haveRow && bytes.Equal(c.Key, t.blockRow)
-	var h uint64
-	switch {
-	case sameRow:
-	case t.newest:
-		// Above the high-water mark, so above every partition's bound:
-		// the partition is only noted, not looked up.
+	h := t.blockHash
+	if !sameRow {
 		h = t.e.marks.hash(c.Key)
-		t.newRows = append(t.newRows, h)
-		t.rowNewer = true
-	default:
-		h = t.e.marks.hash(c.Key)
-		newer, ok := t.rows[h]
-		if !ok {
-			// Newer for an older write time implies newer for t.writeTime, so
-			// the entry cached for the partition stays a safe answer for it.
-			newer = t.e.marks.newerHash(h, writeTime)
-			t.rows[h] = newer
-		}
-		t.rowNewer = newer
+		// Above the high-water mark is above every tombstone: no lookup.
+		t.rowNewer = t.newest || t.e.marks.newerHash(h, t.writeTime)
 	}
 	newer := t.rowNewer
 	if writeTime != t.writeTime {
-		newer = t.e.marks.newer(c.Key, writeTime)
+		newer = t.e.marks.newerHash(h, writeTime)
 	}
 	if !newer {
 		shadowed, err := t.cellShadowed(c.Key, c.Column, writeTime)
