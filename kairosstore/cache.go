@@ -3,6 +3,8 @@ package kairosstore
 import (
 	"time"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
@@ -83,6 +85,7 @@ func (s *Store) lookupSeries(ls labels.Labels) (*series, error) {
 		return sr, nil
 	}
 	sr := &series{ls: ls.Copy()}
+	sr.name = sr.ls.Get(model.MetricNameLabel)
 	metric, tags, err := s.mapper.Split(sr.ls, nil)
 	if err != nil {
 		return nil, err
