@@ -15,7 +15,7 @@ const maxMarks = 1 << 18
 // empty) a cell written above base costs no lookup at all. Bounding every
 // write time stored, cells included, made the marks a map of every
 // partition written, looked up and updated for every known series of a
-// request: a sixth of a known sample's CPU (BENCHMARKS.md, "Issue #31:
+// request: a tenth of a known sample's CPU (BENCHMARKS.md, "Issue #31:
 // known series, less CPU per sample").
 //
 // Partitions are known by a 64-bit hash of their row key, not the row key
