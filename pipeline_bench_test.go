@@ -194,7 +194,17 @@ func (w *nullResponse) Write(b []byte) (int, error) { return len(b), nil }
 // embedded engine with its default options (WAL synced). It reports the CPU
 // per sample of the whole write, the engine's flushes and compactions that
 // run during the loop included, and the allocations per sample.
-func BenchmarkIngestKnown(b *testing.B) {
+func BenchmarkIngestKnown(b *testing.B) { ingestKnown(b, kairosstore.Options{}) }
+
+// BenchmarkIngestKnownOnChange is BenchmarkIngestKnown with a store that
+// reports its changes, as it does to the rollup job when rollups are on
+// (the default): every sample then widens its metric's change
+// (Appender.noteTime).
+func BenchmarkIngestKnownOnChange(b *testing.B) {
+	ingestKnown(b, kairosstore.Options{OnChange: func([]kairosstore.Change) {}})
+}
+
+func ingestKnown(b *testing.B, opts kairosstore.Options) {
 	const (
 		nSeries  = 100_000
 		perReq   = 2_000
@@ -222,7 +232,7 @@ func BenchmarkIngestKnown(b *testing.B) {
 	require.NoError(b, err)
 	b.Cleanup(func() { pe.Close() })
 	ctx := context.Background()
-	s, err := kairosstore.Open(ctx, pe, kairosstore.Options{}, nil, nil)
+	s, err := kairosstore.Open(ctx, pe, opts, nil, nil)
 	require.NoError(b, err)
 	var ls lazyStore
 	ls.set(s)

@@ -70,3 +70,44 @@ func BenchmarkSeriesCacheMemory(b *testing.B) {
 func appendField(dst []byte, tag byte, b []byte) []byte {
 	return append(binary.AppendUvarint(append(dst, tag), uint64(len(b))), b...)
 }
+
+// knownSeriesKeys are the 1.0 cache keys of n series of ten labels shaped
+// as kairosload's (about 200 bytes each), in the order a round sends them.
+func knownSeriesKeys(n int) [][]byte {
+	keys := make([][]byte, n)
+	for i := range keys {
+		j := i / 100
+		for _, l := range [][2]string{{"__name__", fmt.Sprintf("load_metric_%d", i%100)}, {"cpu", fmt.Sprint(j % 64)},
+			{"device", "nvme0n1"}, {"env", "prod"}, {"instance", fmt.Sprintf("10.%d.%d.%d:9100", j>>16&255, j>>8&255, j&255)},
+			{"job", "node"}, {"kernel", "6.8.0-45-generic"}, {"mode", "user"}, {"region", "eu-west-1"}, {"zone", "eu-west-1a"}} {
+			label := appendField(appendField(nil, 0x0a, []byte(l[0])), 0x12, []byte(l[1]))
+			keys[i] = appendField(keys[i], 0x0a, label)
+		}
+	}
+	return keys
+}
+
+// BenchmarkSeriesCacheKnown is the handler's series cache under issue #31's
+// known-series load: 100,000 series cached, looked up 2,000 a request in
+// the order they were sent, every lookup a hit.
+func BenchmarkSeriesCacheKnown(b *testing.B) {
+	const (
+		n          = 100_000
+		perRequest = 2_000
+	)
+	keys := knownSeriesKeys(n)
+	c := newSeriesCache(200_000, time.Hour)
+	for i, k := range keys {
+		c.put(k, SeriesRef(i+1))
+	}
+	var refs []SeriesRef
+	next := 0
+	for b.Loop() {
+		refs = c.lookup(refs[:0], keys[next:next+perRequest])
+		if refs[0] != SeriesRef(next+1) || refs[perRequest-1] != SeriesRef(next+perRequest) {
+			b.Fatal("a miss", refs[0], refs[perRequest-1])
+		}
+		next = (next + perRequest) % n
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perRequest), "ns/lookup")
+}

@@ -1,7 +1,10 @@
 package kairosstore
 
 import (
+	"strings"
 	"time"
+
+	"github.com/prometheus/common/model"
 
 	"github.com/prometheus/prometheus/model/labels"
 
@@ -71,6 +74,24 @@ func (s *Store) forgetIndex() {
 	s.idx.Forget()
 }
 
+// maxInternedNames bounds Store.names per generation: metric names, not
+// series, so a few thousand cover most senders; past that, names are
+// interned by the generation and only cost more cache misses.
+const maxInternedNames = 4096
+
+// internName returns name, as the string of the series before it with that
+// metric name when there is one: the appender reads and hashes the metric
+// name of every series it appends (noteTime), and a name held once per
+// series was a cache miss on each series' labels.
+func (s *Store) internName(name string) string {
+	if n, ok := s.names.Get(name); ok {
+		return n
+	}
+	name = strings.Clone(name) // not the series' labels, which it would pin
+	s.names.Add(name, name)
+	return name
+}
+
 // lookupSeries returns the series of ls, translating and caching it on a
 // miss. ls may alias a buffer the caller reuses: a new entry takes a copy.
 // Entries are keyed by the label set's hash and verified with labels.Equal;
@@ -83,6 +104,7 @@ func (s *Store) lookupSeries(ls labels.Labels) (*series, error) {
 		return sr, nil
 	}
 	sr := &series{ls: ls.Copy()}
+	sr.name = s.internName(sr.ls.Get(model.MetricNameLabel))
 	metric, tags, err := s.mapper.Split(sr.ls, nil)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"unsafe"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
@@ -104,4 +105,21 @@ func TestRefTableRing(t *testing.T) {
 		require.Same(t, c, tab.get(ref(c)))
 	}
 	require.Nil(t, tab.get(ref(c)+2), "a ref not given out yet")
+}
+
+// TestSeriesShareMetricName: series of one metric hold its name as one
+// string, not each in its own labels, and it is the name of their labels.
+func TestSeriesShareMetricName(t *testing.T) {
+	s, err := Open(context.Background(), specEngine{}, Options{MetricPrefix: "p."}, nil, nil)
+	require.NoError(t, err)
+	a, err := s.lookupSeries(labels.FromStrings("__name__", "up", "job", "a"))
+	require.NoError(t, err)
+	b, err := s.lookupSeries(labels.FromStrings("__name__", "up", "job", "b"))
+	require.NoError(t, err)
+	c, err := s.lookupSeries(labels.FromStrings("__name__", "down", "job", "a"))
+	require.NoError(t, err)
+	require.Equal(t, "up", a.name)
+	require.Equal(t, "down", c.name)
+	require.True(t, unsafe.StringData(a.name) == unsafe.StringData(b.name), "one string for the metric")
+	require.True(t, unsafe.StringData(a.ls.Get("__name__")) != unsafe.StringData(a.name), "not pinning a's labels")
 }

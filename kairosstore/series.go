@@ -17,6 +17,12 @@ type series struct {
 	ref    atomic.Uint64 // its storage.SeriesRef in the store's refTable
 	ls     labels.Labels // the appender's own copy
 	metric string
+	// name is ls's metric name, which Options.OnChange reports, interned
+	// (Store.internName): reading it from ls for every sample, then
+	// hashing the series' own copy, were cache misses on each series'
+	// labels, 5 % of a known sample's CPU (BENCHMARKS.md, "Issue #31: known
+	// series, less CPU per sample").
+	name   string
 	tags   []codec.Tag // sorted by name; the strings alias ls
 	double atomic.Pointer[seriesRow]
 }

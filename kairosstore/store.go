@@ -124,6 +124,7 @@ type Store struct {
 	rowKeys    *lru.Cache[string, int64] // series rows whose row_keys entries are stored
 	metricRows *lru.Cache[string, int64] // (metric, row time) whose row_key_time_index and string_index entries are stored
 	series     *lru.Cache[uint64, *series]
+	names      *lru.Cache[string, string]            // metric names, interned for series.name
 	refs       *refTable                             // of the series, for Appender refs
 	meta       *lru.Cache[string, metadata.Metadata] // by metric family
 	bufs       sync.Pool                             // *appendBuffers
@@ -205,6 +206,7 @@ func Open(ctx context.Context, eng engine.Engine, opts Options, logger *slog.Log
 		rowKeys:    lru.New[string, int64](opts.IndexCacheSize, opts.IndexCacheTTL, opts.Now),
 		metricRows: lru.New[string, int64](opts.IndexCacheSize, opts.IndexCacheTTL, opts.Now),
 		series:     lru.New[uint64, *series](opts.IndexCacheSize, opts.IndexCacheTTL, opts.Now),
+		names:      lru.New[string, string](maxInternedNames, opts.IndexCacheTTL, opts.Now),
 		// The series cache holds up to two generations of entries.
 		refs: newRefTable(2 * opts.IndexCacheSize),
 		meta: lru.New[string, metadata.Metadata](maxCachedFamilies, opts.IndexCacheTTL, opts.Now),

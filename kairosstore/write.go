@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -309,7 +308,7 @@ func (a *Appender) noteTime(t int64) {
 	}
 	if a.chgOf != a.cur {
 		a.chgOf = a.cur
-		name := a.cur.ls.Get(model.MetricNameLabel)
+		name := a.cur.name
 		i, ok := a.chgPos[name]
 		if !ok {
 			if a.chgPos == nil {

@@ -46,8 +46,11 @@ const (
 // windowOf is the window of a cell of rowKey: every caller that makes or
 // finds a block key goes through it, so a row's blocks never overlap.
 func windowOf(rowKey []byte, column uint32) uint32 {
-	return uint32(uint64(column) >> windowShiftOf(rowKey))
+	return windowAt(column, windowShiftOf(rowKey))
 }
+
+// windowAt is windowOf for a row whose windowShiftOf is shift.
+func windowAt(column uint32, shift uint) uint32 { return uint32(uint64(column) >> shift) }
 
 // windowShiftOf tells a rollup row from its key alone, as the engine gets
 // no labels: a metric name ending in rollup.NameSuffix, and a tag

@@ -81,7 +81,7 @@ func (e *Engine) Delete(ctx context.Context, d *engine.Deletes) error {
 // included: its batch is indexed) and Set without those cells, which
 // replaces its operands.
 func (t *txn) deleteCells(rowKey []byte, lo, hi uint32, tomb entry) (err error) {
-	t.rows[t.e.marks.hash(rowKey)] = false
+	t.tombRows = append(t.tombRows, t.e.marks.hash(rowKey))
 	lower := appendBlockKey(nil, rowKey, windowOf(rowKey, lo))
 	upper := prefixEnd(appendBlockKey(nil, rowKey, windowOf(rowKey, hi)))
 	it, err := t.b.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})

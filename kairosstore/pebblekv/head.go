@@ -107,12 +107,19 @@ type head struct {
 
 func newHead() *head { return &head{rows: map[uint64]*headRow{}, minExpiry: math.MaxInt64} }
 
-// add puts cells (sorted, one per column) into the window of rowKey, whose
-// hash is hash, and returns its row and whether the window is full.
-func (h *head) add(hash uint64, rowKey []byte, win uint32, cells []cellblock.Cell) (*headRow, bool) {
-	r := h.rows[hash]
-	for r != nil && r.key != string(rowKey) {
-		r = r.next
+// add puts cells (sorted, one per column) into the window of p's row, and
+// returns its row and whether the window is full. p.found, from touch, spares
+// a second lookup of the row in the map.
+func (h *head) add(p *pendingBlock, cells []cellblock.Cell) (*headRow, bool) {
+	hash, rowKey, win := p.hash, p.row, p.window
+	r := p.found
+	if r == nil || r.key != string(rowKey) {
+		// A new row, maybe added by an earlier block of this transaction,
+		// or a row that shares its hash.
+		r = h.rows[hash]
+		for r != nil && r.key != string(rowKey) {
+			r = r.next
+		}
 	}
 	if r == nil {
 		r = &headRow{key: string(rowKey), hash: hash, next: h.rows[hash]}
@@ -149,15 +156,17 @@ func (h *head) add(hash uint64, rowKey []byte, win uint32, cells []cellblock.Cel
 	return r, len(w.cells) >= headFullCells
 }
 
-// touch reads the map slot, row and last window of each block's row, so
-// that add finds them in the CPU cache. Each read is a cache miss when the
-// head holds many rows, and add's reads of one row depend on each other,
-// so a loop of adds waits for them one after another; the reads of this
-// loop are independent, and the CPU overlaps their misses.
+// touch finds the row of each block by its hash (found), and reads its last
+// window, so that add finds them in the CPU cache. Each read is a cache
+// miss when the head holds many rows, and add's reads of one row depend on
+// each other, so a loop of adds waits for them one after another; the reads
+// of this loop are independent, and the CPU overlaps their misses.
 func (h *head) touch(blocks []pendingBlock) {
 	var sum uint32
 	for i := range blocks {
-		if r := h.rows[blocks[i].hash]; r != nil && len(r.windows) > 0 {
+		r := h.rows[blocks[i].hash]
+		blocks[i].found = r
+		if r != nil && len(r.windows) > 0 {
 			sum += r.windows[len(r.windows)-1].window
 		}
 	}
@@ -188,59 +197,42 @@ func (h *head) remove(r *headRow) {
 	}
 }
 
-// headScratch holds the buffers of txn.logBuf, pending, pendCells and
-// newRows, and the map txn.rows, between transactions.
+// headScratch holds the buffers of txn.logBuf, pending and pendCells
+// between transactions.
 type headScratch struct {
-	logBuf, rowBuf []byte
-	pending        []pendingBlock
-	pendCells      []cellblock.Cell
-	newRows        []uint64
-	rows           map[uint64]bool
+	logBuf    []byte
+	pending   []pendingBlock
+	pendCells []cellblock.Cell
 }
 
 // maxHeadScratch bounds the bytes of log record kept for the next
-// transaction, and maxScratchRows the partitions of txn.rows: one large
-// request's buffers are not kept for good (a map never shrinks, and
-// clearing it costs its capacity).
-const (
-	maxHeadScratch = 4 << 20
-	maxScratchRows = 1 << 12
-)
+// transaction: one large request's buffers are not kept for good.
+const maxHeadScratch = 4 << 20
 
 func (e *Engine) takeScratch(t *txn) {
 	s := &e.headScratch
-	t.logBuf, t.rowBuf, t.pending, t.pendCells, t.newRows = s.logBuf[:0], s.rowBuf[:0], s.pending[:0], s.pendCells[:0], s.newRows[:0]
-	// A new map grew several times over a request's rows, and when
-	// writers share a millisecond most transactions are not newest and
-	// note every row in it.
-	t.rows = s.rows
-	if t.rows == nil {
-		t.rows = map[uint64]bool{}
-	}
+	t.logBuf, t.pending, t.pendCells = s.logBuf[:0], s.pending[:0], s.pendCells[:0]
 }
 
 func (e *Engine) keepScratch(t *txn) {
-	// The cells' values are the request's memory.
+	// The cells' values and the rows' keys are the request's memory.
 	clear(t.pendCells)
-	rows := t.rows
-	if len(rows) > maxScratchRows {
-		rows = nil
-	}
-	clear(rows)
+	clear(t.pending)
 	if cap(t.logBuf) > maxHeadScratch {
-		e.headScratch = headScratch{rows: rows}
+		e.headScratch = headScratch{}
 		return
 	}
-	e.headScratch = headScratch{logBuf: t.logBuf, rowBuf: t.rowBuf, pending: t.pending, pendCells: t.pendCells, newRows: t.newRows, rows: rows}
+	e.headScratch = headScratch{logBuf: t.logBuf, pending: t.pending, pendCells: t.pendCells}
 }
 
 // pendingBlock is a block a transaction gives the head once it committed:
-// its row key is in txn.rowBuf, its cells in txn.pendCells.
+// its row key is the caller's, its cells in txn.pendCells.
 type pendingBlock struct {
-	hash           uint64
-	rowOff, rowLen int
-	window         uint32
-	first, n       int
+	hash     uint64
+	row      []byte
+	window   uint32
+	first, n int
+	found    *headRow // the first row of hash in the head, as touch found it
 }
 
 // A log record is the transaction's clock (unix seconds, u64), then its

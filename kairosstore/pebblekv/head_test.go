@@ -439,17 +439,34 @@ func headChild(dir string) {
 	select {}
 }
 
-// TestHeadHashCollision: rows whose keys share a hash are kept apart, and
+// TestHeadHashCollision: rows whose keys share a hash are kept apart, also
+// when one transaction adds several of them (touch finds none, then the
+// adds make them) or adds to one that is not the first of its hash, and
 // draining one of them leaves the other.
 func TestHeadHashCollision(t *testing.T) {
 	opts := DefaultOptions()
 	opts.FS = vfs.NewMem()
 	e := open(t, "db", opts)
 	e.mu.Lock()
-	_, _ = e.head.add(42, []byte("one"), 0, []cellblock.Cell{{Column: 1, WriteTime: 1, Value: f64(1)}})
-	two, _ := e.head.add(42, []byte("two"), 0, []cellblock.Cell{{Column: 2, WriteTime: 1, Value: f64(2)}})
-	three, _ := e.head.add(42, []byte("three"), 0, []cellblock.Cell{{Column: 3, WriteTime: 1, Value: f64(3)}})
-	_, _ = e.head.add(42, []byte("two"), 0, []cellblock.Cell{{Column: 4, WriteTime: 1, Value: f64(4)}})
+	col := uint32(0) // 1, 2, ... in the order of the adds
+	add := func(blocks ...pendingBlock) []*headRow {
+		t.Helper()
+		e.head.touch(blocks)
+		var rows []*headRow
+		for i := range blocks {
+			col++
+			r, _ := e.head.add(&blocks[i], []cellblock.Cell{{Column: col, WriteTime: 1, Value: f64(float64(col))}})
+			rows = append(rows, r)
+		}
+		return rows
+	}
+	block := func(key string) pendingBlock { return pendingBlock{hash: 42, row: []byte(key)} }
+	rows := add(block("one"), block("two"), block("three"), block("two"))
+	two, three := rows[1], rows[2]
+	require.Same(t, two, rows[3])
+	require.Equal(t, 3, e.head.n)
+	again := add(block("one"))
+	require.Same(t, rows[0], again[0], "not the first row of its hash")
 	require.Equal(t, 3, e.head.n)
 	require.NoError(t, e.drainRows([]*headRow{two, two}))
 	require.Equal(t, 2, e.head.n)
@@ -466,7 +483,7 @@ func TestHeadHashCollision(t *testing.T) {
 	require.True(t, moved)
 	require.Equal(t, []string{"2=" + fmt.Sprintf("%x", f64(2)), "4=" + fmt.Sprintf("%x", f64(4))}, cellsOf(t, e, "two"))
 	require.Equal(t, []string{"3=" + fmt.Sprintf("%x", f64(3))}, cellsOf(t, e, "three"))
-	require.Equal(t, []string{"1=" + fmt.Sprintf("%x", f64(1))}, cellsOf(t, e, "one"))
+	require.Equal(t, []string{"1=" + fmt.Sprintf("%x", f64(1)), "5=" + fmt.Sprintf("%x", f64(5))}, cellsOf(t, e, "one"))
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	require.Zero(t, e.head.n)

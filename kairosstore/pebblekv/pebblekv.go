@@ -38,12 +38,13 @@
 //
 // The lookup is skipped when nothing stored can win: the engine keeps the
 // highest write time committed (persisted with each batch) and, for
-// data_points, a bound per recently written partition (marks.go), which
-// spares a write the read of its partition's tombstones. Write times are
-// the wall clock, so a write is almost always newer than its partitions and
-// goes blind; only a write that is older (a request that reached the lock
-// behind a newer one for the same series, a clock step back, a test) pays
-// one lookup per entry (per partition, for cells).
+// data_points, a bound of the tombstones of each partition deleted from
+// since it opened (marks.go), which spares a cell the read of its
+// partition's tombstones. Write times are the wall clock, so a write is
+// almost always newer than what it could lose to and goes blind; only a
+// write that is older (a request that reached the lock behind a newer one,
+// a clock step back, a test) pays one lookup per entry, and for cells only
+// below a tombstone's bound, once per partition.
 //
 // Deletes follow Cassandra's tombstones, kept as simple as that allows:
 //   - Row-level deletes (row_keys, tag_indexed_row_keys, row_key_time_index,
@@ -172,7 +173,7 @@ type Engine struct {
 	// storedHighWater is the high-water mark last written to Pebble, which
 	// highWater passes when cells go to the head only. Guarded by mu.
 	storedHighWater int64
-	// marks bounds the write times of each data_points partition (marks.go).
+	// marks bounds the write times of data_points tombstones (marks.go).
 	// Guarded by mu.
 	marks marks
 	// ckMu serialises checkpoints (Checkpoint).

@@ -29,15 +29,11 @@ type txn struct {
 	// newest: writeTime is above the write time of everything stored
 	// (Engine.highWater), so no stored entry or tombstone can win against
 	// this transaction and lookups in the store are skipped. Cells use the
-	// finer per-partition marks instead.
+	// finer per-partition marks otherwise.
 	newest bool
-	// rows holds the data_points partitions the transaction writes to, by
-	// their hash in Engine.marks, and for each whether writeTime is above
-	// its bound there as it was before the transaction.
-	rows map[uint64]bool
-	// newRows holds the partitions written while newest, which rows does
-	// not: writeTime is above all their bounds.
-	newRows []uint64
+	// tombRows holds the data_points partitions the transaction puts a
+	// tombstone in, by their hash in Engine.marks.
+	tombRows []uint64
 	// written holds the entries this transaction already put, for a request
 	// that carries one key twice: the batch is not indexed, so store lookups
 	// do not see them.
@@ -54,21 +50,24 @@ type txn struct {
 	tombs      []rangeTomb
 
 	// The data_points cells of the block being built (putCell), and
-	// rows' answer for its row, kept for the row's next cells.
+	// what the row's next cells need of its first: whether writeTime is
+	// above its row's tombstones, and its window shift. blockRow is the
+	// caller's key, not a copy: the batch outlives the transaction, and
+	// copies of ~200-byte keys were a part of a known sample's cost.
 	block       []cellblock.Cell
 	blockRow    []byte
 	blockHash   uint64 // of blockRow, in marks
 	haveRow     bool
 	rowNewer    bool
+	rowShift    uint
 	blockWindow uint32
 
 	// direct: blocks go to the batch, never the head.
 	direct bool
 	// The blocks for the head: logBuf is the transaction's head log record,
-	// rowBuf and pendCells their row keys and cells (the log may change
-	// logBuf as it writes it, vfs.File.Write).
+	// pendCells their cells (the log may change logBuf as it writes it,
+	// vfs.File.Write).
 	logBuf    []byte
-	rowBuf    []byte
 	pending   []pendingBlock
 	pendCells []cellblock.Cell
 }
@@ -177,10 +176,7 @@ func (e *Engine) commit(writeTime int64, indexed, direct bool, fn func(t *txn) e
 		return 0, 0, err
 	}
 	// Recorded even if the commit fails: too high a bound only costs lookups.
-	for row := range t.rows {
-		e.marks.recordHash(row, writeTime, max(e.highWater, writeTime))
-	}
-	for _, row := range t.newRows {
+	for _, row := range t.tombRows {
 		e.marks.recordHash(row, writeTime, max(e.highWater, writeTime))
 	}
 	if len(t.logBuf) > 0 {
@@ -231,9 +227,9 @@ func (e *Engine) toHead(t *txn) {
 	h := e.head
 	h.mu.Lock()
 	h.touch(t.pending)
-	for _, p := range t.pending {
-		row := t.rowBuf[p.rowOff : p.rowOff+p.rowLen]
-		if r, isFull := h.add(p.hash, row, p.window, t.pendCells[p.first:p.first+p.n]); isFull {
+	for i := range t.pending {
+		p := &t.pending[i]
+		if r, isFull := h.add(p, t.pendCells[p.first:p.first+p.n]); isFull {
 			full = append(full, r)
 		}
 	}
@@ -410,29 +406,17 @@ func (t *txn) putCell(c *engine.Cell) error {
 // raw load (LoadRaw) carries per cell; writeTime is at most t.writeTime.
 func (t *txn) putCellAt(c *engine.Cell, writeTime, expiry int64) error {
 	sameRow := t.haveRow && bytes.Equal(c.Key, t.blockRow)
-	var h uint64
-	switch {
-	case sameRow:
-	case t.newest:
-		// Above the high-water mark, so above every partition's bound:
-		// the partition is only noted, not looked up.
+	h := t.blockHash
+	shift := t.rowShift
+	if !sameRow {
 		h = t.e.marks.hash(c.Key)
-		t.newRows = append(t.newRows, h)
-		t.rowNewer = true
-	default:
-		h = t.e.marks.hash(c.Key)
-		newer, ok := t.rows[h]
-		if !ok {
-			// Newer for an older write time implies newer for t.writeTime, so
-			// the entry cached for the partition stays a safe answer for it.
-			newer = t.e.marks.newerHash(h, writeTime)
-			t.rows[h] = newer
-		}
-		t.rowNewer = newer
+		// Above the high-water mark is above every tombstone: no lookup.
+		t.rowNewer = t.newest || t.e.marks.newerHash(h, t.writeTime)
+		shift = windowShiftOf(c.Key)
 	}
 	newer := t.rowNewer
 	if writeTime != t.writeTime {
-		newer = t.e.marks.newer(c.Key, writeTime)
+		newer = t.e.marks.newerHash(h, writeTime)
 	}
 	if !newer {
 		shadowed, err := t.cellShadowed(c.Key, c.Column, writeTime)
@@ -443,16 +427,15 @@ func (t *txn) putCellAt(c *engine.Cell, writeTime, expiry int64) error {
 	// Cells come grouped by row key, so a block is usually built from
 	// consecutive cells; a row and window seen again later in the batch is
 	// one more merge operand, which the merge operator reconciles the same.
-	if !sameRow || windowOf(c.Key, c.Column) != t.blockWindow {
+	if win := windowAt(c.Column, shift); !sameRow || win != t.blockWindow {
 		if err := t.flushBlock(); err != nil {
 			return err
 		}
 		if !sameRow {
-			t.blockRow = append(t.blockRow[:0], c.Key...)
-			t.blockHash = h
+			t.blockRow, t.blockHash, t.rowShift = c.Key, h, shift
 			t.haveRow = true
 		}
-		t.blockWindow = windowOf(c.Key, c.Column)
+		t.blockWindow = win
 	}
 	t.block = append(t.block, cellblock.Cell{Column: c.Column, WriteTime: writeTime, Expiry: expiry, Value: c.Value})
 	return nil
@@ -474,8 +457,7 @@ func (t *txn) flushBlock() error {
 		t.logBuf = binary.BigEndian.AppendUint64(t.logBuf, uint64(t.now))
 	}
 	t.logBuf = appendLogBlock(t.logBuf, t.blockRow, cells)
-	t.pending = append(t.pending, pendingBlock{hash: t.blockHash, rowOff: len(t.rowBuf), rowLen: len(t.blockRow), window: t.blockWindow, first: len(t.pendCells), n: len(cells)})
-	t.rowBuf = append(t.rowBuf, t.blockRow...)
+	t.pending = append(t.pending, pendingBlock{hash: t.blockHash, row: t.blockRow, window: t.blockWindow, first: len(t.pendCells), n: len(cells)})
 	t.pendCells = append(t.pendCells, cells...)
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
@@ -137,31 +138,45 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// TestScratchRowsBounded: the map of partitions a transaction leaves for
-// the next one is empty, and dropped after a transaction of more than
-// maxScratchRows partitions, so one large request does not make every
-// later transaction clear its capacity.
-func TestScratchRowsBounded(t *testing.T) {
-	e := open(t, t.TempDir(), DefaultOptions())
-	above := time.Now().UnixMilli()
-	write := func(rows int) {
+// TestMarksOnlyTombstones: cells written below the high-water mark (as
+// concurrent writers sharing a millisecond write them) leave no marks, and
+// a delete's tombstone still drops a later cell it shadows, before and
+// after a reopen, while the cells above it and beside it are kept.
+func TestMarksOnlyTombstones(t *testing.T) {
+	opts := DefaultOptions()
+	opts.FS = vfs.NewMem()
+	e, err := Open("db", opts, nil)
+	require.NoError(t, err)
+	ctx := t.Context()
+	base := time.Now().UnixMilli()
+	write := func(e *Engine, writeTime int64, key string, column uint32, value string) {
 		t.Helper()
-		// Below a write already made: not newest, so every row is noted in txn.rows.
-		b := &engine.Batch{WriteTime: above - 1}
-		for i := range rows {
-			b.Cells = append(b.Cells, engine.Cell{Key: fmt.Appendf(nil, "row%d", i), Column: 1, Value: []byte{1}})
-		}
-		require.NoError(t, e.Write(t.Context(), b))
+		require.NoError(t, e.Write(ctx, &engine.Batch{WriteTime: writeTime, Cells: []engine.Cell{{Key: []byte(key), Column: column, Value: []byte(value)}}}))
 	}
-	require.NoError(t, e.Write(t.Context(), &engine.Batch{WriteTime: above, Cells: []engine.Cell{{Key: []byte("above"), Column: 1, Value: []byte{1}}}}))
-	write(10)
-	require.NotNil(t, e.headScratch.rows)
-	require.Empty(t, e.headScratch.rows)
-	write(maxScratchRows + 1)
-	require.Nil(t, e.headScratch.rows)
-	write(10)
-	require.NotNil(t, e.headScratch.rows)
-	require.Empty(t, e.headScratch.rows)
+	write(e, base+10, "above", 1, "x")
+	for i := range 100 {
+		write(e, base, fmt.Sprintf("row%d", i), 1, "a") // not newest
+	}
+	require.Empty(t, e.marks.byRow, "cells leave no marks")
+
+	require.NoError(t, e.Delete(ctx, &engine.Deletes{WriteTime: base + 20, CellRanges: []engine.CellRange{{Key: []byte("r"), Lo: 10, Hi: 20}}}))
+	require.Len(t, e.marks.byRow, 1, "the tombstone's partition")
+	check := func(e *Engine) {
+		t.Helper()
+		write(e, base+15, "r", 15, "shadowed") // below the tombstone, in its range
+		write(e, base+15, "r", 30, "beside")   // below it, outside its range
+		write(e, base+15, "other", 15, "other")
+		require.Equal(t, []string{"30=beside"}, cellValues(t, e, "r"))
+		require.Equal(t, []string{"15=other"}, cellValues(t, e, "other"))
+	}
+	check(e)
+	require.NoError(t, e.Close())
+	e, err = Open("db", opts, nil)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	check(e)
+	write(e, base+25, "r", 15, "above")
+	require.Equal(t, []string{"15=above", "30=beside"}, cellValues(t, e, "r"))
 }
 
 // knownRowKeys are n row keys of the shape of a series of 10 labels: about
