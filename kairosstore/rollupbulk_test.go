@@ -137,17 +137,7 @@ func testRollupBulkMatchesPerCell(t *testing.T, width time.Duration) {
 		defer q.Close()
 		hints := &storage.SelectHints{Start: c.start, End: c.end, Step: c.step, Range: c.rng}
 		ss := q.Select(readhint.With(ctx, p), true, hints, labels.MustNewMatcher(labels.MatchRegexp, "__name__", "c|g"))
-		for ss.Next() {
-			s := ss.At()
-			it := s.Iterator(nil)
-			for it.Next() != 0 {
-				ts, v := it.At()
-				out = append(out, fmt.Sprintf("%s %d %x", s.Labels(), ts, math.Float64bits(v)))
-			}
-			require.NoError(t, it.Err())
-		}
-		require.NoError(t, ss.Err())
-		return out
+		return pointStrings(t, ss, false)
 	}
 	points := 0
 	for _, r := range res {

@@ -75,21 +75,7 @@ func TestRollupReadsReuseSlices(t *testing.T) {
 			defer q.Close()
 			hints := &storage.SelectHints{Start: c.start, End: c.end, Step: c.step, Range: c.rng}
 			ss := q.Select(readhint.With(ctx, p), true, hints, labels.MustNewMatcher(labels.MatchRegexp, "__name__", "c|g|k"))
-			var it chunkenc.Iterator
-			for ss.Next() {
-				s := ss.At()
-				if !reuse {
-					it = nil
-				}
-				it = s.Iterator(it)
-				for it.Next() != chunkenc.ValNone {
-					ts, v := it.At()
-					out = append(out, fmt.Sprintf("%s %d %x", s.Labels(), ts, math.Float64bits(v)))
-				}
-				require.NoError(t, it.Err())
-			}
-			require.NoError(t, ss.Err())
-			return out
+			return pointStrings(t, ss, reuse)
 		}
 		points := 0
 		for _, r := range res {
@@ -108,4 +94,25 @@ func TestRollupReadsReuseSlices(t *testing.T) {
 		}
 		require.Positive(t, points)
 	})
+}
+
+// pointStrings is every point of ss, bit for bit, a line each; reuse passes
+// each series' iterator on to the next, as PromQL does.
+func pointStrings(t *testing.T, ss storage.SeriesSet, reuse bool) (out []string) {
+	t.Helper()
+	var it chunkenc.Iterator
+	for ss.Next() {
+		s := ss.At()
+		if !reuse {
+			it = nil
+		}
+		it = s.Iterator(it)
+		for it.Next() != chunkenc.ValNone {
+			ts, v := it.At()
+			out = append(out, fmt.Sprintf("%s %d %x", s.Labels(), ts, math.Float64bits(v)))
+		}
+		require.NoError(t, it.Err())
+	}
+	require.NoError(t, ss.Err())
+	return out
 }
