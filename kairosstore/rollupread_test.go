@@ -362,3 +362,63 @@ func appendSeries(t *testing.T, st *ks.Store, series []rolluptest.Series) {
 	}
 	require.NoError(t, app.Commit(context.Background()))
 }
+
+// TestRollupCounterStartsAtItsIncrease: a counter read whose points begin
+// with rollups (no raw sample before them in the read) starts its running
+// sum at the read's whole increase, not at zero. From zero, the first
+// window's first value would be 0, and PromQL's rate, taking that for the
+// counter's zero point, stops extrapolating there: a rate over rollups
+// that differs from one over a finer resolution or raw.
+func TestRollupCounterStartsAtItsIncrease(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
+		ctx := context.Background()
+		st, _, t0, data := rollupStore(t, eng)
+		h := rollup.Resolution(time.Hour)
+		require.NoError(t, rolluptest.Write(ctx, st, eng, []rollup.Resolution{h}, t0+10*hour, t0+30*hour, data))
+
+		// Inside the rollups, on bucket ends, windows of an hour.
+		mint, maxt := t0+12*hour, t0+28*hour
+		q, err := st.Querier(mint, maxt)
+		require.NoError(t, err)
+		defer q.Close()
+		ss := q.Select(readhint.With(ctx, readhint.Hint{Aggregate: rollup.Counter, Resolution: h}), false,
+			&storage.SelectHints{Start: mint, End: maxt, Step: hour, Range: hour},
+			labels.MustNewMatcher(labels.MatchEqual, "__name__", "c"))
+		require.True(t, ss.Next())
+		var ts []int64
+		var vs []float64
+		it := ss.At().Iterator(nil)
+		for it.Next() != 0 {
+			t, v := it.At()
+			ts, vs = append(ts, t), append(vs, v)
+		}
+		require.NoError(t, it.Err())
+		require.False(t, ss.Next())
+		require.Greater(t, len(vs), 2)
+		require.Greater(t, ts[0], t0+10*hour, "the read begins in the rollups")
+
+		// The raw increase over the buckets read: from the last sample
+		// before the first bucket's start to the last of the read.
+		c := data[1]
+		first, last := -1, -1
+		for i, t := range c.T {
+			if t <= ts[0]-1 {
+				first = i
+			}
+			if t <= ts[len(ts)-1] {
+				last = i
+			}
+		}
+		require.GreaterOrEqual(t, first, 0)
+		inc := 0.0
+		for i := first + 1; i <= last; i++ {
+			if c.V[i] < c.V[i-1] {
+				inc += c.V[i]
+			} else {
+				inc += c.V[i] - c.V[i-1]
+			}
+		}
+		require.InEpsilon(t, inc, vs[len(vs)-1]-vs[0], 1e-12, "the running sum holds the increase")
+		require.InEpsilon(t, inc, vs[0], 1e-12, "and starts at it")
+	})
+}
