@@ -55,16 +55,11 @@ func TestRollupOverflowIsRead(t *testing.T) {
 			ss := q.Select(readhint.With(ctx, readhint.Hint{Aggregate: a, Resolution: h, WindowMillis: hour}), false,
 				&storage.SelectHints{Start: mint, End: maxt, Step: hour, Range: hour},
 				labels.MustNewMatcher(labels.MatchEqual, "__name__", "o"))
-			require.True(t, ss.Next())
+			ts, vs := onlySeries(t, ss)
 			out := map[int64]float64{}
-			it := ss.At().Iterator(nil)
-			for it.Next() != 0 {
-				ts, v := it.At()
-				out[ts] = v
+			for i, pt := range ts {
+				out[pt] = vs[i]
 			}
-			require.NoError(t, it.Err())
-			require.False(t, ss.Next())
-			require.NoError(t, ss.Err())
 			return out
 		}
 		end := t0 + 6*hour

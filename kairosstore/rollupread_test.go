@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kairos-remote/kairos-adapter/internal/rolluptest"
@@ -71,15 +72,7 @@ func TestRollupReadStitched(t *testing.T) {
 			// (read raw that far).
 			ss := q.Select(readhint.With(ctx, p), false, &storage.SelectHints{Start: mint, End: maxt, Range: hour},
 				labels.MustNewMatcher(labels.MatchEqual, "__name__", name))
-			require.True(t, ss.Next())
-			it := ss.At().Iterator(nil)
-			for it.Next() != 0 {
-				t, v := it.At()
-				ts, vs = append(ts, t), append(vs, v)
-			}
-			require.NoError(t, it.Err())
-			require.False(t, ss.Next())
-			require.NoError(t, ss.Err())
+			ts, vs = onlySeries(t, ss)
 			for i := 1; i < len(ts); i++ {
 				require.Less(t, ts[i-1], ts[i])
 			}
@@ -273,15 +266,7 @@ func TestRollupWindowsOneSlicePerRow(t *testing.T) {
 			defer q.Close()
 			before := counted.slices.Load()
 			ss := q.Select(readhint.With(ctx, p), false, hints, labels.MustNewMatcher(labels.MatchEqual, "__name__", "c"))
-			require.True(t, ss.Next())
-			it := ss.At().Iterator(nil)
-			for it.Next() != 0 {
-				t, v := it.At()
-				ts, vs = append(ts, t), append(vs, v)
-			}
-			require.NoError(t, it.Err())
-			require.False(t, ss.Next())
-			require.NoError(t, ss.Err())
+			ts, vs = onlySeries(t, ss)
 			return ts, vs, counted.slices.Load() - before
 		}
 		hints := &storage.SelectHints{Start: first - w + 1, End: last, Step: step, Range: w}
@@ -384,16 +369,7 @@ func TestRollupCounterStartsAtItsIncrease(t *testing.T) {
 		ss := q.Select(readhint.With(ctx, readhint.Hint{Aggregate: rollup.Counter, Resolution: h}), false,
 			&storage.SelectHints{Start: mint, End: maxt, Step: hour, Range: hour},
 			labels.MustNewMatcher(labels.MatchEqual, "__name__", "c"))
-		require.True(t, ss.Next())
-		var ts []int64
-		var vs []float64
-		it := ss.At().Iterator(nil)
-		for it.Next() != 0 {
-			t, v := it.At()
-			ts, vs = append(ts, t), append(vs, v)
-		}
-		require.NoError(t, it.Err())
-		require.False(t, ss.Next())
+		ts, vs := onlySeries(t, ss)
 		require.Greater(t, len(vs), 2)
 		require.Greater(t, ts[0], t0+10*hour, "the read begins in the rollups")
 
@@ -421,4 +397,20 @@ func TestRollupCounterStartsAtItsIncrease(t *testing.T) {
 		require.InEpsilon(t, inc, vs[len(vs)-1]-vs[0], 1e-12, "the running sum holds the increase")
 		require.InEpsilon(t, inc, vs[0], 1e-12, "and starts at it")
 	})
+}
+
+// onlySeries is the points of the one series ss holds; it fails the test
+// if ss holds none or more than one, or either errs.
+func onlySeries(t *testing.T, ss storage.SeriesSet) (ts []int64, vs []float64) {
+	t.Helper()
+	require.True(t, ss.Next())
+	it := ss.At().Iterator(nil)
+	for it.Next() != chunkenc.ValNone {
+		pt, v := it.At()
+		ts, vs = append(ts, pt), append(vs, v)
+	}
+	require.NoError(t, it.Err())
+	require.False(t, ss.Next())
+	require.NoError(t, ss.Err())
+	return ts, vs
 }
