@@ -113,7 +113,7 @@ type plannedRead struct {
 	// rolled range, asked once per Select (not kept across queries, which
 	// another writer's rows would make stale).
 	nonFinite *nonFiniteRollups
-	// seen is counterSpans', and seenSize counterSize's of it, made once
+	// seen and seenSize are counterSpans' answer, made once
 	// for every series of the Select, not per series (BENCHMARKS.md,
 	// "Issue #30: the rate panel's garbage").
 	seenOnce sync.Once
@@ -122,15 +122,16 @@ type plannedRead struct {
 }
 
 // counterSpans is what a counter read takes from rollups: the windows'
-// buckets and one either side of each, where written, and counterSize of
-// them. Every series of the Select shares them, so the spans are never
-// written after they are made.
-func (p *plannedRead) counterSpans() ([]span, int) {
+// buckets and one either side of each, where written, and the points its
+// slices are asked for: two a bucket for runningSum, and room (blockRoom).
+// Bounded by maxRollupCap. Every series of the Select shares them, so the
+// spans are never written after they are made.
+func (p *plannedRead) counterSpans(room int) ([]span, int) {
 	p.seenOnce.Do(func() {
 		r := p.Resolution.Millis()
 		lo, hi := max(p.rollFrom-r, p.doneFrom), min(addSat(p.rollTo, r), p.doneTo)
 		p.seen = trim(widen(p.spans, r), lo, hi)
-		p.seenSize = counterSize(p.seen, r)
+		p.seenSize = 2*rollupCap(p.seen, r) + room
 	})
 	return p.seen, p.seenSize
 }
@@ -528,7 +529,7 @@ func (s *Store) readCounter(ctx context.Context, ref *index.Series, rkey rollupK
 	// all and runningSum's answer ask the store's pool for the same size,
 	// which the next series' reads then take again: a pooled slice too
 	// small for a read is dropped.
-	seen, size := p.counterSpans()
+	seen, size := p.counterSpans(s.blockRoom())
 	all, err := s.readRollupSized(ctx, ref, rkey, p.Resolution, seen, budget, size)
 	if err != nil {
 		return nil, err
@@ -677,11 +678,15 @@ func (s *Store) readCounter(ctx context.Context, ref *index.Series, rkey rollupK
 	return out, nil
 }
 
-// counterSize is the points a counter read asks its slices for, from
-// rollups read in seen at buckets of r: two a bucket for runningSum, and a
-// block's cells of room (readRollupOf). Bounded by maxRollupCap.
-func counterSize(seen []span, r int64) int {
-	return 2*rollupCap(seen, r) + doublesAtOnce
+// blockRoom is the room a rollup read's slices keep beyond the buckets its
+// spans can hold: a reader of doubles (the embedded engine) appends a
+// block's cells before it drops those outside the spans. Other engines
+// append only the cells kept.
+func (s *Store) blockRoom() int {
+	if _, ok := s.eng.(rowDoublesReader); ok {
+		return doublesAtOnce
+	}
+	return 0
 }
 
 // doublesAtOnce is the most cells a rowDoublesReader appends before it
@@ -1028,12 +1033,11 @@ func (s *Store) readRollupOf(ctx context.Context, ref *index.Series, k rollupKey
 		// take the same slices again. A reader of doubles appends a
 		// block's cells before it drops those outside the spans, so the
 		// answer's last block needs room for more. A size given holds
-		// that already (counterSize), and is counted once per Select.
+		// that already (counterSpans), and is counted once per Select.
 		n := size
 		if n == 0 {
-			n = rollupCap(spans, res.Millis())
-			if _, ok := s.eng.(rowDoublesReader); ok && n > 0 {
-				n += doublesAtOnce
+			if n = rollupCap(spans, res.Millis()); n > 0 {
+				n += s.blockRoom()
 			}
 		}
 		if n > 0 {
