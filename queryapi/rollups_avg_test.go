@@ -56,9 +56,9 @@ func rollupAvg(t *testing.T, engName string) {
 	for i := range 4 {
 		s := rolluptest.Hostile(rnd, "g", i, 300, t0)
 		if i == 3 {
-			// Tame: a sum rollup is no compensated sum (1e300 and -1e300
-			// in one bucket leave nothing of the rest), so only this one's
-			// means are compared with raw's.
+			// Tame: a window of several buckets sums their sums, so 1e300
+			// and -1e300 in two buckets of one window leave nothing of the
+			// rest; only this one's means are compared with raw's.
 			for j, v := range s.V {
 				if math.IsNaN(v) || math.Abs(v) >= 1e300 {
 					s.V[j] = float64(j % 7)

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/util/kahansum"
 )
 
 // The tags a rollup series carries besides its raw series' tags. SavedFrom
@@ -147,15 +148,27 @@ func (p Point) Value(a Aggregate) float64 {
 // samples here, as PromQL's range functions do not see them; NaN is,
 // as min_over_time and friends see it: Sum is NaN, Min and Max are NaN only
 // when every value is. Counter skips NaN. An empty bucket has no point.
+// Sum is the compensated sum sum_over_time takes of the bucket's samples,
+// so that a window of one bucket answers from rollups what it answers raw,
+// 1e300 and -1e300 in one bucket included.
 func Compute(r Resolution, from, to int64, ts []int64, vs []float64) []Point {
 	var out []Point
 	m := r.Millis()
 	var (
 		cur      *Point
+		sumC     float64 // cur's compensation (kahansum)
 		prev     float64 // the last counter value seen, for resets
 		havePrev bool
 		prevEnd  int64 // the bucket prev belongs to
 	)
+	// finish folds cur's compensation into its Sum, as sum_over_time
+	// does unless the sum is infinite.
+	finish := func() {
+		if cur != nil && !math.IsInf(cur.Sum, 0) {
+			cur.Sum += sumC
+		}
+		sumC = 0
+	}
 	for i, t := range ts {
 		v := vs[i]
 		if value.IsStaleNaN(v) {
@@ -172,6 +185,7 @@ func Compute(r Resolution, from, to int64, ts []int64, vs []float64) []Point {
 			break
 		}
 		if cur == nil || cur.End != end {
+			finish()
 			out = append(out, Point{End: end, Min: v, Max: v})
 			cur = &out[len(out)-1]
 			// An increase starts from the previous bucket's last value,
@@ -181,7 +195,7 @@ func Compute(r Resolution, from, to int64, ts []int64, vs []float64) []Point {
 			}
 		}
 		cur.Count++
-		cur.Sum += v
+		cur.Sum, sumC = kahansum.Inc(v, cur.Sum, sumC)
 		if v < cur.Min || math.IsNaN(cur.Min) {
 			cur.Min = v
 		}
@@ -200,6 +214,7 @@ func Compute(r Resolution, from, to int64, ts []int64, vs []float64) []Point {
 		}
 		prev, havePrev, prevEnd = v, true, end
 	}
+	finish()
 	return out
 }
 

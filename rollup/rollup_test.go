@@ -54,6 +54,39 @@ func TestCompute(t *testing.T) {
 	require.Equal(t, 2.0, got[1].Counter)
 	// (3m, 4m]: the bucket (2m, 3m] is empty, so the increase starts at 3.
 	require.Equal(t, Point{End: 4 * m, Count: 2, Sum: 7, Min: 3, Max: 4, Counter: 1}, got[2])
+	// The compensated sum sum_over_time takes: ten 0.1 alone sum to 1 (a
+	// plain sum gives 0.9999999999999999), and between 1e300 and -1e300 to
+	// their plain sum, which the compensation held (a plain sum gives 0);
+	// an infinite sum keeps no compensation.
+	tenths := func(edges bool) ([]int64, []float64) {
+		var ts []int64
+		var vs []float64
+		for i := range 12 {
+			v := 0.1
+			if i == 0 || i == 11 {
+				if !edges {
+					continue
+				}
+				v = math.Copysign(1e300, float64(5-i))
+			}
+			ts, vs = append(ts, int64(i+1)), append(vs, v)
+		}
+		return ts, vs
+	}
+	for _, edges := range []bool{false, true} {
+		ts, vs := tenths(edges)
+		want := 1.0
+		if edges {
+			want = 0
+			for range 10 {
+				want += 0.1
+			}
+		}
+		got = Compute(r, 0, m, ts, vs)
+		require.Equal(t, want, got[0].Sum, "edges %v", edges)
+	}
+	got = Compute(r, 0, m, []int64{1, 2, 3}, []float64{math.MaxFloat64, math.MaxFloat64, -1})
+	require.Equal(t, math.Inf(1), got[0].Sum)
 	// All NaN: min and max NaN.
 	got = Compute(r, 0, m, []int64{1, 2}, []float64{nan, nan})
 	require.True(t, math.IsNaN(got[0].Min) && math.IsNaN(got[0].Max))
