@@ -4,7 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -351,28 +354,28 @@ func indexBlock(b *pebble.Batch, key []byte, cells []cellblock.Cell, purgeStep i
 }
 
 // drain hands every cell of the head to Pebble, one merge operand per
-// block key, in one batch (synced if sync), and empties the head once it
-// committed. Called under Engine.mu; takes head.mu.
+// block key, and empties the head once everything committed (synced if
+// sync). Called under Engine.mu; takes head.mu. Every writer waits for a
+// whole-head drain, so the rows are merged and committed in up to
+// drainParts batches at once, each on its own goroutine: the cores the
+// waiting writers would use are otherwise idle. A drain that fails part
+// way leaves the head as it was; the parts that committed merge again with
+// themselves on the next drain, as a replay's do.
 func (e *Engine) drain(sync bool) error {
 	e.head.mu.Lock()
 	defer e.head.mu.Unlock()
-	b := e.db.NewBatch()
-	defer b.Close()
-	var s mergeScratch
-	for _, r := range e.head.rows {
-		for ; r != nil; r = r.next {
-			if err := e.mergeRow(b, r, &s); err != nil {
-				return err
-			}
-		}
+	if err := e.mergeParts(e.head.rows); err != nil {
+		return err
 	}
 	if e.highWater != math.MinInt64 {
-		if err := b.Set(highWaterKey, binary.BigEndian.AppendUint64(nil, uint64(e.highWater)), nil); err != nil {
+		b := e.db.NewBatch()
+		err := b.Set(highWaterKey, binary.BigEndian.AppendUint64(nil, uint64(e.highWater)), nil)
+		if err == nil {
+			err = b.Commit(pebble.NoSync)
+		}
+		if err := errors.Join(err, b.Close()); err != nil {
 			return err
 		}
-	}
-	if err := b.Commit(pebble.NoSync); err != nil {
-		return err
 	}
 	e.head.drains.Add(1)
 	e.storedHighWater = max(e.storedHighWater, e.highWater)
@@ -390,6 +393,52 @@ func (e *Engine) drain(sync bool) error {
 	e.head.minExpiry = math.MaxInt64
 	e.headRows.Store(0)
 	return nil
+}
+
+// drainPartRows: a part of a whole-head drain has at least this many rows,
+// so that a small head is not split into batches for nothing.
+const drainPartRows = 4096
+
+// mergeParts merges and commits every row of rows (and the rows chained
+// behind them) in up to e.drainParts batches committed concurrently, which
+// Pebble's commit pipeline allows.
+func (e *Engine) mergeParts(rows map[uint64]*headRow) error {
+	parts := min(e.drainParts, len(rows)/drainPartRows)
+	if parts <= 1 {
+		return e.mergeCommit(maps.Values(rows))
+	}
+	list := make([]*headRow, 0, len(rows))
+	for _, r := range rows {
+		list = append(list, r)
+	}
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	for i := range parts {
+		part := list[i*len(list)/parts : (i+1)*len(list)/parts]
+		wg.Go(func() {
+			errs[i] = e.mergeCommit(slices.Values(part))
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// mergeCommit merges the rows in one batch and commits it.
+func (e *Engine) mergeCommit(rows iter.Seq[*headRow]) error {
+	b := e.db.NewBatch()
+	defer b.Close()
+	var s mergeScratch
+	for r := range rows {
+		for ; r != nil; r = r.next {
+			if err := e.mergeRow(b, r, &s); err != nil {
+				return err
+			}
+		}
+	}
+	if b.Empty() {
+		return nil
+	}
+	return b.Commit(pebble.NoSync)
 }
 
 type mergeScratch struct {

@@ -599,3 +599,47 @@ func (e *Engine) rotateHead() error {
 	}
 	return e.rotate()
 }
+
+// TestDrainParts: a rotation of a head with more rows than one part holds
+// drains them in several batches at once, and every row's cells reach
+// Pebble, as they read before and after a reopen (the rotation removed the
+// log that held them).
+func TestDrainParts(t *testing.T) {
+	dir := t.TempDir()
+	opts := DefaultOptions()
+	opts.drainParts = 3
+	e := open(t, dir, opts)
+	rows := 3*drainPartRows + 5
+	wt := time.Now().UnixMilli()
+	for col := range uint32(2) {
+		b := &engine.Batch{WriteTime: wt + int64(col), Cells: make([]engine.Cell, rows)}
+		for i := range b.Cells {
+			b.Cells[i] = engine.Cell{Key: fmt.Appendf(nil, "row%06d", i), Column: col, Value: f64(float64(i) + float64(col)/2)}
+		}
+		require.NoError(t, e.Write(t.Context(), b))
+	}
+	e.mu.Lock()
+	require.Equal(t, rows, e.head.n)
+	drains := e.head.drains.Load()
+	err := e.rotate()
+	n := e.head.n
+	e.mu.Unlock()
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Greater(t, e.head.drains.Load(), drains)
+	check := func(e *Engine) {
+		for _, i := range []int{0, 1, drainPartRows - 1, drainPartRows, 2 * drainPartRows, rows / 2, rows - 1} {
+			want := []string{fmt.Sprintf("0=%x", f64(float64(i))), fmt.Sprintf("1=%x", f64(float64(i)+0.5))}
+			require.Equal(t, want, cellsOf(t, e, fmt.Sprintf("row%06d", i)), "row %d", i)
+		}
+		var got int
+		require.NoError(t, e.ScanRaw(t.Context(), engine.DataPoints, nil, func(*engine.Row, []byte) error {
+			got++
+			return nil
+		}))
+		require.Equal(t, 2*rows, got)
+	}
+	check(e)
+	require.NoError(t, e.Close())
+	check(open(t, dir, opts))
+}

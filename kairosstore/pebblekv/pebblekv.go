@@ -77,6 +77,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -144,9 +145,12 @@ type Options struct {
 	HeadMaxAge time.Duration
 
 	// clock replaces time.Now and blockPurgeStep the default step, for
-	// tests whose replay on Open must see their own.
+	// tests whose replay on Open must see their own; drainParts, when
+	// positive, replaces GOMAXPROCS as the most batches a drain commits at
+	// once.
 	clock          func() time.Time
 	blockPurgeStep int64
+	drainParts     int
 }
 
 // DefaultOptions returns the options Open should normally get.
@@ -162,6 +166,9 @@ type Engine struct {
 	// blockPurgeStep (seconds) is the granularity of the expiry index
 	// for data_points blocks (flushBlock); tests shorten it.
 	blockPurgeStep int64
+	// drainParts is the most batches a whole-head drain builds and
+	// commits at once (mergeParts).
+	drainParts int
 
 	// mu serialises read-modify-write transactions (writes, deletes, purge
 	// steps); reads do not take it.
@@ -276,6 +283,10 @@ func Open(dir string, opts Options, logger *slog.Logger) (*Engine, error) {
 	}
 	if opts.blockPurgeStep > 0 {
 		e.blockPurgeStep = opts.blockPurgeStep
+	}
+	e.drainParts = runtime.GOMAXPROCS(0)
+	if opts.drainParts > 0 {
+		e.drainParts = opts.drainParts
 	}
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref() // the DB holds its own reference
