@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -354,4 +355,72 @@ func TestReadAheadAfterTheFirstLength(t *testing.T) {
 	require.Equal(t, 20, eng.calls)
 	require.False(t, eng.overlapped, "a read ahead started before the first read had a length")
 	require.Greater(t, eng.maxInFlight, 1, "reads ahead ran side by side after it")
+}
+
+// earlyPhasesEngine counts the phase 0 and phase 1 reads in flight (the
+// row_key_index read, and the row_key_time_index reads of a metric and of
+// its non-finite side index); each waits until want of them are in flight,
+// or for a second.
+type earlyPhasesEngine struct {
+	engine.Engine
+	want    int
+	mu      sync.Mutex
+	cur     int
+	most    int
+	metrics []string
+	all     chan struct{}
+	once    sync.Once
+}
+
+func (e *earlyPhasesEngine) wait(name string) {
+	e.mu.Lock()
+	e.cur++
+	e.most = max(e.most, e.cur)
+	e.metrics = append(e.metrics, name)
+	if e.cur == e.want {
+		e.once.Do(func() { close(e.all) })
+	}
+	e.mu.Unlock()
+	select {
+	case <-e.all:
+	case <-time.After(time.Second):
+	}
+	e.mu.Lock()
+	e.cur--
+	e.mu.Unlock()
+}
+
+func (e *earlyPhasesEngine) RowTimes(ctx context.Context, metric string, lo, hi int64, fn func(int64) error) error {
+	e.wait("row_key_time_index " + metric)
+	return e.Engine.RowTimes(ctx, metric, lo, hi, fn)
+}
+
+func (e *earlyPhasesEngine) LegacyRowKeys(ctx context.Context, metric string, lo, hi []byte, fn func([]byte) error) error {
+	e.wait("row_key_index " + metric)
+	return e.Engine.LegacyRowKeys(ctx, metric, lo, hi, fn)
+}
+
+// TestIndexEarlyPhasesOverlap: a Select's row_key_index read and the
+// row_key_time_index reads of the metric and of its non-finite side index
+// are in flight at once (they ran one after another, three round trips
+// before the first row_keys read), and the series they lead to, with a
+// non-finite sample's null row, read as before.
+func TestIndexEarlyPhasesOverlap(t *testing.T) {
+	eng := &earlyPhasesEngine{Engine: openPebble(t), want: 3, all: make(chan struct{})}
+	s := openStore(t, eng, ks.Options{ReadConcurrency: 4})
+	write(t, s, map[string][]sample{
+		lbl("__name__", "early", "i", "0"): {{1000, bits(1)}, {2000, bits(math.Inf(1))}},
+		lbl("__name__", "early", "i", "1"): {{1000, bits(2)}},
+	})
+	eng.mu.Lock()
+	eng.cur, eng.most, eng.metrics = 0, 0, nil
+	eng.mu.Unlock()
+
+	got := read(t, s, 0, hour-1, eq("__name__", "early"))
+	require.Equal(t, []series{
+		{lbl("__name__", "early", "i", "0"), []sample{{1000, bits(1)}, {2000, bits(math.Inf(1))}}},
+		{lbl("__name__", "early", "i", "1"), []sample{{1000, bits(2)}}},
+	}, got)
+	require.ElementsMatch(t, []string{"row_key_index early", "row_key_time_index early", "row_key_time_index early" + ks.NonFiniteSuffix}, eng.metrics)
+	require.Equal(t, 3, eng.most, "phase 0 and 1 reads in flight at once")
 }

@@ -36,6 +36,7 @@ func (x *Index) findSeries(ctx context.Context, metrics []string, plan translate
 	var perMetric, perRow errgroup.Group
 	perMetric.SetLimit(x.opts.ReadConcurrency)
 	perRow.SetLimit(x.opts.ReadConcurrency)
+	early := make(chan struct{}, x.opts.ReadConcurrency) // phases 0 and 1 in flight
 	// The first error stops the others; theirs are then the cancellation,
 	// so the first is the one reported (context.Cause). A panic is such an
 	// error: these goroutines are not the request's, whose server would
@@ -53,24 +54,41 @@ func (x *Index) findSeries(ctx context.Context, metrics []string, plan translate
 	}
 	for _, metric := range metrics {
 		perMetric.Go(failing(func() error {
-			err := x.legacyRowKeys(ctx, metric, plan, start, end, func(k codec.RowKey, raw []byte) {
-				f.add(metric, k.Tags, Row{Key: slices.Clone(raw), RowTime: k.RowTime, DataType: k.DataType, Legacy: k.DataType == codec.TypeLegacy}, -1)
-			})
-			if err != nil {
-				return err
-			}
-			// The metric's own index, then the side index of its
-			// non-finite values (NonFiniteSuffix).
+			// Phase 0 and phase 1 of the metric's own index and of the
+			// side index of its non-finite values (NonFiniteSuffix) do not
+			// wait for each other: a Select waited for three round trips
+			// in a row before its first row_keys read, which the panels of
+			// a year then waited for too (BENCHMARKS.md, "Issue #30 on
+			// Cassandra: where a refresh's time goes"). They share one
+			// bound of ReadConcurrency reads, and a row window's phase 2
+			// starts as soon as its row time is known.
+			var phases errgroup.Group
+			phases.Go(failing(func() error {
+				early <- struct{}{}
+				defer func() { <-early }()
+				return x.legacyRowKeys(ctx, metric, plan, start, end, func(k codec.RowKey, raw []byte) {
+					f.add(metric, k.Tags, Row{Key: slices.Clone(raw), RowTime: k.RowTime, DataType: k.DataType, Legacy: k.DataType == codec.TypeLegacy}, -1)
+				})
+			}))
 			for _, indexMetric := range []string{metric, metric + NonFiniteSuffix} {
-				rowTimes, err := x.rowTimes(ctx, indexMetric, start, end)
-				if err != nil {
-					return err
-				}
-				for _, rt := range rowTimes {
-					perRow.Go(failing(func() error { return x.rowKeysOf(ctx, f, metric, indexMetric, rt, plan) }))
-				}
+				phases.Go(failing(func() error {
+					rowTimes, err := func() ([]int64, error) {
+						early <- struct{}{}
+						defer func() { <-early }() // also after a panic
+						return x.rowTimes(ctx, indexMetric, start, end)
+					}()
+					if err != nil {
+						return err
+					}
+					for _, rt := range rowTimes {
+						perRow.Go(failing(func() error { return x.rowKeysOf(ctx, f, metric, indexMetric, rt, plan) }))
+					}
+					return nil
+				}))
 			}
-			return nil
+			// Every perRow.Go of this metric is made before it returns,
+			// so before perRow.Wait begins.
+			return phases.Wait()
 		}))
 	}
 	if cmp.Or(perMetric.Wait(), perRow.Wait()) != nil {
