@@ -5,9 +5,11 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 
+	"github.com/kairos-remote/kairos-adapter/internal/recovered"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/index"
 	"github.com/kairos-remote/kairos-adapter/readhint"
 )
@@ -59,7 +61,36 @@ func (q *querier) sel(ctx context.Context, hints *storage.SelectHints, ms []*lab
 	if hints != nil && hints.ShardCount > 0 && hints.ShardIndex >= hints.ShardCount {
 		return storage.ErrSeriesSet(badRequest("shard %d of %d: no such shard", hints.ShardIndex, hints.ShardCount))
 	}
+	// Chunked reads (remote read's streamed answers) encode raw cells
+	// only: of the hints they apply the shard. Read hints come from the
+	// query API; remote read gives none (README, "Long ranges"). The read
+	// is planned while the index finds the series.
+	var (
+		planned *plannedRead
+		planErr error
+	)
+	planned1 := make(chan struct{})
+	if chunked {
+		close(planned1)
+	} else {
+		go func() {
+			defer close(planned1)
+			// Not the request's goroutine: a panic here would end the
+			// process.
+			defer func() {
+				if p := recover(); p != nil {
+					planned, planErr = nil, recovered.Err(q.s.log, "a read's plan", p)
+				}
+			}()
+			if planned, planErr = q.s.planRead(ctx, readhint.From(ctx), hints, q.mint, q.maxt); planErr == nil {
+				if name, ok := metricName(ms); ok {
+					q.s.prefetchNonFinite(ctx, planned, name)
+				}
+			}
+		}()
+	}
 	series, err := q.s.selectSeries(ctx, index.Query{Matchers: ms, Start: q.mint, End: q.maxt})
+	<-planned1
 	if err != nil {
 		return storage.ErrSeriesSet(err)
 	}
@@ -67,20 +98,25 @@ func (q *querier) sel(ctx context.Context, hints *storage.SelectHints, ms []*lab
 	if len(series) == 0 {
 		return storage.EmptySeriesSet()
 	}
-	var planned *plannedRead
-	if !chunked {
-		// Chunked reads (remote read's streamed answers) encode raw cells
-		// only: of the hints they apply the shard. Read hints come from the
-		// query API; remote read gives none (README, "Long ranges").
-		if planned, err = q.s.planRead(ctx, readhint.From(ctx), hints, q.mint, q.maxt); err != nil {
-			return storage.ErrSeriesSet(err)
-		}
+	if planErr != nil {
+		return storage.ErrSeriesSet(planErr)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	q.mu.Lock()
 	q.cancels = append(q.cancels, cancel)
 	q.mu.Unlock()
 	return newSeriesSet(ctx, q.s, series, q.mint, q.maxt, &q.reads, chunked, planned)
+}
+
+// metricName is the metric name every series ms selects has, where one
+// matcher says it exactly.
+func metricName(ms []*labels.Matcher) (string, bool) {
+	for _, m := range ms {
+		if m.Name == model.MetricNameLabel && m.Type == labels.MatchEqual && m.Value != "" {
+			return m.Value, true
+		}
+	}
+	return "", false
 }
 
 // shard keeps the series of the hints' shard (SelectHints.ShardIndex of

@@ -3,6 +3,8 @@ package kairosstore_test
 import (
 	"context"
 	"math"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/kairos-remote/kairos-adapter/internal/rolluptest"
 	ks "github.com/kairos-remote/kairos-adapter/kairosstore"
+	"github.com/kairos-remote/kairos-adapter/kairosstore/codec"
 	"github.com/kairos-remote/kairos-adapter/kairosstore/engine"
 	"github.com/kairos-remote/kairos-adapter/readhint"
 	"github.com/kairos-remote/kairos-adapter/rollup"
@@ -71,5 +74,92 @@ func TestRollupOverflowIsRead(t *testing.T) {
 		avgs := read(rollup.Avg)
 		require.Contains(t, avgs, end)
 		require.True(t, math.IsInf(avgs[end], 1), "avg %v", avgs[end])
+	})
+}
+
+// sideIndexFirst holds a Select's row_keys reads until the rollup
+// metric's side index (NonFiniteSuffix) is being read, for at most a
+// second, and records whether it was.
+type sideIndexFirst struct {
+	engine.Engine
+	once       sync.Once
+	started    chan struct{}
+	mu         sync.Mutex
+	overlapped []bool
+}
+
+func (e *sideIndexFirst) RowTimes(ctx context.Context, metric string, lo, hi int64, fn func(int64) error) error {
+	if strings.HasSuffix(metric, rollup.NameSuffix+ks.NonFiniteSuffix) {
+		e.once.Do(func() { close(e.started) })
+	}
+	return e.Engine.RowTimes(ctx, metric, lo, hi, fn)
+}
+
+func (e *sideIndexFirst) RowKeys(ctx context.Context, metric string, rt int64, fn func(string, []codec.Tag) error) error {
+	ok := false
+	select {
+	case <-e.started:
+		ok = true
+	case <-time.After(time.Second):
+	}
+	e.mu.Lock()
+	e.overlapped = append(e.overlapped, ok)
+	e.mu.Unlock()
+	return e.Engine.RowKeys(ctx, metric, rt, fn)
+}
+
+// TestRollupSideIndexReadWithTheIndex: a Select of one metric name reads
+// the rollup metric's side index while the index finds the series, not
+// after (its first rollup read waited one more round trip for it), and
+// the bucket whose sum overflowed is read as before: through that read,
+// and through the series' own where no matcher names the metric.
+func TestRollupSideIndexReadWithTheIndex(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, eng engine.Engine) {
+		ctx := context.Background()
+		wrapped := &sideIndexFirst{Engine: eng, started: make(chan struct{})}
+		st, err := ks.Open(ctx, wrapped, ks.Options{RowWidth: 6 * time.Hour}, nil, nil)
+		require.NoError(t, err)
+		day := int64(24 * time.Hour / time.Millisecond)
+		t0 := 1_700_000_000_000 / day * day
+		s := rolluptest.Series{Labels: labels.FromStrings("__name__", "o", "job", "a")}
+		for i := int64(0); i < 24*60; i++ {
+			v := float64(i)
+			if i == 5*60+10 || i == 5*60+20 { // both in the bucket ending at t0+6h
+				v = 1e308
+			}
+			s.T, s.V = append(s.T, t0+7_000+i*60_000), append(s.V, v)
+		}
+		app := st.NewAppender()
+		for i := range s.T {
+			_, err := app.Append(0, s.Labels, s.T[i], s.V[i])
+			require.NoError(t, err)
+		}
+		require.NoError(t, app.Commit(ctx))
+		h := rollup.Resolution(time.Hour)
+		require.NoError(t, rolluptest.Write(ctx, st, eng, []rollup.Resolution{h}, t0+hour, t0+23*hour, []rolluptest.Series{s}))
+
+		read := func(m *labels.Matcher) map[int64]float64 {
+			mint, maxt := t0+1, t0+23*hour
+			q, err := st.Querier(mint, maxt)
+			require.NoError(t, err)
+			defer q.Close()
+			ss := q.Select(readhint.With(ctx, readhint.Hint{Aggregate: rollup.Sum, Resolution: h, WindowMillis: hour}), false,
+				&storage.SelectHints{Start: mint, End: maxt, Step: hour, Range: hour}, m)
+			ts, vs := onlySeries(t, ss)
+			out := map[int64]float64{}
+			for i, pt := range ts {
+				out[pt] = vs[i]
+			}
+			return out
+		}
+		end := t0 + 6*hour
+		sums := read(labels.MustNewMatcher(labels.MatchEqual, "__name__", "o"))
+		require.Len(t, sums, 23)
+		require.True(t, math.IsInf(sums[end], 1), "sum %v", sums[end])
+		wrapped.mu.Lock()
+		require.NotEmpty(t, wrapped.overlapped)
+		require.True(t, wrapped.overlapped[0], "the side index read began before the first row_keys read ended")
+		wrapped.mu.Unlock()
+		require.Equal(t, sums, read(labels.MustNewMatcher(labels.MatchRegexp, "__name__", "o")), "without a name to read it early")
 	})
 }

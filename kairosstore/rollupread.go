@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
@@ -894,15 +895,22 @@ func (s *Store) withNulls(ctx context.Context, ref *index.Series, p *plannedRead
 		k.nulls = true
 		return k, nil
 	}
+	has, err := s.nonFiniteOf(ctx, p, k.metric)
+	k.nulls = has
+	return k, err
+}
+
+// nonFiniteOf says whether rollup metric (as stored) has null rows near
+// the read p plans, from its side index, read once per Select.
+func (s *Store) nonFiniteOf(ctx context.Context, p *plannedRead, metric string) (bool, error) {
 	n := p.nonFinite
 	if n == nil {
-		return k, nil
+		return false, nil
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if has, ok := n.m[k.metric]; ok {
-		k.nulls = has
-		return k, nil
+	if has, ok := n.m[metric]; ok {
+		return has, nil
 	}
 	// The buckets a read takes: from a bucket or two before the query's
 	// start (a counter's starting value) to one after its end.
@@ -910,16 +918,33 @@ func (s *Store) withNulls(ctx context.Context, ref *index.Series, p *plannedRead
 	lo := s.spec.RowTime(max(p.doneFrom, addSat(p.start, -2*r)))
 	hi := min(p.doneTo, addSat(p.end, r))
 	has := false
-	err := s.eng.RowTimes(ctx, k.metric+NonFiniteSuffix, lo, hi, func(int64) error {
+	err := s.eng.RowTimes(ctx, metric+NonFiniteSuffix, lo, hi, func(int64) error {
 		has = true
 		return errStop
 	})
 	if err != nil && !errors.Is(err, errStop) {
-		return k, fmt.Errorf("read the non-finite rollups' row times of %s: %w", k.metric, err)
+		return false, fmt.Errorf("read the non-finite rollups' row times of %s: %w", metric, err)
 	}
-	n.m[k.metric] = has
-	k.nulls = has
-	return k, nil
+	n.m[metric] = has
+	return has, nil
+}
+
+// prefetchNonFinite is nonFiniteOf of the rollup metric of the series of
+// metric name name, read while the index finds them: a rollup series'
+// stored metric depends on its name alone (rollup.SeriesLabels,
+// translate.Mapper.Split), so the first rollup read of the Select does not
+// wait one more round trip for it (BENCHMARKS.md, "Issue #30 on
+// Cassandra: where a refresh's time goes"). A failed read is not kept:
+// the series' reads ask again and report it.
+func (s *Store) prefetchNonFinite(ctx context.Context, p *plannedRead, name string) {
+	if p == nil || p.nonFinite == nil {
+		return
+	}
+	k, err := s.rollupKeyOf(labels.FromStrings(model.MetricNameLabel, name), p.Resolution, p.Aggregate)
+	if err != nil {
+		return
+	}
+	_, _ = s.nonFiniteOf(ctx, p, k.metric)
 }
 
 // rollupKeyOf is the rollup series of raw series ls at r of a, named as
