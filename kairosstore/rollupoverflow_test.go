@@ -31,24 +31,8 @@ func TestRollupOverflowIsRead(t *testing.T) {
 		ctx := context.Background()
 		st, err := ks.Open(ctx, eng, ks.Options{RowWidth: 6 * time.Hour}, nil, nil)
 		require.NoError(t, err)
-		day := int64(24 * time.Hour / time.Millisecond)
-		t0 := 1_700_000_000_000 / day * day
-		s := rolluptest.Series{Labels: labels.FromStrings("__name__", "o", "job", "a")}
-		for i := int64(0); i < 24*60; i++ {
-			v := float64(i)
-			if i == 5*60+10 || i == 5*60+20 { // both in the bucket ending at t0+6h
-				v = 1e308
-			}
-			s.T, s.V = append(s.T, t0+7_000+i*60_000), append(s.V, v)
-		}
-		app := st.NewAppender()
-		for i := range s.T {
-			_, err := app.Append(0, s.Labels, s.T[i], s.V[i])
-			require.NoError(t, err)
-		}
-		require.NoError(t, app.Commit(ctx))
+		t0 := writeOverflowDay(t, st, eng)
 		h := rollup.Resolution(time.Hour)
-		require.NoError(t, rolluptest.Write(ctx, st, eng, []rollup.Resolution{h}, t0+hour, t0+23*hour, []rolluptest.Series{s}))
 
 		read := func(a rollup.Aggregate) map[int64]float64 {
 			mint, maxt := t0+1, t0+23*hour
@@ -119,24 +103,8 @@ func TestRollupSideIndexReadWithTheIndex(t *testing.T) {
 		wrapped := &sideIndexFirst{Engine: eng, started: make(chan struct{})}
 		st, err := ks.Open(ctx, wrapped, ks.Options{RowWidth: 6 * time.Hour}, nil, nil)
 		require.NoError(t, err)
-		day := int64(24 * time.Hour / time.Millisecond)
-		t0 := 1_700_000_000_000 / day * day
-		s := rolluptest.Series{Labels: labels.FromStrings("__name__", "o", "job", "a")}
-		for i := int64(0); i < 24*60; i++ {
-			v := float64(i)
-			if i == 5*60+10 || i == 5*60+20 { // both in the bucket ending at t0+6h
-				v = 1e308
-			}
-			s.T, s.V = append(s.T, t0+7_000+i*60_000), append(s.V, v)
-		}
-		app := st.NewAppender()
-		for i := range s.T {
-			_, err := app.Append(0, s.Labels, s.T[i], s.V[i])
-			require.NoError(t, err)
-		}
-		require.NoError(t, app.Commit(ctx))
+		t0 := writeOverflowDay(t, st, eng)
 		h := rollup.Resolution(time.Hour)
-		require.NoError(t, rolluptest.Write(ctx, st, eng, []rollup.Resolution{h}, t0+hour, t0+23*hour, []rolluptest.Series{s}))
 
 		read := func(m *labels.Matcher) map[int64]float64 {
 			mint, maxt := t0+1, t0+23*hour
@@ -162,4 +130,30 @@ func TestRollupSideIndexReadWithTheIndex(t *testing.T) {
 		wrapped.mu.Unlock()
 		require.Equal(t, sums, read(labels.MustNewMatcher(labels.MatchRegexp, "__name__", "o")), "without a name to read it early")
 	})
+}
+
+// writeOverflowDay writes a day of o{job="a"} at 60 s, two samples of
+// 1e308 in the bucket ending at t0+6h (whose sum overflows to +Inf), and
+// its 1h rollups from t0+1h to t0+23h.
+func writeOverflowDay(t *testing.T, st *ks.Store, eng engine.Engine) int64 {
+	ctx := context.Background()
+	day := int64(24 * time.Hour / time.Millisecond)
+	t0 := 1_700_000_000_000 / day * day
+	s := rolluptest.Series{Labels: labels.FromStrings("__name__", "o", "job", "a")}
+	for i := int64(0); i < 24*60; i++ {
+		v := float64(i)
+		if i == 5*60+10 || i == 5*60+20 { // both in the bucket ending at t0+6h
+			v = 1e308
+		}
+		s.T, s.V = append(s.T, t0+7_000+i*60_000), append(s.V, v)
+	}
+	app := st.NewAppender()
+	for i := range s.T {
+		_, err := app.Append(0, s.Labels, s.T[i], s.V[i])
+		require.NoError(t, err)
+	}
+	require.NoError(t, app.Commit(ctx))
+	h := rollup.Resolution(time.Hour)
+	require.NoError(t, rolluptest.Write(ctx, st, eng, []rollup.Resolution{h}, t0+hour, t0+23*hour, []rolluptest.Series{s}))
+	return t0
 }
