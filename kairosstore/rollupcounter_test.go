@@ -56,12 +56,7 @@ func TestCounterReadHostile(t *testing.T) {
 		}
 	}
 	add(promMax, 2)
-	app := st.NewAppender()
-	for i := range c.T {
-		_, err := app.Append(0, c.Labels, c.T[i], c.V[i])
-		require.NoError(t, err)
-	}
-	require.NoError(t, app.Commit(ctx))
+	appendSeries(t, st, []rolluptest.Series{c})
 	h := rollup.Resolution(time.Hour)
 	require.NoError(t, rolluptest.Write(ctx, st, eng, []rollup.Resolution{h}, t0+hour, t0+2*day, []rolluptest.Series{c}))
 

@@ -32,22 +32,9 @@ func TestRollupOverflowIsRead(t *testing.T) {
 		st, err := ks.Open(ctx, eng, ks.Options{RowWidth: 6 * time.Hour}, nil, nil)
 		require.NoError(t, err)
 		t0 := writeOverflowDay(t, st, eng)
-		h := rollup.Resolution(time.Hour)
 
 		read := func(a rollup.Aggregate) map[int64]float64 {
-			mint, maxt := t0+1, t0+23*hour
-			q, err := st.Querier(mint, maxt)
-			require.NoError(t, err)
-			defer q.Close()
-			ss := q.Select(readhint.With(ctx, readhint.Hint{Aggregate: a, Resolution: h, WindowMillis: hour}), false,
-				&storage.SelectHints{Start: mint, End: maxt, Step: hour, Range: hour},
-				labels.MustNewMatcher(labels.MatchEqual, "__name__", "o"))
-			ts, vs := onlySeries(t, ss)
-			out := map[int64]float64{}
-			for i, pt := range ts {
-				out[pt] = vs[i]
-			}
-			return out
+			return readOverflowDay(t, st, t0, a, labels.MustNewMatcher(labels.MatchEqual, "__name__", "o"))
 		}
 		end := t0 + 6*hour
 		sums := read(rollup.Sum)
@@ -104,21 +91,9 @@ func TestRollupSideIndexReadWithTheIndex(t *testing.T) {
 		st, err := ks.Open(ctx, wrapped, ks.Options{RowWidth: 6 * time.Hour}, nil, nil)
 		require.NoError(t, err)
 		t0 := writeOverflowDay(t, st, eng)
-		h := rollup.Resolution(time.Hour)
 
 		read := func(m *labels.Matcher) map[int64]float64 {
-			mint, maxt := t0+1, t0+23*hour
-			q, err := st.Querier(mint, maxt)
-			require.NoError(t, err)
-			defer q.Close()
-			ss := q.Select(readhint.With(ctx, readhint.Hint{Aggregate: rollup.Sum, Resolution: h, WindowMillis: hour}), false,
-				&storage.SelectHints{Start: mint, End: maxt, Step: hour, Range: hour}, m)
-			ts, vs := onlySeries(t, ss)
-			out := map[int64]float64{}
-			for i, pt := range ts {
-				out[pt] = vs[i]
-			}
-			return out
+			return readOverflowDay(t, st, t0, rollup.Sum, m)
 		}
 		end := t0 + 6*hour
 		sums := read(labels.MustNewMatcher(labels.MatchEqual, "__name__", "o"))
@@ -147,13 +122,29 @@ func writeOverflowDay(t *testing.T, st *ks.Store, eng engine.Engine) int64 {
 		}
 		s.T, s.V = append(s.T, t0+7_000+i*60_000), append(s.V, v)
 	}
-	app := st.NewAppender()
-	for i := range s.T {
-		_, err := app.Append(0, s.Labels, s.T[i], s.V[i])
-		require.NoError(t, err)
-	}
-	require.NoError(t, app.Commit(ctx))
-	h := rollup.Resolution(time.Hour)
-	require.NoError(t, rolluptest.Write(ctx, st, eng, []rollup.Resolution{h}, t0+hour, t0+23*hour, []rolluptest.Series{s}))
+	appendSeries(t, st, []rolluptest.Series{s})
+	require.NoError(t, rolluptest.Write(ctx, st, eng, []rollup.Resolution{overflowRes}, t0+hour, t0+23*hour, []rolluptest.Series{s}))
 	return t0
+}
+
+// overflowRes is the resolution writeOverflowDay rolls up at.
+const overflowRes = rollup.Resolution(time.Hour)
+
+// readOverflowDay reads aggregate a of the series m selects, at
+// overflowRes, from writeOverflowDay's rollups: the value at each bucket
+// end.
+func readOverflowDay(t *testing.T, st *ks.Store, t0 int64, a rollup.Aggregate, m *labels.Matcher) map[int64]float64 {
+	ctx := context.Background()
+	mint, maxt := t0+1, t0+23*hour
+	q, err := st.Querier(mint, maxt)
+	require.NoError(t, err)
+	defer q.Close()
+	ss := q.Select(readhint.With(ctx, readhint.Hint{Aggregate: a, Resolution: overflowRes, WindowMillis: hour}), false,
+		&storage.SelectHints{Start: mint, End: maxt, Step: hour, Range: hour}, m)
+	ts, vs := onlySeries(t, ss)
+	out := map[int64]float64{}
+	for i, pt := range ts {
+		out[pt] = vs[i]
+	}
+	return out
 }

@@ -202,15 +202,8 @@ func rollupAvg(t *testing.T, engName string) {
 						if ls != `{i="3"}` {
 							continue
 						}
-						require.Len(t, have[ls], len(pts), "%s %s", e.avg, ls)
-						for i, p := range pts {
-							g := have[ls][i]
-							rawPoints++
-							require.Equal(t, p[0], g[0])
-							require.True(t, p[1] == g[1] || math.IsNaN(p[1]) && math.IsNaN(g[1]) ||
-								math.Abs(p[1]-g[1]) <= 1e-9*math.Max(math.Abs(p[1]), math.Abs(g[1])),
-								"%s %s at %v: raw %v, rollups %v", e.avg, ls, p[0], p[1], g[1])
-						}
+						requireClose(t, e.avg+" "+ls, pts, have[ls], 1e-9)
+						rawPoints += len(pts)
 					}
 				}
 			}

@@ -2,7 +2,6 @@ package queryapi
 
 import (
 	"context"
-	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -88,14 +87,7 @@ func TestRollupSumOneBucketIsRaw(t *testing.T) {
 		want, have := rangeBody(t, raw), rangeBody(t, got)
 		require.Equal(t, keys(want), keys(have), c.q)
 		for ls, pts := range want {
-			require.Len(t, have[ls], len(pts), "%s %s", c.q, ls)
-			for i, p := range pts {
-				g := have[ls][i]
-				require.Equal(t, p[0], g[0])
-				require.True(t, p[1] == g[1] || math.IsNaN(p[1]) && math.IsNaN(g[1]) ||
-					math.Abs(p[1]-g[1]) <= 1e-15*math.Max(math.Abs(p[1]), math.Abs(g[1])),
-					"%s %s at %v: raw %v, rollups %v", c.q, ls, p[0], p[1], g[1])
-			}
+			requireClose(t, c.q+" "+ls, pts, have[ls], 1e-15)
 		}
 		if c.step == time.Hour {
 			pts := rangeBody(t, got)[`{i="ill"}`]

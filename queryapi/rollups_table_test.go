@@ -357,6 +357,21 @@ func rangeBody(t *testing.T, ans string) map[string][][2]float64 {
 	return out
 }
 
+// requireClose requires have, a rollup answer's points, to be raw's
+// points want: the same times, and values equal, both NaN, or within rel
+// of each other.
+func requireClose(t *testing.T, what string, want, have [][2]float64, rel float64) {
+	t.Helper()
+	require.Len(t, have, len(want), what)
+	for i, p := range want {
+		g := have[i]
+		require.Equal(t, p[0], g[0], what)
+		require.True(t, p[1] == g[1] || math.IsNaN(p[1]) && math.IsNaN(g[1]) ||
+			math.Abs(p[1]-g[1]) <= rel*math.Max(math.Abs(p[1]), math.Abs(g[1])),
+			"%s at %v: raw %v, rollups %v", what, p[0], p[1], g[1])
+	}
+}
+
 func keys(m map[string][][2]float64) []string {
 	var out []string
 	for k := range m {

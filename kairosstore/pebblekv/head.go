@@ -407,10 +407,7 @@ func (e *Engine) mergeParts(rows map[uint64]*headRow) error {
 	if parts <= 1 {
 		return e.mergeCommit(maps.Values(rows))
 	}
-	list := make([]*headRow, 0, len(rows))
-	for _, r := range rows {
-		list = append(list, r)
-	}
+	list := slices.Collect(maps.Values(rows))
 	errs := make([]error, parts)
 	var wg sync.WaitGroup
 	for i := range parts {
